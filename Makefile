@@ -1,0 +1,18 @@
+# The two commands of README.md. Both create .venv on first use.
+VENV ?= .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint
+
+run: $(STAMP)
+	$(VENV)/bin/autoresearch run
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+$(STAMP): pyproject.toml scripts/setup_venv.sh
+	bash scripts/setup_venv.sh $(VENV)
+	touch $(STAMP)

@@ -1,0 +1,1 @@
+"""The research-agent service: the `autoresearch` command line and the experiment loop."""

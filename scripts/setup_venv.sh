@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Creates the project's virtual environment (first argument, default .venv) and installs
+# the project with its dev extra. Without an NVIDIA GPU, torch is installed from a CPU
+# build first, so that the dependency resolver never pulls a multi-GB CUDA build.
+set -euo pipefail
+venv="${1:-.venv}"
+python="${PYTHON:-python3}"
+
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip --disable-pip-version-check)
+
+if ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    "${pip[@]}" install torch
+  elif ! "${pip[@]}" install --no-index "torch==2.13.0" 2>/dev/null; then
+    "${pip[@]}" install torch --index-url https://download.pytorch.org/whl/cpu
+  fi
+fi
+"${pip[@]}" install -e '.[dev]'

@@ -1,0 +1,304 @@
+"""Build a prepared track: data splits, manifest and fingerprint, tokenizer, track.json.
+
+Everything is built in a staging directory beside the track's and swapped in by rename
+once complete, with track.json written last, so an interrupted prepare leaves the
+previous state (or nothing) and never a half-written track. A track that is already
+prepared from the same source is left as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from trainer import corpus, download
+from trainer.download import file_sha256
+from trainer.prepare import (
+    SPECIAL_TOKENS,
+    SPLIT_PATTERN,
+    SPLITS,
+    BestFitPacker,
+    PrepareError,
+    Tokenizer,
+    cache_root,
+    iter_documents,
+    track_constants,
+)
+
+FORMAT_VERSION = 1
+TOKENIZER_DOC_CHARS = 10_000        # each training document is truncated to this for BPE
+TOKENIZER_TOTAL_CHARS = 1_000_000_000
+DEFAULT_NUM_SHARDS = 10
+MAX_TRAIN_SHARDS = 6541             # shards 06541 and 06542 are holdout and val
+
+
+@dataclass
+class PreparedTrack:
+    directory: Path
+    spec: dict
+    reused: bool
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def prepare_track(track: str, source: str | None = None, num_shards: int | None = None,
+                  cache: Path | None = None, show_progress: bool = True) -> PreparedTrack:
+    constants = track_constants(track)
+    cache = (cache or cache_root()).expanduser().resolve()
+    _ensure_writable(cache)
+    source = source or constants["source"]
+    source_spec = _source_spec(source, num_shards)
+    final = cache / track
+    existing = _read_json(final / "track.json")
+    if existing and existing.get("source") == source_spec and _intact(final, existing):
+        return PreparedTrack(final, existing, reused=True)
+
+    for stale in [*cache.glob(f".staging-{track}-*"), *cache.glob(f".old-{track}-*")]:
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = cache / f".staging-{track}-{os.getpid()}"
+    seconds: dict[str, float] = {}
+    try:
+        start = time.perf_counter()
+        files = _build_splits(source_spec, staging, cache, constants, show_progress)
+        seconds["data"] = time.perf_counter() - start
+        manifest = {split: [_file_entry(path) for path in files[split]] for split in SPLITS}
+        fingerprint = _fingerprint(track, constants, manifest)
+
+        start = time.perf_counter()
+        if existing and existing.get("fingerprint") == fingerprint and _tokenizer_ok(final, fingerprint):
+            shutil.copytree(final / "tokenizer", staging / "tokenizer")
+        else:
+            train_tokenizer(files["train"], constants["vocab_size"], staging / "tokenizer", fingerprint)
+        seconds["tokenizer"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        tokenizer = Tokenizer.from_files(staging / "tokenizer")
+        for split in ("val", "holdout"):
+            _check_enough_for_eval(tokenizer, files[split], constants, split)
+        seconds["eval_check"] = time.perf_counter() - start
+
+        spec = {
+            "format": FORMAT_VERSION,
+            "track": track,
+            "fingerprint": fingerprint,
+            "constants": constants,
+            "source": source_spec,
+            "files": manifest,
+            "eval_rows": constants["eval_tokens"] // constants["max_seq_len"],
+            "tokenizer": json.loads((staging / "tokenizer" / "meta.json").read_text()),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        write_json_atomic(staging / "track.json", spec)
+        _swap_into_place(staging, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return PreparedTrack(final, spec, reused=False, seconds=seconds)
+
+
+def describe(prepared: PreparedTrack) -> str:
+    spec = prepared.spec
+    lines = [f"track {spec['track']} {'already prepared' if prepared.reused else 'prepared'} "
+             f"in {prepared.directory}",
+             f"  fingerprint {spec['fingerprint'][:16]}  source {spec['source']['kind']}",
+             f"  constants   {', '.join(f'{k}={v}' for k, v in spec['constants'].items())}"]
+    for split in SPLITS:
+        entries = spec["files"][split]
+        lines.append(f"  {split:<8}    {len(entries)} shard(s), {sum(e['docs'] for e in entries):,} documents, "
+                     f"{sum(e['bytes'] for e in entries) / 1e6:.1f} MB")
+    lines.append(f"  tokenizer   {spec['tokenizer']['vocab_size']} tokens; val scores {spec['eval_rows']} rows "
+                 f"of {spec['constants']['max_seq_len']} tokens")
+    if prepared.seconds:
+        lines.append("  seconds     " + ", ".join(f"{k} {v:.1f}" for k, v in prepared.seconds.items()))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# Sources
+# ---------------------------------------------------------------------------
+
+def _source_spec(source: str, num_shards: int | None) -> dict:
+    if num_shards is not None and source != "climbmix":
+        raise PrepareError("--num-shards only applies to --source climbmix")
+    if source == "climbmix":
+        n = DEFAULT_NUM_SHARDS if num_shards is None else num_shards
+        if not 1 <= n <= MAX_TRAIN_SHARDS:
+            raise PrepareError(f"--num-shards must be between 1 and {MAX_TRAIN_SHARDS}, got {n}")
+        return {"kind": "climbmix", "dataset": download.DATASET, "num_shards": n,
+                "val": download.VAL_SHARD, "holdout": download.HOLDOUT_SHARD}
+    if source == "stdlib":
+        return {"kind": "stdlib", "python": platform.python_version(),
+                "signature": _listing_signature(corpus.stdlib_root(), corpus.stdlib_files())}
+    folder = Path(source).expanduser().resolve()
+    if not folder.exists():
+        raise PrepareError(f"unknown source {source!r}: use climbmix, stdlib, or an existing folder "
+                           "of .txt/.jsonl/.parquet files")
+    return {"kind": "folder", "path": str(folder),
+            "signature": _listing_signature(folder, corpus.folder_files(folder))}
+
+
+def _listing_signature(root: Path, files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        stat = path.stat()
+        digest.update(f"{path.relative_to(root)}\t{stat.st_size}\t{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _build_splits(source_spec: dict, staging: Path, cache: Path, constants: dict,
+                  show_progress: bool) -> dict[str, list[Path]]:
+    kind = source_spec["kind"]
+    if kind == "stdlib":
+        return corpus.write_splits(corpus.stdlib_units(), staging, constants["doc_chars"])
+    if kind == "folder":
+        return corpus.write_splits(corpus.folder_units(Path(source_spec["path"])), staging,
+                                   constants["doc_chars"])
+    names = {"train": [download.shard_name(i) for i in range(source_spec["num_shards"])],
+             "val": [source_spec["val"]], "holdout": [source_spec["holdout"]]}
+    downloads = cache / "downloads" / "climbmix"
+    download.download_shards([n for split in SPLITS for n in names[split]], downloads,
+                             show_progress=show_progress)
+    files: dict[str, list[Path]] = {}
+    for split in SPLITS:
+        (staging / split).mkdir(parents=True, exist_ok=True)
+        files[split] = [_link_or_copy(downloads / name, staging / split / name) for name in names[split]]
+    return files
+
+
+def _link_or_copy(src: Path, dst: Path) -> Path:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+    return dst
+
+
+# ---------------------------------------------------------------------------
+# Tokenizer
+# ---------------------------------------------------------------------------
+
+def _tokenizer_training_texts(train_files: list[Path]):
+    budget = TOKENIZER_TOTAL_CHARS
+    for texts, epoch in iter_documents(train_files):
+        if epoch > 1:
+            return
+        for text in texts:
+            text = text[:TOKENIZER_DOC_CHARS]
+            budget -= len(text)
+            yield text
+            if budget <= 0:
+                return
+
+
+def train_tokenizer(train_files: list[Path], vocab_size: int, out_dir: Path, fingerprint: str) -> None:
+    import pickle
+
+    import rustbpe
+    import tiktoken
+
+    learned = vocab_size - len(SPECIAL_TOKENS)
+    bpe = rustbpe.Tokenizer()
+    bpe.train_from_iterator(_tokenizer_training_texts(train_files), learned, pattern=SPLIT_PATTERN)
+    ranks = {bytes(token): rank for token, rank in bpe.get_mergeable_ranks()}
+    if len(ranks) != learned:
+        raise PrepareError(f"the training text yields only {len(ranks)} BPE tokens, fewer than the "
+                           f"{learned} this track needs: prepare it from a larger source")
+    specials = {name: learned + i for i, name in enumerate(SPECIAL_TOKENS)}
+    encoding = tiktoken.Encoding(name=f"autoresearch-{fingerprint[:12]}", pat_str=bpe.get_pattern(),
+                                 mergeable_ranks=ranks, special_tokens=specials)
+    token_bytes = np.array([len(encoding.decode_single_token_bytes(i)) for i in range(learned)]
+                           + [0] * len(SPECIAL_TOKENS), dtype=np.int32)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "tokenizer.pkl", "wb") as f:
+        pickle.dump(encoding, f)
+    np.save(out_dir / "token_bytes.npy", token_bytes)
+    write_json_atomic(out_dir / "meta.json", {
+        "fingerprint": fingerprint, "vocab_size": vocab_size, "pattern": SPLIT_PATTERN,
+        "special_tokens": specials, "bos_token_id": specials[SPECIAL_TOKENS[0]],
+        "sha256": file_sha256(out_dir / "tokenizer.pkl"),
+    })
+
+
+def _check_enough_for_eval(tokenizer: Tokenizer, files: list[Path], constants: dict, split: str) -> None:
+    """Packs the rows evaluate_bpb will score and fails if the split runs out before them."""
+    row_len = constants["max_seq_len"] + 1
+    rows = constants["eval_tokens"] // constants["max_seq_len"]
+    packer = BestFitPacker(tokenizer, iter_documents(files), row_len)
+    packer.rows(rows)
+    if packer.epoch > 1:
+        raise PrepareError(f"the {split} split is too small: it runs out of documents before the {rows} rows "
+                           f"of {row_len} tokens that evaluation scores (packing also holds "
+                           f"{packer.buffer_size} documents in its buffer); prepare from a larger source")
+
+
+# ---------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------
+
+def _ensure_writable(cache: Path) -> None:
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=cache):
+            pass
+    except OSError as err:
+        raise PrepareError(f"cache dir {cache} is not writable ({err.strerror or err}): choose another "
+                           "with --cache or AUTORESEARCH_CACHE") from err
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _intact(directory: Path, spec: dict) -> bool:
+    for split in SPLITS:
+        for entry in spec["files"][split]:
+            path = directory / split / entry["name"]
+            if not path.is_file() or path.stat().st_size != entry["bytes"]:
+                return False
+    return _tokenizer_ok(directory, spec["fingerprint"])
+
+
+def _tokenizer_ok(directory: Path, fingerprint: str) -> bool:
+    meta = _read_json(directory / "tokenizer" / "meta.json")
+    files_there = all((directory / "tokenizer" / name).is_file() for name in ("tokenizer.pkl", "token_bytes.npy"))
+    return bool(meta) and meta.get("fingerprint") == fingerprint and files_there
+
+
+def _file_entry(path: Path) -> dict:
+    import pyarrow.parquet as pq
+    return {"name": path.name, "bytes": path.stat().st_size, "sha256": file_sha256(path),
+            "docs": pq.read_metadata(path).num_rows}
+
+
+def _fingerprint(track: str, constants: dict, manifest: dict) -> str:
+    files = {split: [(e["name"], e["bytes"], e["sha256"]) for e in entries] for split, entries in manifest.items()}
+    payload = json.dumps({"track": track, "constants": constants, "files": files}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _swap_into_place(staging: Path, final: Path) -> None:
+    old = final.with_name(f".old-{final.name}-{os.getpid()}")
+    if final.exists():
+        os.replace(final, old)
+    os.replace(staging, final)
+    shutil.rmtree(old, ignore_errors=True)

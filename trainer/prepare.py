@@ -1,0 +1,345 @@
+"""Frozen data side of every experiment: track constants, tokenizer, dataloader, evaluate_bpb.
+
+This file is copied into each workspace next to train.py and hash-guarded there: the
+experiment may import it but never change it. It fixes what makes two results
+comparable: the track (sequence length, time budget, eval tokens, vocabulary) and the
+data it was prepared from, identified by a fingerprint over both.
+
+Layout of a prepared track (``$AUTORESEARCH_CACHE/<track>/``, default cache
+``~/.cache/autoresearch``)::
+
+    track.json            constants, source, file manifest, fingerprint (written last)
+    tokenizer/            tokenizer.pkl (tiktoken Encoding), token_bytes.npy, meta.json
+    train/ val/ holdout/  parquet shards with a ``text`` column
+
+Which track is in force: ``track.json`` beside this file (a workspace), else the
+``AUTORESEARCH_TRACK`` environment variable, else ``gpu``.
+
+Building a track (corpus, downloads, tokenizer training) is not needed by experiments
+and lives in the project's trainer package; this file's CLI hands over to it:
+
+    python trainer/prepare.py --track cpu [--source stdlib|climbmix|DIR] [--num-shards N] [--cache DIR]
+
+torch, pyarrow and tiktoken are imported where they are used, so that the agent side
+can read the track table without them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+# ---------------------------------------------------------------------------
+# Tracks
+# ---------------------------------------------------------------------------
+
+TRACKS: dict[str, dict] = {
+    "gpu": dict(max_seq_len=2048, time_budget=300, eval_tokens=40 * 524_288,
+                vocab_size=8192, source="climbmix", doc_chars=3 * 2048),
+    "cpu": dict(max_seq_len=256, time_budget=60, eval_tokens=1024 * 256,
+                vocab_size=4096, source="stdlib", doc_chars=3 * 256),
+    "test": dict(max_seq_len=128, time_budget=5, eval_tokens=256 * 128,
+                 vocab_size=1024, source="stdlib", doc_chars=3 * 128),
+}
+SPECIAL_TOKENS = ["<|bos|>", "<|special_1|>", "<|special_2|>", "<|special_3|>"]
+BOS_TOKEN = SPECIAL_TOKENS[0]
+# GPT-4 style pre-tokenisation, but numbers are grouped by at most two digits.
+SPLIT_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*"""
+    r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
+)
+SPLITS = ("train", "val", "holdout")
+
+
+class PrepareError(Exception):
+    """Bad input or missing data; the message names the problem and the fix."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("AUTORESEARCH_CACHE", "~/.cache/autoresearch")).expanduser()
+
+
+def track_dir(track: str, cache: Path | None = None) -> Path:
+    return (cache or cache_root()) / track
+
+
+def track_constants(track: str) -> dict:
+    if track not in TRACKS:
+        raise PrepareError(f"unknown track {track!r}: choose one of {', '.join(TRACKS)}")
+    return TRACKS[track]
+
+
+def _track_in_force() -> tuple[str, str | None]:
+    """(track name, expected fingerprint or None) for this process."""
+    beside = Path(__file__).with_name("track.json")
+    if beside.exists():
+        spec = json.loads(beside.read_text())
+        return spec["track"], spec["fingerprint"]
+    return os.environ.get("AUTORESEARCH_TRACK", "gpu"), None
+
+
+TRACK, FINGERPRINT = _track_in_force()
+_constants = track_constants(TRACK)
+MAX_SEQ_LEN: int = _constants["max_seq_len"]      # tokens per row
+TIME_BUDGET: int = _constants["time_budget"]      # seconds of counted training
+EVAL_TOKENS: int = _constants["eval_tokens"]      # validation tokens scored by evaluate_bpb
+VOCAB_SIZE: int = _constants["vocab_size"]        # including the special tokens
+
+
+def load_track(data_dir: Path | None = None) -> dict:
+    """The prepared track's track.json, checked against the fingerprint in force."""
+    data_dir = data_dir or track_dir(TRACK)
+    path = data_dir / "track.json"
+    if not path.exists():
+        raise PrepareError(
+            f"track {TRACK!r} is not prepared in {data_dir}: run "
+            f"`autoresearch prepare --track {TRACK}` (or set AUTORESEARCH_CACHE to where it is)")
+    spec = json.loads(path.read_text())
+    if FINGERPRINT is not None and spec["fingerprint"] != FINGERPRINT:
+        raise PrepareError(
+            f"the data in {data_dir} has fingerprint {spec['fingerprint'][:12]} but this workspace "
+            f"was created for {FINGERPRINT[:12]}: its numbers would not be comparable. Re-prepare "
+            f"the data this workspace was made with, or point AUTORESEARCH_CACHE at it")
+    return spec
+
+
+# ---------------------------------------------------------------------------
+# Tokenizer
+# ---------------------------------------------------------------------------
+
+class Tokenizer:
+    """A tiktoken Encoding trained with rustbpe, plus the UTF-8 byte length of every token."""
+
+    def __init__(self, encoding, token_bytes: np.ndarray):
+        self.encoding = encoding
+        self.token_bytes = token_bytes
+        self.bos_token_id: int = encoding.encode_single_token(BOS_TOKEN)
+        self.vocab_size: int = encoding.n_vocab
+
+    @classmethod
+    def from_directory(cls, data_dir: Path | None = None) -> Tokenizer:
+        """The prepared track's tokenizer, refused if it was built for other data."""
+        data_dir = data_dir or track_dir(TRACK)
+        spec = load_track(data_dir)
+        tok_dir = data_dir / "tokenizer"
+        meta_path = tok_dir / "meta.json"
+        if not meta_path.exists():
+            raise PrepareError(f"no tokenizer in {tok_dir}: run `autoresearch prepare --track {spec['track']}`")
+        meta = json.loads(meta_path.read_text())
+        if meta["fingerprint"] != spec["fingerprint"]:
+            raise PrepareError(
+                f"the tokenizer in {tok_dir} was built for another track or data "
+                f"({meta['fingerprint'][:12]}, expected {spec['fingerprint'][:12]}): run "
+                f"`autoresearch prepare --track {spec['track']}` to rebuild it")
+        return cls.from_files(tok_dir)
+
+    @classmethod
+    def from_files(cls, tok_dir: Path) -> Tokenizer:
+        import pickle
+        with open(tok_dir / "tokenizer.pkl", "rb") as f:
+            encoding = pickle.load(f)
+        return cls(encoding, np.load(tok_dir / "token_bytes.npy"))
+
+    def get_bos_token_id(self) -> int:
+        return self.bos_token_id
+
+    def get_vocab_size(self) -> int:
+        return self.vocab_size
+
+    def encode(self, text: str | list[str], prepend: int | None = None, num_threads: int = 8):
+        """Token ids of one text (a list) or of many texts (a list of lists); specials are plain text."""
+        if isinstance(text, str):
+            ids = self.encoding.encode_ordinary(text)
+            return [prepend, *ids] if prepend is not None else ids
+        batches = self.encoding.encode_ordinary_batch(text, num_threads=num_threads)
+        if prepend is not None:
+            for ids in batches:
+                ids.insert(0, prepend)
+        return batches
+
+    def decode(self, ids) -> str:
+        return self.encoding.decode(list(ids))
+
+
+def get_token_bytes(device="cpu"):
+    """Byte length of every token id as a torch tensor (special tokens count 0 bytes)."""
+    import torch
+    tokenizer = Tokenizer.from_directory()
+    return torch.from_numpy(tokenizer.token_bytes.astype(np.int64)).to(device)
+
+
+# ---------------------------------------------------------------------------
+# Dataloader: BOS-aligned best-fit packing
+# ---------------------------------------------------------------------------
+
+def split_files(split: str, data_dir: Path | None = None) -> list[Path]:
+    """The parquet files of one split, in their pinned order, as listed in track.json."""
+    if split not in SPLITS:
+        raise PrepareError(f"unknown split {split!r}: choose one of {', '.join(SPLITS)}")
+    data_dir = data_dir or track_dir(TRACK)
+    spec = load_track(data_dir)
+    files = [data_dir / split / entry["name"] for entry in spec["files"][split]]
+    missing = [str(f) for f in files if not f.exists()]
+    if missing:
+        raise PrepareError(f"{split} data is missing ({', '.join(missing[:3])}): re-run "
+                           f"`autoresearch prepare --track {spec['track']}`")
+    return files
+
+
+def iter_documents(files: list[Path], batch_docs: int = 128):
+    """Endless stream of (list of texts, epoch); the epoch counts passes over the files."""
+    import pyarrow.parquet as pq
+    epoch = 1
+    while True:
+        for path in files:
+            parquet = pq.ParquetFile(path)
+            for group in range(parquet.num_row_groups):
+                texts = parquet.read_row_group(group, columns=["text"]).column("text").to_pylist()
+                for start in range(0, len(texts), batch_docs):
+                    yield texts[start:start + batch_docs], epoch
+        epoch += 1
+
+
+class BestFitPacker:
+    """Packs BOS-prefixed documents into rows of exactly ``row_len`` tokens, no padding.
+
+    Each position of a row takes the largest buffered document that still fits; when
+    none fits, the smallest one is cropped to fill the row (its rest is dropped). Every
+    row therefore starts at a document start, i.e. with BOS. Ties go to the oldest
+    document, so the output depends only on the document stream. ``epoch`` is the
+    highest pass over the files that a placed document came from (read-ahead in the
+    buffer does not count).
+    """
+
+    def __init__(self, tokenizer: Tokenizer, documents, row_len: int, buffer_size: int = 1000):
+        self.tokenizer = tokenizer
+        self.documents = documents
+        self.row_len = row_len
+        self.buffer_size = buffer_size
+        self.keys: list[tuple[int, int]] = []     # sorted (length, arrival number)
+        self.docs: dict[int, tuple[np.ndarray, int]] = {}  # arrival -> (tokens, epoch)
+        self.arrivals = 0
+        self.epoch = 1
+
+    def _refill(self) -> None:
+        while len(self.keys) < self.buffer_size:
+            texts, epoch = next(self.documents)
+            for ids in self.tokenizer.encode(texts, prepend=self.tokenizer.bos_token_id):
+                self.docs[self.arrivals] = (np.asarray(ids, dtype=np.int32), epoch)
+                bisect.insort(self.keys, (len(ids), self.arrivals))
+                self.arrivals += 1
+
+    def _take(self, index: int) -> np.ndarray:
+        _, arrival = self.keys.pop(index)
+        doc, epoch = self.docs.pop(arrival)
+        self.epoch = max(self.epoch, epoch)
+        return doc
+
+    def fill_row(self, row: np.ndarray) -> None:
+        pos = 0
+        while pos < self.row_len:
+            self._refill()
+            remaining = self.row_len - pos
+            fits = bisect.bisect_right(self.keys, (remaining, math.inf))
+            if fits:
+                best_len = self.keys[fits - 1][0]
+                doc = self._take(bisect.bisect_left(self.keys, (best_len, -1)))
+                row[pos:pos + len(doc)] = doc
+                pos += len(doc)
+            else:
+                doc = self._take(0)
+                row[pos:] = doc[:remaining]
+                pos = self.row_len
+
+    def rows(self, count: int) -> np.ndarray:
+        out = np.empty((count, self.row_len), dtype=np.int32)
+        for i in range(count):
+            self.fill_row(out[i])
+        return out
+
+
+def make_dataloader(tokenizer: Tokenizer, batch_size: int, seq_len: int, split: str,
+                    device="cpu", data_dir: Path | None = None):
+    """Endless, deterministic batches (inputs, targets, epoch) of shape (batch_size, seq_len)."""
+    import torch
+    packer = BestFitPacker(tokenizer, iter_documents(split_files(split, data_dir)), seq_len + 1)
+    device = torch.device(device)
+    pinned = device.type == "cuda"
+    while True:
+        rows = torch.from_numpy(packer.rows(batch_size).astype(np.int64))
+        if pinned:
+            rows = rows.pin_memory().to(device, non_blocking=True)
+        else:
+            rows = rows.to(device)
+        yield rows[:, :-1], rows[:, 1:], packer.epoch
+
+
+# ---------------------------------------------------------------------------
+# The metric
+# ---------------------------------------------------------------------------
+
+def evaluate_bpb(model, tokenizer: Tokenizer, batch_size: int, split: str = "val",
+                 data_dir: Path | None = None) -> float:
+    """Bits per byte of ``split`` under ``model``: the track's metric.
+
+    Scores the first EVAL_TOKENS // MAX_SEQ_LEN packed rows of the split, whatever the
+    batch size (the last batch is filled with repeated rows that are not counted).
+    ``model(inputs, targets, reduction="none")`` must return the per-token cross-entropy
+    in nats. Sum of that loss over targets with more than 0 bytes, divided by
+    ln(2) * the bytes of those targets: independent of the vocabulary.
+    """
+    import torch
+    params = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+    device = params.device if params is not None else torch.device("cpu")
+    token_bytes = torch.from_numpy(tokenizer.token_bytes.astype(np.int64)).to(device)
+    total_rows = EVAL_TOKENS // MAX_SEQ_LEN
+    packer = BestFitPacker(tokenizer, iter_documents(split_files(split, data_dir)), MAX_SEQ_LEN + 1)
+    total_nats = torch.zeros((), dtype=torch.float64, device=device)
+    total_bytes = torch.zeros((), dtype=torch.int64, device=device)
+    with torch.no_grad():
+        for start in range(0, total_rows, batch_size):
+            counted = min(batch_size, total_rows - start)
+            rows = packer.rows(counted)
+            if counted < batch_size:
+                rows = np.concatenate([rows, np.resize(rows, (batch_size - counted, rows.shape[1]))])
+            rows = torch.from_numpy(rows.astype(np.int64)).to(device)
+            inputs, targets = rows[:, :-1], rows[:, 1:]
+            loss = model(inputs, targets, reduction="none").view(batch_size, -1)[:counted].double()
+            nbytes = token_bytes[targets[:counted]]
+            total_nats += (loss * (nbytes > 0)).sum()
+            total_bytes += nbytes.sum()
+    if packer.epoch > 1:
+        raise PrepareError(f"the {split} split ran out of documents before {total_rows} rows: "
+                           "prepare the track with more data")
+    return total_nats.item() / (math.log(2) * total_bytes.item())
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    parser = argparse.ArgumentParser(description="Prepare a track: data, splits, tokenizer.")
+    parser.add_argument("--track", required=True, help=f"one of {', '.join(TRACKS)}")
+    parser.add_argument("--source", default=None,
+                        help="climbmix, stdlib, or a folder of .txt/.jsonl/.parquet (default: the track's)")
+    parser.add_argument("--num-shards", type=int, default=None, help="climbmix training shards (default 10)")
+    parser.add_argument("--cache", type=Path, default=None, help="cache dir (default $AUTORESEARCH_CACHE)")
+    args = parser.parse_args(argv)
+    from trainer.preparation import describe, prepare_track
+    try:
+        prepared = prepare_track(args.track, source=args.source, num_shards=args.num_shards, cache=args.cache)
+    except PrepareError as err:
+        print(f"error: {err}")
+        return 2
+    print(describe(prepared))
+    return 0
+
+
+if __name__ == "__main__":
+    # Run through the package module so that errors raised by the builders are this
+    # module's PrepareError, not a second copy made by running the file as a script.
+    from trainer.prepare import main as package_main
+    raise SystemExit(package_main())
