@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 .PHONY: run test lint
 
 run: $(STAMP)
-	$(VENV)/bin/autoresearch run
+	$(VENV)/bin/autoresearch run --tag demo --track cpu --max-experiments 4
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q

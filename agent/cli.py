@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from trainer.prepare import TRACKS, PrepareError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="An LLM agent that does ML research overnight on a GPT training script.")
-console = Console(soft_wrap=True)
-
+console = Console(soft_wrap=True, highlight=False)
+PROJECT = Path(__file__).resolve().parent.parent
+DEFAULT_PROGRAM = PROJECT / "prompts" / "program.md"
 
 TrackOption = Annotated[str, typer.Option(help=f"Track: {', '.join(TRACKS)}.")]
 CacheOption = Annotated[Path | None, typer.Option(
     help="Cache directory (default $AUTORESEARCH_CACHE or ~/.cache/autoresearch).")]
+TagOption = Annotated[str, typer.Option(help="Run tag: the workspace is workspace/<tag>, branch autoresearch/<tag>.")]
+WorkspacesOption = Annotated[Path | None, typer.Option(
+    help="Where workspaces live (default $AUTORESEARCH_WORKSPACES or ./workspace).")]
+ProgramOption = Annotated[Path, typer.Option(help="The research program (a markdown prompt).")]
+
+
+def fail(message: str) -> None:
+    console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(2)
 
 
 @app.command()
@@ -30,24 +42,138 @@ def prepare(
     cache: CacheOption = None,
 ) -> None:
     """Build a track's data splits and tokenizer (skipped when already prepared from the same source)."""
-    _prepare_and_describe(track, source, num_shards, cache)
+    console.print(_describe(_prepare(track, source, num_shards, cache)))
 
 
 @app.command()
-def run(track: TrackOption = "cpu", cache: CacheOption = None) -> None:
-    """The main job. The experiment loop is not built yet: this prepares the track it will run on."""
-    _prepare_and_describe(track, None, None, cache)
-    console.print("The track is ready; the research loop that trains on it is not part of this version yet.")
+def init(tag: TagOption, track: TrackOption = "cpu", program: ProgramOption = DEFAULT_PROGRAM,
+         workspaces: WorkspacesOption = None, cache: CacheOption = None) -> None:
+    """Create workspace/<tag>: its own git repository with train.py for the track, prepare.py and track.json."""
+    workspace = _create(tag, track, program, workspaces, cache)
+    console.print(f"created {workspace.dir} on branch {workspace.branch} (track {track}); "
+                  f"start it with `autoresearch run --tag {tag}`")
 
 
-def _prepare_and_describe(track: str, source: str | None, num_shards: int | None, cache: Path | None) -> None:
-    from trainer.preparation import describe, prepare_track
+@app.command()
+def run(
+    tag: TagOption = "demo",
+    track: Annotated[str, typer.Option(help="Track for a new tag (an existing tag keeps its own).")] = "cpu",
+    max_experiments: Annotated[int | None, typer.Option(help="Experiments to run now (the baseline counts).")] = None,
+    max_hours: Annotated[float | None, typer.Option(help="Start no experiment after this many hours.")] = None,
+    proposer: Annotated[str, typer.Option(help="optuna (offline) or llm.")] = "optuna",
+    program: Annotated[Path | None, typer.Option(help="The research program (default: the tag's).")] = None,
+    min_delta: Annotated[float, typer.Option(help="Keep only if val_bpb < best - MIN_DELTA.")] = 0.0,
+    grace_seconds: Annotated[float, typer.Option(help="Hard timeout = 2 x budget + this.")] = 120.0,
+    workspaces: WorkspacesOption = None,
+    cache: CacheOption = None,
+) -> None:
+    """Run the research loop on a tag (created if new, resumed if it exists). Ctrl-C stops cleanly."""
+    from agent.loop import LoopSettings, LoopStopped, run_loop
+    from agent.proposers.optuna_search import OptunaProposer
+    from agent.runner import LocalRunner
+    from agent.workspace import Workspace, WorkspaceError
+
+    if cache is not None:
+        import os
+        os.environ["AUTORESEARCH_CACHE"] = str(cache.expanduser().resolve())
+    if proposer != "optuna":
+        fail(f"proposer {proposer!r} is not available in this version: use --proposer optuna")
     try:
-        prepared = prepare_track(track, source=source, num_shards=num_shards, cache=cache)
+        workspace = Workspace.open(tag, workspaces)
+    except WorkspaceError:
+        workspace = _create(tag, track, program or DEFAULT_PROGRAM, workspaces, cache)
+        console.print(f"created {workspace.dir} (track {track})")
+    if program is not None:
+        _set_program(workspace, program)
+    settings = LoopSettings(max_experiments=max_experiments, max_hours=max_hours, min_delta=min_delta,
+                            grace_seconds=grace_seconds)
+    search = OptunaProposer(workspace.dir / "optuna.journal")
+    console.print(f"research loop on {workspace.dir} (track {workspace.settings['track']}, proposer optuna)")
+    try:
+        why = run_loop(workspace, search, LocalRunner(), settings, say=console.print)
+    except KeyboardInterrupt:
+        why = "stopped by Ctrl-C; the running experiment was recorded as interrupted"
+    except (LoopStopped, WorkspaceError) as err:
+        _where(workspace)
+        fail(str(err))
+    console.print(f"stopped: {why}")
+    _where(workspace)
+
+
+@app.command()
+def status(tag: TagOption = "demo", workspaces: WorkspacesOption = None) -> None:
+    """Best so far, counts, keep rate, and the experiment running now."""
+    from agent.ledger import Ledger
+    from agent.workspace import Workspace, WorkspaceError
+    try:
+        workspace = Workspace.open(tag, workspaces)
+    except WorkspaceError as err:
+        fail(str(err))
+    ledger = Ledger(workspace.dir)
+    records, best, current = ledger.records, ledger.best(), ledger.in_flight()
+    decided = [r for r in records if r["status"] in ("keep", "discard", "crash")]
+    keeps = sum(r["status"] == "keep" for r in records)
+    console.print(f"[bold]{tag}[/bold]: track {workspace.settings['track']}, {len(records)} experiments, "
+                  f"{keeps} kept, keep rate {keeps / len(decided):.0%}" if decided else f"{tag}: no experiments yet")
+    if best:
+        baseline = records[0]["val_bpb"]
+        console.print(f"best val_bpb {best['val_bpb']:.6f} ({best['commit'][:7]}, {best['description']}); "
+                      f"baseline {baseline:.6f}, {100 * (baseline - best['val_bpb']) / baseline:.2f}% better")
+    crashes: dict[str, int] = {}
+    for r in records:
+        if r["status"] in ("crash", "interrupted"):
+            crashes[r["triage"]] = crashes.get(r["triage"], 0) + 1
+    if crashes:
+        console.print("crashes: " + ", ".join(f"{k} {v}" for k, v in sorted(crashes.items())))
+    if records:
+        first = time.mktime(time.strptime(records[0]["started"], "%Y-%m-%dT%H:%M:%S%z"))
+        console.print(f"elapsed since the first experiment: {(time.time() - first) / 3600:.2f} h")
+    if current:
+        started = time.mktime(time.strptime(current["started"], "%Y-%m-%dT%H:%M:%S%z"))
+        console.print(f"running: {current['id']} {current['description']} ({time.time() - started:.0f} s so far)")
+    table = Table("id", "status", "val_bpb", "triage", "description", title="last experiments")
+    for r in records[-10:]:
+        table.add_row(r["id"], r["status"], f"{r['val_bpb']:.6f}" if r.get("val_bpb") else "-", r["triage"],
+                      r["description"])
+    if records:
+        console.print(table)
+
+
+def _prepare(track: str, source: str | None, num_shards: int | None, cache: Path | None):
+    from trainer.preparation import prepare_track
+    try:
+        return prepare_track(track, source=source, num_shards=num_shards, cache=cache)
     except PrepareError as err:
-        console.print(f"[red]error:[/red] {err}")
-        raise typer.Exit(2) from None
-    console.print(describe(prepared), highlight=False)
+        fail(str(err))
+
+
+def _describe(prepared) -> str:
+    from trainer.preparation import describe
+    return describe(prepared)
+
+
+def _create(tag: str, track: str, program: Path, workspaces: Path | None, cache: Path | None):
+    from agent.workspace import Workspace, WorkspaceError
+    if not program.is_file():
+        fail(f"research program {program} does not exist: pass --program PATH to a markdown file")
+    prepared = _prepare(track, None, None, cache)
+    try:
+        return Workspace.create(tag, prepared.spec, program.resolve(), workspaces)
+    except WorkspaceError as err:
+        fail(str(err))
+
+
+def _set_program(workspace, program: Path) -> None:
+    import json
+    if not program.is_file():
+        fail(f"research program {program} does not exist: pass --program PATH to a markdown file")
+    settings = dict(workspace.settings, program=str(program.resolve()))
+    (workspace.dir / "run.json").write_text(json.dumps(settings, indent=2) + "\n")
+
+
+def _where(workspace) -> None:
+    console.print(f"results: {workspace.dir / 'results.tsv'} and {workspace.dir / 'experiments.jsonl'}; "
+                  f"transcripts: {workspace.dir / 'transcripts'}; logs: {workspace.dir / 'logs'}")
 
 
 if __name__ == "__main__":

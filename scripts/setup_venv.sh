@@ -12,8 +12,8 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 if ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     "${pip[@]}" install torch
-  elif ! "${pip[@]}" install --no-index "torch==2.13.0" 2>/dev/null; then
-    "${pip[@]}" install torch --index-url https://download.pytorch.org/whl/cpu
+  elif ! "${pip[@]}" install "torch==2.13.0+cpu"; then  # a CPU wheel from a local wheel directory
+    "${pip[@]}" install torch --extra-index-url https://download.pytorch.org/whl/cpu
   fi
 fi
 "${pip[@]}" install -e '.[dev]'

@@ -58,7 +58,8 @@ def prepare_track(track: str, source: str | None = None, num_shards: int | None 
     source_spec = _source_spec(source, num_shards)
     final = cache / track
     existing = _read_json(final / "track.json")
-    if existing and existing.get("source") == source_spec and _intact(final, existing):
+    if (existing and existing.get("source") == source_spec and existing.get("constants") == constants
+            and _intact(final, existing)):
         return PreparedTrack(final, existing, reused=True)
 
     for stale in [*cache.glob(f".staging-{track}-*"), *cache.glob(f".old-{track}-*")]:

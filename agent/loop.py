@@ -1,0 +1,228 @@
+"""The experiment loop: propose -> validate -> commit -> run -> triage -> keep or reset -> record.
+
+One call of run_loop holds the workspace lock, first settles an experiment that a dead loop
+left in flight, runs the unmodified baseline if the ledger is empty, then runs experiments
+until a limit is reached. Every experiment ends with the branch head at the best commit,
+a clean tree, one ledger row and a transcript.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.edits import EditRejected, apply_edits
+from agent.ledger import Ledger
+from agent.policy import check_policy
+from agent.proposers.base import Proposal, ProposalContext, Proposer, ProposerError
+from agent.runner import LocalRunner, RunResult
+from agent.transcript import Transcript
+from agent.triage import Triage
+from agent.workspace import Workspace
+
+MAX_CONSECUTIVE_PROPOSER_FAILURES = 5
+
+
+@dataclass
+class LoopSettings:
+    max_experiments: int | None = None   # experiments this call may run (the baseline counts)
+    max_hours: float | None = None       # no new experiment starts after this
+    min_delta: float = 0.0               # keep only if val_bpb < best - min_delta
+    grace_seconds: float = 120.0         # hard timeout = 2 x budget + grace
+    timeout_seconds: float | None = None  # overrides the hard timeout
+
+
+class LoopStopped(Exception):
+    """The loop cannot go on (e.g. the machine failed twice); the message says why and what to do."""
+
+
+def run_loop(workspace: Workspace, proposer: Proposer, runner: LocalRunner, settings: LoopSettings,
+             say=print) -> str:
+    """Runs experiments until a limit; returns why it stopped."""
+    ledger = Ledger(workspace.dir)
+    with workspace.lock():
+        settle_interrupted(workspace, ledger, say)
+        started, done, failures = time.monotonic(), 0, 0
+        while True:
+            if settings.max_experiments is not None and done >= settings.max_experiments:
+                return f"ran {done} experiment(s), the limit for this run"
+            if settings.max_hours is not None and time.monotonic() - started >= settings.max_hours * 3600:
+                return f"reached the {settings.max_hours} h limit"
+            try:
+                record = run_experiment(workspace, ledger, proposer, runner, settings)
+            except (ProposerError, EditRejected) as err:
+                failures += 1
+                say(f"proposal failed ({failures} in a row): {err}")
+                if failures >= MAX_CONSECUTIVE_PROPOSER_FAILURES:
+                    raise LoopStopped(f"the proposer failed {failures} times in a row; last error: {err}") from err
+                continue
+            failures, done = 0, done + 1
+            say(f"{record['id']} {record['status']:<8} {_bpb(record)}  {record['description']}")
+
+
+def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, runner: LocalRunner,
+                   settings: LoopSettings) -> dict:
+    experiment_id = ledger.next_id()
+    transcript = Transcript(workspace.dir / "transcripts" / f"{experiment_id}.jsonl")
+    best, parent = ledger.best(), workspace.head()
+    program = read_program(workspace)
+    t_start = time.monotonic()
+
+    if best is None:
+        proposal, source = Proposal("baseline", []), workspace.file_at("train.py")
+        transcript.event("proposal", proposer="baseline", description="baseline: train.py as created", edits=[])
+    else:
+        context = ProposalContext(track=workspace.track, program_name=program["name"], program_text=program["text"],
+                                  train_source=workspace.file_at("train.py"), best=best,
+                                  history=list(ledger.records), experiment_id=experiment_id)
+        transcript.event("proposal_started", proposer=proposer.name, parent=parent, program=program["name"],
+                         program_sha256=program["sha256"])
+        proposal = proposer.propose(context, transcript)
+        transcript.event("proposal", proposer=proposer.name, description=proposal.description,
+                         edits=[vars(e) for e in proposal.edits], meta=proposal.meta)
+        try:
+            source = apply_edits(context.train_source, proposal.edits)
+            check_policy(source)
+        except EditRejected as err:
+            transcript.event("edit_rejected", message=str(err))
+            proposer.observe(dict(id=experiment_id, status="rejected", proposal=proposal.meta))
+            raise
+    propose_seconds = time.monotonic() - t_start
+
+    commit = parent if best is None else workspace.commit_train(source, f"{experiment_id}: {proposal.description}")
+    diff = "" if best is None else workspace.diff(parent, commit)
+    transcript.event("committed", commit=commit, parent=parent, diff=diff)
+    in_flight = dict(id=experiment_id, commit=commit, parent=parent, description=proposal.description,
+                     started=_now(), pid=os.getpid(), proposal=proposal.meta, program=program["name"])
+    ledger.begin(in_flight)
+    try:
+        result = run_with_infra_retry(workspace, runner, commit, experiment_id, settings, transcript)
+    except KeyboardInterrupt:
+        record_interrupted(workspace, ledger, in_flight, best, transcript)
+        raise
+
+    status, reason = decide(result, best, settings.min_delta)
+    if status != "keep":
+        workspace.reset_to(parent)
+    record = dict(
+        id=experiment_id, parent=parent, commit=commit, status=status, triage=result.verdict.triage.value,
+        reason=reason, description=proposal.description, val_bpb=_float(result.summary.get("val_bpb")),
+        peak_vram_mb=_float(result.summary.get("peak_vram_mb")), summary=result.summary,
+        model_config=result.model_config,
+        returncode=result.returncode, timed_out=result.timed_out, frozen_changed=result.frozen_changed,
+        timings=dict(propose_s=round(propose_seconds, 3), run_s=round(result.seconds, 3),
+                     total_s=round(time.monotonic() - t_start, 3)),
+        proposer=proposer.name if best is not None else "baseline", proposal=proposal.meta,
+        llm=dict(input_tokens=0, output_tokens=0, cost_usd=0.0),
+        program=dict(name=program["name"], sha256=program["sha256"]), diff=diff,
+        log=str(result.log_path.relative_to(workspace.dir)), log_tail=result.tail if status == "crash" else "",
+        transcript=str(transcript.path.relative_to(workspace.dir)), started=in_flight["started"], finished=_now())
+    ledger.append(record)
+    ledger.finish()
+    transcript.event("decision", status=status, triage=record["triage"], reason=reason, val_bpb=record["val_bpb"],
+                     best_before=best["val_bpb"] if best else None)
+    if best is not None:
+        proposer.observe(record)
+    if result.verdict.triage == Triage.INFRA:
+        raise LoopStopped(f"experiment {experiment_id} failed twice for a reason outside the experiment: "
+                          f"{result.verdict.reason}. Fix the machine or the data (see {record['log']}), then run "
+                          "again: the loop resumes from the best commit")
+    if best is None and status != "keep":
+        raise LoopStopped(f"the baseline did not produce a result ({record['triage']}: {reason}); see "
+                          f"{record['log']}")
+    return record
+
+
+def run_with_infra_retry(workspace: Workspace, runner: LocalRunner, commit: str, experiment_id: str,
+                         settings: LoopSettings, transcript: Transcript) -> RunResult:
+    budget = workspace.track["constants"]["time_budget"]
+    timeout = settings.timeout_seconds or 2 * budget + settings.grace_seconds
+    transcript.event("run_started", commit=commit, timeout_s=timeout, runner=runner.name)
+    result = runner.run(workspace, commit, timeout, experiment_id)
+    if result.verdict.triage == Triage.INFRA:
+        transcript.event("retry", reason=result.verdict.reason, note="infra: same commit once more, not charged")
+        result = runner.run(workspace, commit, timeout, f"{experiment_id}.retry")
+    transcript.event("run_finished", returncode=result.returncode, timed_out=result.timed_out,
+                     triage=result.verdict.triage.value, reason=result.verdict.reason, seconds=round(result.seconds, 3),
+                     summary=result.summary, log_tail=result.tail)
+    return result
+
+
+def decide(result: RunResult, best: dict | None, min_delta: float) -> tuple[str, str]:
+    verdict = result.verdict
+    if verdict.triage != Triage.OK:
+        return "crash", f"{verdict.triage.value}: {verdict.reason}"
+    val_bpb = float(verdict.summary["val_bpb"])
+    if best is None:
+        return "keep", f"baseline val_bpb {val_bpb:.6f}"
+    if val_bpb < best["val_bpb"] - min_delta:
+        return "keep", f"val_bpb {val_bpb:.6f} beats the best {best['val_bpb']:.6f} (by more than {min_delta})"
+    return "discard", f"val_bpb {val_bpb:.6f} does not beat the best {best['val_bpb']:.6f} by more than {min_delta}"
+
+
+def settle_interrupted(workspace: Workspace, ledger: Ledger, say=print) -> None:
+    """Record an experiment a dead loop left in flight (once), stop its orphans, reset to the best."""
+    in_flight = ledger.in_flight()
+    if in_flight and not ledger.has(in_flight["id"]):
+        kill_orphans(workspace.dir / "runs")
+        transcript = Transcript(workspace.dir / "transcripts" / f"{in_flight['id']}.jsonl")
+        record_interrupted(workspace, ledger, in_flight, ledger.best(), transcript)
+        say(f"{in_flight['id']} was interrupted by a stopped loop; recorded once as interrupted")
+    ledger.finish()
+    best = ledger.best()
+    if best is not None and (workspace.head() != best["commit"] or not workspace.is_clean()):
+        workspace.reset_to(best["commit"])
+
+
+def record_interrupted(workspace: Workspace, ledger: Ledger, in_flight: dict, best: dict | None,
+                       transcript: Transcript) -> None:
+    workspace.reset_to(best["commit"] if best else in_flight["parent"])
+    record = dict(id=in_flight["id"], parent=in_flight["parent"], commit=in_flight["commit"], status="interrupted",
+                  triage=Triage.INTERRUPTED.value, reason="the loop stopped while this experiment ran",
+                  description=in_flight["description"], val_bpb=None, peak_vram_mb=None, summary={},
+                  proposal=in_flight.get("proposal", {}), program=dict(name=in_flight.get("program")),
+                  transcript=str(transcript.path.relative_to(workspace.dir)), started=in_flight["started"],
+                  finished=_now())
+    ledger.append(record)
+    ledger.finish()
+    transcript.event("interrupted", reason=record["reason"])
+
+
+def kill_orphans(runs_dir: Path) -> None:
+    """SIGKILL processes still working in a run directory of this workspace (Linux /proc)."""
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+        except OSError:
+            continue
+        if cwd.is_relative_to(runs_dir) and int(entry.name) != os.getpid():
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def read_program(workspace: Workspace) -> dict:
+    """The research program, re-read before every experiment so that swapping it takes effect."""
+    path = Path(workspace.settings["program"])
+    text = path.read_text() if path.exists() else ""
+    return dict(name=path.stem, path=str(path), text=text, sha256=hashlib.sha256(text.encode()).hexdigest())
+
+
+def _float(value) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _bpb(record: dict) -> str:
+    return f"{record['val_bpb']:.6f}" if record.get("val_bpb") is not None else "    -   "
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

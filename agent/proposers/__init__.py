@@ -1,0 +1,1 @@
+"""Proposers: given the state of a run, propose one experiment (a description and edits to train.py)."""

@@ -1,0 +1,41 @@
+"""The one small interface every proposer implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agent.edits import Edit
+from agent.transcript import Transcript
+
+
+@dataclass
+class ProposalContext:
+    track: dict                 # the workspace's track.json
+    program_name: str
+    program_text: str
+    train_source: str           # train.py at the best commit
+    best: dict                  # the ledger record of the best experiment
+    history: list[dict]         # every ledger record so far, oldest first
+    experiment_id: str
+
+
+@dataclass
+class Proposal:
+    description: str
+    edits: list[Edit]
+    meta: dict = field(default_factory=dict)
+
+
+class ProposerError(Exception):
+    """The proposer could not produce an experiment; the loop records it and goes on or stops."""
+
+
+class Proposer(Protocol):
+    name: str
+
+    def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
+        """One experiment against context.best; reasoning and tool use go to the transcript."""
+
+    def observe(self, record: dict) -> None:
+        """The ledger record of an experiment this proposer proposed, once it is decided."""

@@ -1,0 +1,157 @@
+"""The offline proposer: Optuna's TPE over the numeric hyperparameters of train.py's block.
+
+The search space is read from the block with ast, so it follows whatever the block holds:
+each numeric literal (or constant expression such as 2**19) gets a range around its
+current value. Every experiment changes one parameter: TPE first picks which, then its new
+value. The study lives in the workspace (optuna.journal), so a resumed run keeps learning.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
+
+from agent.edits import Edit
+from agent.proposers.base import Proposal, ProposalContext, ProposerError
+from agent.transcript import Transcript
+from trainer.hyperparameters import BLOCK_END, BLOCK_START, set_hyperparameters
+
+
+@dataclass(frozen=True)
+class SearchDimension:
+    name: str
+    value: float | int
+    kind: str               # "float", "log-float", "int", "pow2"
+    low: float
+    high: float
+
+    def describe(self) -> str:
+        if self.kind == "pow2":
+            return f"powers of two {2 ** int(self.low)}..{2 ** int(self.high)}"
+        return f"{self.kind} {self.low:g}..{self.high:g}"
+
+
+def search_space(source: str) -> dict[str, SearchDimension]:
+    start, end = BLOCK_START.search(source), source.find(BLOCK_END)
+    if not start or end < 0:
+        raise ProposerError("train.py has no hyperparameter block to search")
+    first, last = source.count("\n", 0, start.start()) + 1, source.count("\n", 0, end) + 1
+    space = {}
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.Assign) and first < node.lineno < last and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            continue
+        value = _constant_number(node.value)
+        if value is not None:
+            space[node.targets[0].id] = _dimension(node.targets[0].id, value)
+    return space
+
+
+BINARY_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+              ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+              ast.Pow: lambda a, b: a ** b if abs(b) <= 64 else None}
+
+
+def _constant_number(node: ast.expr) -> float | int | None:
+    """The value of a literal arithmetic expression (2**19, 3e-4, -1); never evaluates anything else."""
+    if isinstance(node, ast.Constant):
+        value = node.value
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _constant_number(node.operand)
+        return None if value is None else (-value if isinstance(node.op, ast.USub) else value)
+    if isinstance(node, ast.BinOp) and type(node.op) in BINARY_OPS:
+        left, right = _constant_number(node.left), _constant_number(node.right)
+        if left is None or right is None:
+            return None
+        try:
+            return BINARY_OPS[type(node.op)](left, right)
+        except (ArithmeticError, ValueError):
+            return None
+    return None
+
+
+def _dimension(name: str, value: float | int) -> SearchDimension:
+    if isinstance(value, int):
+        if value >= 16 and value & (value - 1) == 0:  # sizes: halve or double
+            exponent = int(math.log2(value))
+            return SearchDimension(name, value, "pow2", exponent - 1, exponent + 1)
+        return SearchDimension(name, value, "int", max(1, value // 2), max(2, value * 2))
+    if name.endswith(("_RATIO", "_FRAC")):
+        return SearchDimension(name, value, "float", 0.0, max(0.5, min(0.95, 2 * value)))
+    if "BETA" in name:
+        return SearchDimension(name, value, "float", 0.8, 0.999)
+    if value > 0:
+        return SearchDimension(name, value, "log-float", value / 4, value * 4)
+    return SearchDimension(name, value, "float", 0.0, 0.1)
+
+
+def _suggest(trial: optuna.Trial, dim: SearchDimension) -> float | int:
+    if dim.kind == "pow2":
+        return 2 ** trial.suggest_int(f"{dim.name}.log2", int(dim.low), int(dim.high))
+    if dim.kind == "int":
+        return trial.suggest_int(dim.name, int(dim.low), int(dim.high))
+    value = trial.suggest_float(dim.name, dim.low, dim.high, log=dim.kind == "log-float")
+    return float(f"{value:.4g}")
+
+
+class OptunaProposer:
+    name = "optuna"
+
+    def __init__(self, journal: Path, seed: int = 0):
+        storage = JournalStorage(JournalFileBackend(str(journal)))
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.study = optuna.create_study(study_name="autoresearch", storage=storage, direction="minimize",
+                                         sampler=optuna.samplers.TPESampler(seed=seed), load_if_exists=True)
+        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            self.study.tell(trial.number, state=TrialState.FAIL)  # asked before an interruption
+
+    def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
+        space = search_space(context.train_source)
+        if not space:
+            raise ProposerError("the hyperparameter block holds no numeric values to tune")
+        finished = [t for t in self.study.trials if t.state == TrialState.COMPLETE]
+        for _ in range(20):
+            trial = self.study.ask()
+            dim = space[trial.suggest_categorical("parameter", sorted(space))]
+            value = _suggest(trial, dim)
+            if value != dim.value:
+                break
+            self.study.tell(trial, state=TrialState.PRUNED)  # the current value again: not an experiment
+        else:
+            raise ProposerError("TPE kept proposing the current values")
+        new_source = set_hyperparameters(context.train_source, {dim.name: value})
+        old_line, new_line = _changed_line(context.train_source, new_source)
+        best = min(finished, key=lambda t: t.value, default=None)
+        transcript.event("reasoning", text=(
+            f"TPE trial {trial.number} ({len(finished)} finished so far"
+            + (f"; its best, trial {best.number}, reached val_bpb {best.value:.6f}" if best else "") + "). "
+            f"It chose {dim.name} among {len(space)} parameters and proposes {dim.value} -> {value} "
+            f"(searched over {dim.describe()}). One change, against the current best "
+            f"(val_bpb {context.best['val_bpb']:.6f}, commit {context.best['commit'][:7]})."))
+        return Proposal(description=f"{dim.name} {dim.value} -> {value}",
+                        edits=[Edit(old_string=old_line, new_string=new_line)],
+                        meta={"trial": trial.number, "parameter": dim.name, "old": dim.value, "new": value})
+
+    def observe(self, record: dict) -> None:
+        trial = record.get("proposal", {}).get("trial")
+        if trial is None:
+            return
+        if record["status"] in ("keep", "discard") and record.get("val_bpb") is not None:
+            self.study.tell(trial, record["val_bpb"])
+        else:
+            self.study.tell(trial, state=TrialState.FAIL)
+
+
+def _changed_line(old: str, new: str) -> tuple[str, str]:
+    pairs = [(a, b) for a, b in zip(old.splitlines(), new.splitlines(), strict=True) if a != b]
+    if len(pairs) != 1:
+        raise ProposerError(f"setting one hyperparameter changed {len(pairs)} lines")
+    return pairs[0]

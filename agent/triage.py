@@ -1,0 +1,118 @@
+"""Crash triage: what happened to a run, as a pure function of what the runner observed.
+
+| class         | action                                                              |
+|---------------|---------------------------------------------------------------------|
+| ok            | the summary parsed: keep or discard on val_bpb                      |
+| edit_rejected | never ran (decided before the runner; listed here for completeness) |
+| fixable       | crash in the code under test: its log tail goes back to the proposer |
+| oom           | crash; the next proposal is told memory ran out                     |
+| diverged      | crash (train.py printed FAIL:)                                      |
+| timeout       | crash; the runner killed the whole process group                    |
+| infra         | not the experiment's fault: retry the same commit once, then stop   |
+| tamper        | crash, flagged: frozen files changed, or exit 0 without a metric    |
+| interrupted   | the loop stopped during the run; recorded once, workspace reset     |
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import signal
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Triage(str, Enum):
+    OK = "ok"
+    EDIT_REJECTED = "edit_rejected"
+    FIXABLE = "fixable"
+    OOM = "oom"
+    DIVERGED = "diverged"
+    TIMEOUT = "timeout"
+    INFRA = "infra"
+    TAMPER = "tamper"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    triage: Triage
+    reason: str
+    summary: dict[str, str]
+
+
+OOM_PATTERNS = re.compile(r"CUDA out of memory|OutOfMemoryError|MemoryError|MPS backend out of memory|"
+                          r"Cannot allocate memory|std::bad_alloc")
+INFRA_PATTERNS = re.compile(
+    r"CUDA driver version is insufficient|no CUDA-capable device|CUDA error: (?:initialization error|"
+    r"unspecified launch failure|an illegal memory access|uncorrectable ECC)|NCCL error|cudaErrorDevicesUnavailable|"
+    r"No space left on device|Disk quota exceeded|is not prepared in|data is missing|"
+    r"no tokenizer in|was built for another track|PrepareError|ModuleNotFoundError: No module named '(?:torch|"
+    r"numpy|pyarrow|tiktoken)'")
+FAIL_LINE = re.compile(r"^FAIL: (.*)$", re.MULTILINE)
+EXCEPTION_LINE = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Interrupt)\b.*)$", re.MULTILINE)
+
+
+def parse_summary(log_text: str) -> dict[str, str]:
+    """key: value lines after the last line that is exactly ---."""
+    lines = log_text.splitlines()
+    if "---" not in lines:
+        return {}
+    start = len(lines) - 1 - lines[::-1].index("---")
+    summary = {}
+    for line in lines[start + 1:]:
+        key, sep, value = line.partition(":")
+        if sep and key.strip() and " " not in key.strip():
+            summary[key.strip()] = value.strip()
+    return summary
+
+
+def parse_model_config(log_text: str) -> dict:
+    """The resolved model config train.py prints as `config: {...}` (a Python literal), or {}."""
+    for line in log_text.splitlines():
+        if line.startswith("config: "):
+            try:
+                value = ast.literal_eval(line[len("config: "):])
+            except (ValueError, SyntaxError):
+                return {}
+            return value if isinstance(value, dict) else {}
+    return {}
+
+
+def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_changed: list[str]) -> Verdict:
+    summary = parse_summary(log_text)
+    if frozen_changed:
+        return Verdict(Triage.TAMPER, f"frozen files changed during the run: {', '.join(frozen_changed)}", summary)
+    if timed_out:
+        return Verdict(Triage.TIMEOUT, "killed at the hard timeout (the whole process group)", summary)
+    infra = INFRA_PATTERNS.search(log_text)
+    if infra and returncode != 0:
+        exceptions = EXCEPTION_LINE.findall(log_text)
+        detail = exceptions[-1][:300] if exceptions else _line_of(log_text, infra.start())
+        return Verdict(Triage.INFRA, f"the machine or its data failed: {detail}", summary)
+    if returncode == 0:
+        value = summary.get("val_bpb", "")
+        try:
+            val_bpb = float(value)
+        except ValueError:
+            return Verdict(Triage.TAMPER, "exited 0 without a val_bpb in its summary", summary)
+        if not math.isfinite(val_bpb) or val_bpb <= 0:
+            return Verdict(Triage.TAMPER, f"exited 0 with an impossible val_bpb {value!r}", summary)
+        return Verdict(Triage.OK, f"val_bpb {val_bpb:.6f}", summary)
+    if fail := FAIL_LINE.search(log_text):
+        return Verdict(Triage.DIVERGED, fail.group(1).strip(), summary)
+    if oom := OOM_PATTERNS.search(log_text):
+        return Verdict(Triage.OOM, f"out of memory: {_line_of(log_text, oom.start())}", summary)
+    if returncode == -signal.SIGKILL:
+        return Verdict(Triage.OOM, "killed by SIGKILL (most likely the kernel's out-of-memory killer)", summary)
+    exceptions = EXCEPTION_LINE.findall(log_text)
+    if exceptions:
+        return Verdict(Triage.FIXABLE, exceptions[-1][:300], summary)
+    return Verdict(Triage.FIXABLE, f"exited with code {returncode} and no traceback", summary)
+
+
+def _line_of(text: str, index: int) -> str:
+    start = text.rfind("\n", 0, index) + 1
+    end = text.find("\n", index)
+    return text[start:end if end != -1 else None].strip()[:300]

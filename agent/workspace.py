@@ -1,0 +1,158 @@
+"""A run's workspace: its own git repository on branch autoresearch/<tag>.
+
+The tracked tree is exactly train.py, prepare.py and track.json. The branch head is always
+the best commit: a kept experiment advances it, anything else is reset away. Everything the
+loop writes (ledger, logs, transcripts, run directories) is untracked and ignored.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import git
+
+from trainer.hyperparameters import train_source_for_track
+
+TRAINER_DIR = Path(__file__).resolve().parent.parent / "trainer"
+TRACKED = ("train.py", "prepare.py", "track.json")
+FROZEN = ("prepare.py", "track.json")
+UNTRACKED = ("results.tsv", "experiments.jsonl", "logs/", "transcripts/", "runs/", "current.json", ".lock",
+             "run.json", "optuna.journal", "optuna.journal.lock", "report/")
+TAG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class WorkspaceError(Exception):
+    """A workspace that cannot be created, opened or used; the message says what to do."""
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("AUTORESEARCH_WORKSPACES", "workspace")).resolve()
+
+
+class Workspace:
+    def __init__(self, directory: Path):
+        self.dir = directory
+        self.tag = directory.name
+        self.repo = git.Repo(directory)
+        self.branch = f"autoresearch/{self.tag}"
+
+    # -- creation -----------------------------------------------------------
+
+    @classmethod
+    def create(cls, tag: str, track_spec: dict, program: Path, root: Path | None = None) -> Workspace:
+        if not TAG_PATTERN.match(tag):
+            raise WorkspaceError(f"tag {tag!r} is not usable: use letters, digits, '.', '_' or '-' (max 64)")
+        directory = (root or default_root()) / tag
+        if directory.exists():
+            raise WorkspaceError(f"workspace {directory} already exists: `autoresearch run --tag {tag}` resumes "
+                                 "it, or choose another tag")
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        staging = directory.with_name(f".creating-{tag}-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            staging.mkdir()
+            repo = git.Repo.init(staging, initial_branch=f"autoresearch/{tag}")
+            with repo.config_writer() as config:
+                config.set_value("user", "name", "autoresearch")
+                config.set_value("user", "email", "autoresearch@localhost")
+            (staging / ".git" / "info").mkdir(parents=True, exist_ok=True)
+            (staging / ".git" / "info" / "exclude").write_text("\n".join(UNTRACKED) + "\n")
+            track = track_spec["track"]
+            source = train_source_for_track((TRAINER_DIR / "train.py").read_text(), track)
+            (staging / "train.py").write_text(source)
+            shutil.copy2(TRAINER_DIR / "prepare.py", staging / "prepare.py")
+            (staging / "track.json").write_text(json.dumps(track_spec, indent=2, sort_keys=True) + "\n")
+            repo.index.add(list(TRACKED))
+            repo.index.commit(f"baseline: train.py for track {track}")
+            (staging / "run.json").write_text(json.dumps({
+                "tag": tag, "track": track, "fingerprint": track_spec["fingerprint"],
+                "program": str(program), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n")
+            os.replace(staging, directory)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return cls(directory)
+
+    @classmethod
+    def open(cls, tag: str, root: Path | None = None) -> Workspace:
+        directory = (root or default_root()) / tag
+        if not (directory / ".git").is_dir() or not (directory / "run.json").exists():
+            raise WorkspaceError(f"no workspace for tag {tag!r} in {directory.parent}: create it with "
+                                 f"`autoresearch init --tag {tag}`")
+        return cls(directory)
+
+    # -- state --------------------------------------------------------------
+
+    @property
+    def settings(self) -> dict:
+        return json.loads((self.dir / "run.json").read_text())
+
+    @property
+    def track(self) -> dict:
+        return json.loads(self.file_at("track.json", self.root_commit()))
+
+    def head(self) -> str:
+        return self.repo.head.commit.hexsha
+
+    def root_commit(self) -> str:
+        return next(self.repo.iter_commits(self.branch, max_parents=0)).hexsha
+
+    def file_at(self, path: str, commit: str | None = None) -> str:
+        return self.repo.commit(commit or self.head()).tree[path].data_stream.read().decode("utf-8")
+
+    def frozen_hashes(self) -> dict[str, str]:
+        root = self.root_commit()
+        return {path: hashlib.sha256(self.file_at(path, root).encode("utf-8")).hexdigest() for path in FROZEN}
+
+    def is_clean(self) -> bool:
+        return not self.repo.is_dirty(untracked_files=True)
+
+    # -- changes ------------------------------------------------------------
+
+    def commit_train(self, source: str, message: str) -> str:
+        (self.dir / "train.py").write_text(source)
+        self.repo.index.add(["train.py"])
+        return self.repo.index.commit(message).hexsha
+
+    def reset_to(self, commit: str) -> None:
+        self.repo.git.reset("--hard", commit)
+        self.repo.git.clean("-fd")
+
+    def diff(self, parent: str, commit: str) -> str:
+        return self.repo.git.diff(parent, commit, "--", "train.py")
+
+    def export(self, commit: str, destination: Path) -> None:
+        """Write the commit's tracked files into a fresh directory (the run directory)."""
+        destination.mkdir(parents=True)
+        for path in TRACKED:
+            (destination / path).write_text(self.file_at(path, commit))
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Held for the life of a loop; a second loop on the same tag is refused."""
+        handle = open(self.dir / ".lock", "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise WorkspaceError(f"workspace {self.tag} is in use by {holder}: one loop per tag; stop it first "
+                                 "or use another tag") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            handle.close()

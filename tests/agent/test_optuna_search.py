@@ -1,0 +1,50 @@
+"""The offline proposer's search space and proposals."""
+
+from pathlib import Path
+
+from agent.edits import apply_edits
+from agent.proposers.base import ProposalContext
+from agent.proposers.optuna_search import OptunaProposer, search_space
+from agent.transcript import Transcript
+from trainer.hyperparameters import set_hyperparameters, train_source_for_track
+
+SOURCE = (Path(__file__).resolve().parents[2] / "trainer" / "train.py").read_text()
+
+
+def test_search_space_follows_the_block():
+    space = search_space(SOURCE)
+    assert space["MATRIX_LR"].kind == "log-float" and (space["MATRIX_LR"].low, space["MATRIX_LR"].high) == (0.01, 0.16)
+    assert space["TOTAL_BATCH_SIZE"].value == 2**19 and space["TOTAL_BATCH_SIZE"].kind == "pow2"
+    assert space["DEPTH"].kind == "int" and (space["DEPTH"].low, space["DEPTH"].high) == (4, 16)
+    assert space["WARMDOWN_RATIO"].high <= 0.95
+    assert "COMPILE_ON_CPU" not in space and "WINDOW_PATTERN" not in space and "LOGIT_SOFTCAP" not in space
+
+
+def test_expressions_in_the_block_are_never_evaluated(tmp_path):
+    marker = tmp_path / "evaluated"
+    hostile = set_hyperparameters(SOURCE, {"DEPTH": 8}).replace(
+        "DEPTH = 8 ", f"DEPTH = len(open({str(marker)!r}, 'w').name) ", 1)
+    assert "DEPTH" not in search_space(hostile)
+    assert not marker.exists()
+
+
+def test_proposals_change_one_value_and_apply(tmp_path):
+    source = train_source_for_track(SOURCE, "test")
+    proposer = OptunaProposer(tmp_path / "journal", seed=0)
+    best = {"val_bpb": 2.0, "commit": "a" * 40}
+    seen = set()
+    for i in range(8):
+        context = ProposalContext(track={}, program_name="p", program_text="", train_source=source, best=best,
+                                  history=[], experiment_id=f"{i:04d}")
+        transcript = Transcript(tmp_path / f"{i}.jsonl")
+        proposal = proposer.propose(context, transcript)
+        changed = apply_edits(source, proposal.edits)
+        diff = [(a, b) for a, b in zip(source.splitlines(), changed.splitlines(), strict=True) if a != b]
+        assert len(diff) == 1 and diff[0][0].startswith(proposal.meta["parameter"] + " = ")
+        assert proposal.meta["old"] != proposal.meta["new"]
+        assert proposal.meta["parameter"] in transcript.events()[0]["text"]
+        seen.add(proposal.meta["parameter"])
+        proposer.observe({"status": "discard", "val_bpb": 2.0 + i / 100, "proposal": proposal.meta})
+    assert len(seen) > 1
+    resumed = OptunaProposer(tmp_path / "journal", seed=0)
+    assert len([t for t in resumed.study.trials if t.state.name == "COMPLETE"]) == 8

@@ -1,0 +1,129 @@
+"""check_policy on the real train.py: what it lets through, and each rule naming the line it breaks."""
+
+from pathlib import Path
+
+import pytest
+
+from agent.edits import EditRejected
+from agent.policy import check_policy
+
+TRAIN = (Path(__file__).resolve().parents[2] / "trainer" / "train.py").read_text()
+TRAIN_LINES = TRAIN.splitlines()
+IMPORT_LINE = "from prepare import MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, evaluate_bpb, make_dataloader"
+EVALUATE_LINE = "        val_bpb = evaluate_bpb(train_model, tokenizer, DEVICE_BATCH_SIZE)"
+LOADER_LINE = '    train_loader = make_dataloader(tokenizer, DEVICE_BATCH_SIZE, MAX_SEQ_LEN, "train", device=device)'
+HELD_OUT = "train.py may not read validation or holdout data"
+OUTSIDE_RUN_DIR = "files may only be written inside the run directory, through a relative literal path"
+
+
+def appended(code: str) -> tuple[str, int]:
+    """train.py with code added at module level, and the line number of code's first line."""
+    return TRAIN + "\n" + code + "\n", len(TRAIN_LINES) + 2
+
+
+def replaced(old_line: str, new_line: str) -> tuple[str, int]:
+    """train.py with one whole line replaced, and that line's number."""
+    number = TRAIN_LINES.index(old_line) + 1
+    lines = list(TRAIN_LINES)
+    lines[number - 1] = new_line
+    return "\n".join(lines) + "\n", number
+
+
+def rejection(source: str) -> str:
+    with pytest.raises(EditRejected) as info:
+        check_policy(source)
+    return str(info.value)
+
+
+def test_the_real_train_py_passes():
+    check_policy(TRAIN)
+
+
+@pytest.mark.parametrize("source", [
+    replaced("DEPTH = 8                  # transformer blocks", "DEPTH = 12")[0],
+    appended('def budget_fraction(seconds):\n    """The share of prepare.py\'s TIME_BUDGET that seconds is."""\n'
+             "    return seconds / TIME_BUDGET")[0],
+    appended('Path("checkpoints").mkdir(exist_ok=True)\ntorch.save(model.state_dict(), "checkpoints/last.pt")\n'
+             'with open("notes/run.log", "a") as log:\n    log.write("done")')[0],
+    appended('with open("/etc/hostname") as f:\n    f.read()')[0],
+], ids=["depth changed", "helper with a docstring naming prepare.py", "writes inside the run directory",
+        "reading a file"])
+def test_harmless_changes_pass(source):
+    check_policy(source)
+
+
+APPENDED_VIOLATIONS = [
+    ("import socket", "import of socket is not allowed"),
+    ("import subprocess", "import of subprocess is not allowed"),
+    ("from urllib import request", "import from urllib is not allowed"),
+    ("import importlib", "import of importlib is not allowed"),
+    ("import prepare", "import the names you need from prepare (from prepare import ...), not the module"),
+    ("evaluate_bpb = lambda *args: 0.5", "evaluate_bpb comes from prepare.py and may not be redefined"),
+    ("def evaluate_bpb(model, tokenizer, batch_size):\n    return 0.5",
+     "evaluate_bpb comes from prepare.py and may not be redefined"),
+    ("Tokenizer.encode = lambda self, text: []", "Tokenizer comes from prepare.py and may not be changed"),
+    ('os.system("x")', "os.system() is not allowed"),
+    ('eval("1")', "eval() is not allowed"),
+    ('__import__("os")', "__import__() is not allowed"),
+    ('sys.modules["x"] = None', "sys.modules may not be used"),
+    ('SPLIT = "holdout"', f"'holdout': {HELD_OUT}"),
+    ('open("prepare.py").read()', "'prepare.py': prepare.py and track.json are frozen"),
+    ('open("/etc/passwd", "w")', OUTSIDE_RUN_DIR),
+    ('open("../results.tsv", "a")', OUTSIDE_RUN_DIR),
+    ('torch.save(model.state_dict(), "/tmp/x.pt")', OUTSIDE_RUN_DIR),
+    ('Path("/tmp/x").write_text("y")', OUTSIDE_RUN_DIR),
+    ('np.save("/tmp/a.npy", 1)', OUTSIDE_RUN_DIR),
+    ('getattr(os, "sys" + "tem")', "getattr() needs a literal attribute name"),
+    ("from os import *", "star imports are not allowed: import names explicitly"),
+    ("import posix", "import of posix is not allowed"),
+    ("import builtins", "import of builtins is not allowed"),
+    ('locals()["evaluate_bpb"] = None', "locals() is not allowed"),
+    ("frame = sys._getframe()", "._getframe may not be used"),
+    ("from sys import modules", "sys.modules may not be used"),
+    ("T = Tokenizer", "Tokenizer from prepare.py may only be called (or its attributes read), not passed around"),
+    ("setter = type.__setattr__", ".__setattr__ may not be used"),
+]
+
+
+@pytest.mark.parametrize(("code", "rule"), APPENDED_VIOLATIONS, ids=[code for code, _ in APPENDED_VIOLATIONS])
+def test_an_appended_violation_is_rejected_naming_its_line_and_rule(code, rule):
+    source, line = appended(code)
+    header, *listed = rejection(source).splitlines()
+    assert header == "train.py breaks the sandbox policy:"
+    assert len(listed) == 1
+    assert listed[0].startswith(f"- line {line}: {rule}")
+
+
+REPLACED_VIOLATIONS = [
+    (IMPORT_LINE, IMPORT_LINE + ", split_files",
+     ["prepare.split_files is not part of what train.py may use (EVAL_TOKENS, MAX_SEQ_LEN"]),
+    (LOADER_LINE, "    train_loader = make_dataloader(tokenizer, 8, 128, \"val\")",
+     ['make_dataloader() must read the "train" split, written as that literal', f"'val': {HELD_OUT}"]),
+    (EVALUATE_LINE, '        val_bpb = evaluate_bpb(model, tokenizer, 8, split="holdout")',
+     ["evaluate_bpb() may not be pointed at another split or data directory", f"'holdout': {HELD_OUT}"]),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "rules"), REPLACED_VIOLATIONS, ids=["split_files", "val loader",
+                                                                          "holdout evaluation"])
+def test_a_replaced_line_is_rejected_naming_its_line_and_every_rule_it_breaks(old, new, rules):
+    source, line = replaced(old, new)
+    listed = rejection(source).splitlines()[1:]
+    assert len(listed) == len(rules)
+    for rule in rules:
+        assert any(entry.startswith(f"- line {line}: {rule}") for entry in listed), (rule, listed)
+
+
+def test_several_violations_are_listed_in_one_message_in_line_order():
+    source, line = appended('SPLIT = "holdout"\nimport socket\nos.system("x")')
+    assert rejection(source).splitlines() == [
+        "train.py breaks the sandbox policy:",
+        f"- line {line}: 'holdout': {HELD_OUT}; evaluate_bpb in prepare.py scores the model",
+        f"- line {line + 1}: import of socket is not allowed (no network, processes or dynamic loading)",
+        f"- line {line + 2}: os.system() is not allowed",
+    ]
+
+
+def test_rules_do_not_depend_on_where_the_import_is():
+    source = "def cheat():\n    global evaluate_bpb\n    evaluate_bpb = lambda *a: 0.1\n\n\n" + TRAIN
+    assert "- line 3: evaluate_bpb comes from prepare.py and may not be redefined" in rejection(source)
