@@ -60,24 +60,34 @@ def run(
     track: Annotated[str, typer.Option(help="Track for a new tag (an existing tag keeps its own).")] = "cpu",
     max_experiments: Annotated[int | None, typer.Option(help="Experiments to run now (the baseline counts).")] = None,
     max_hours: Annotated[float | None, typer.Option(help="Start no experiment after this many hours.")] = None,
-    proposer: Annotated[str, typer.Option(help="optuna (offline) or llm.")] = "optuna",
+    proposer: Annotated[str, typer.Option(help="optuna (offline), llm, or hybrid (Optuna on a share).")] = "optuna",
+    model: Annotated[str | None, typer.Option(
+        help="PROVIDER:MODEL for llm/hybrid: anthropic:..., openai:..., openai-compatible:NAME.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Server URL (openai-compatible, or a proxy).")] = None,
     program: Annotated[Path | None, typer.Option(help="The research program (default: the tag's).")] = None,
     min_delta: Annotated[float, typer.Option(help="Keep only if val_bpb < best - MIN_DELTA.")] = 0.0,
     grace_seconds: Annotated[float, typer.Option(help="Hard timeout = 2 x budget + this.")] = 120.0,
+    max_cost_usd: Annotated[float | None, typer.Option(
+        help="Stop once the LLM spend of the tag reaches this.")] = None,
+    max_tool_calls: Annotated[int, typer.Option(help="Tool calls an LLM may make per proposal.")] = 20,
+    thinking_budget: Annotated[int, typer.Option(help="Extended-thinking tokens (Anthropic models with it).")] = 4000,
+    pricing: Annotated[Path | None, typer.Option(
+        help="JSON price table (USD per Mtok) to extend the built-in.")] = None,
+    hybrid_share: Annotated[float, typer.Option(help="Share of hybrid experiments proposed by Optuna.")] = 0.3,
+    outage_minutes: Annotated[float, typer.Option(help="Retry a silent LLM provider this long, then pause.")] = 30.0,
     workspaces: WorkspacesOption = None,
     cache: CacheOption = None,
 ) -> None:
     """Run the research loop on a tag (created if new, resumed if it exists). Ctrl-C stops cleanly."""
     from agent.loop import LoopSettings, LoopStopped, run_loop
-    from agent.proposers.optuna_search import OptunaProposer
     from agent.runner import LocalRunner
     from agent.workspace import Workspace, WorkspaceError
 
     if cache is not None:
         import os
         os.environ["AUTORESEARCH_CACHE"] = str(cache.expanduser().resolve())
-    if proposer != "optuna":
-        fail(f"proposer {proposer!r} is not available in this version: use --proposer optuna")
+    if proposer not in ("optuna", "llm", "hybrid"):
+        fail(f"unknown proposer {proposer!r}: use optuna, llm or hybrid")
     try:
         workspace = Workspace.open(tag, workspaces)
     except WorkspaceError:
@@ -85,12 +95,14 @@ def run(
         console.print(f"created {workspace.dir} (track {track})")
     if program is not None:
         _set_program(workspace, program)
+    chosen = _make_proposer(proposer, workspace, model, base_url, max_tool_calls, thinking_budget, pricing,
+                            hybrid_share, outage_minutes)
     settings = LoopSettings(max_experiments=max_experiments, max_hours=max_hours, min_delta=min_delta,
-                            grace_seconds=grace_seconds)
-    search = OptunaProposer(workspace.dir / "optuna.journal")
-    console.print(f"research loop on {workspace.dir} (track {workspace.settings['track']}, proposer optuna)")
+                            grace_seconds=grace_seconds, max_cost_usd=max_cost_usd)
+    console.print(f"research loop on {workspace.dir} (track {workspace.settings['track']}, proposer {chosen.name}"
+                  + (f", model {model}" if model else "") + ")")
     try:
-        why = run_loop(workspace, search, LocalRunner(), settings, say=console.print)
+        why = run_loop(workspace, chosen, LocalRunner(), settings, say=console.print)
     except KeyboardInterrupt:
         why = "stopped by Ctrl-C; the running experiment was recorded as interrupted"
     except (LoopStopped, WorkspaceError) as err:
@@ -98,6 +110,62 @@ def run(
         fail(str(err))
     console.print(f"stopped: {why}")
     _where(workspace)
+
+
+def _make_proposer(kind: str, workspace, model: str | None, base_url: str | None, max_tool_calls: int,
+                   thinking_budget: int, pricing: Path | None, hybrid_share: float, outage_minutes: float):
+    from agent.proposers.optuna_search import OptunaProposer
+    optuna = OptunaProposer(workspace.dir / "optuna.journal")
+    if kind == "optuna":
+        return optuna
+    from agent.llm.pricing import PriceTable
+    from agent.llm.select import conversation_factory
+    from agent.llm.types import ProviderFatal
+    from agent.proposers.hybrid import HybridProposer
+    from agent.proposers.llm import LLMProposer
+    if model is None:
+        fail(f"--proposer {kind} needs --model PROVIDER:MODEL (e.g. anthropic:claude-sonnet-4-5)")
+    try:
+        factory = conversation_factory(model, base_url, thinking_budget)
+        prices = PriceTable(pricing)
+    except (ProviderFatal, OSError, ValueError) as err:
+        fail(str(err))
+    llm = LLMProposer(factory, workspace.dir, prices, max_tool_calls=max_tool_calls,
+                      outage_window_s=outage_minutes * 60)
+    return llm if kind == "llm" else HybridProposer(llm, optuna, hybrid_share)
+
+
+@app.command()
+def steer(tag: TagOption, program: Annotated[Path, typer.Argument(help="The research program to switch to.")],
+          workspaces: WorkspacesOption = None) -> None:
+    """Swap the research program of a tag, running or not: the next experiment is proposed under it."""
+    from agent.workspace import Workspace, WorkspaceError
+    try:
+        workspace = Workspace.open(tag, workspaces)
+    except WorkspaceError as err:
+        fail(str(err))
+    _set_program(workspace, program)
+    console.print(f"{tag} now follows {program.resolve()} from its next experiment on")
+
+
+@app.command()
+def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.Argument(
+        help="Experiment id (default: the latest).")] = None, workspaces: WorkspacesOption = None) -> None:
+    """Print one experiment's transcript readably."""
+    from agent.transcript import Transcript
+    from agent.transcript_view import render
+    from agent.workspace import Workspace, WorkspaceError
+    try:
+        workspace = Workspace.open(tag, workspaces)
+    except WorkspaceError as err:
+        fail(str(err))
+    paths = sorted((workspace.dir / "transcripts").glob("*.jsonl"))
+    if not paths:
+        fail(f"{tag} has no transcripts yet")
+    path = workspace.dir / "transcripts" / f"{experiment}.jsonl" if experiment else paths[-1]
+    if not path.exists():
+        fail(f"no transcript for experiment {experiment!r}: there are {', '.join(p.stem for p in paths)}")
+    console.print(render(Transcript(path).events(), path.stem))
 
 
 @app.command()
@@ -165,10 +233,12 @@ def _create(tag: str, track: str, program: Path, workspaces: Path | None, cache:
 
 def _set_program(workspace, program: Path) -> None:
     import json
+
+    from agent.ledger import write_atomic
     if not program.is_file():
-        fail(f"research program {program} does not exist: pass --program PATH to a markdown file")
+        fail(f"research program {program} does not exist: pass a path to a markdown file")
     settings = dict(workspace.settings, program=str(program.resolve()))
-    (workspace.dir / "run.json").write_text(json.dumps(settings, indent=2) + "\n")
+    write_atomic(workspace.dir / "run.json", json.dumps(settings, indent=2) + "\n")
 
 
 def _where(workspace) -> None:

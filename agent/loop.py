@@ -17,6 +17,7 @@ from pathlib import Path
 
 from agent.edits import EditRejected, apply_edits
 from agent.ledger import Ledger
+from agent.llm.types import ProviderFatal, ProviderUnavailable
 from agent.policy import check_policy
 from agent.proposers.base import Proposal, ProposalContext, Proposer, ProposerError
 from agent.runner import LocalRunner, RunResult
@@ -34,6 +35,9 @@ class LoopSettings:
     min_delta: float = 0.0               # keep only if val_bpb < best - min_delta
     grace_seconds: float = 120.0         # hard timeout = 2 x budget + grace
     timeout_seconds: float | None = None  # overrides the hard timeout
+    max_fix_attempts: int = 2            # fixes a proposer may submit for a fixable crash
+    max_cost_usd: float | None = None    # stop once the run's LLM spend reaches this
+    outage_poll_seconds: float = 60.0    # while the LLM provider is down, try again this often
 
 
 class LoopStopped(Exception):
@@ -52,6 +56,9 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: LocalRunner, sett
                 return f"ran {done} experiment(s), the limit for this run"
             if settings.max_hours is not None and time.monotonic() - started >= settings.max_hours * 3600:
                 return f"reached the {settings.max_hours} h limit"
+            spent = run_cost(ledger)
+            if settings.max_cost_usd is not None and spent >= settings.max_cost_usd:
+                return f"reached the cost cap of ${settings.max_cost_usd:.2f} (spent ${spent:.2f})"
             try:
                 record = run_experiment(workspace, ledger, proposer, runner, settings)
             except (ProposerError, EditRejected) as err:
@@ -60,8 +67,15 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: LocalRunner, sett
                 if failures >= MAX_CONSECUTIVE_PROPOSER_FAILURES:
                     raise LoopStopped(f"the proposer failed {failures} times in a row; last error: {err}") from err
                 continue
+            except ProviderUnavailable as err:
+                say(f"paused: {err}; nothing was charged, trying again in {settings.outage_poll_seconds:.0f} s")
+                time.sleep(settings.outage_poll_seconds)
+                continue
+            except ProviderFatal as err:
+                raise LoopStopped(str(err)) from err
             failures, done = 0, done + 1
-            say(f"{record['id']} {record['status']:<8} {_bpb(record)}  {record['description']}")
+            say(f"{record['id']} {record['status']:<8} {_bpb(record)}  {record['description']}"
+                + (f"  (${record['llm']['cost_usd']:.4f})" if record["llm"].get("cost_usd") else ""))
 
 
 def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, runner: LocalRunner,
@@ -72,52 +86,36 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
     program = read_program(workspace)
     t_start = time.monotonic()
 
-    if best is None:
-        proposal, source = Proposal("baseline", []), workspace.file_at("train.py")
-        transcript.event("proposal", proposer="baseline", description="baseline: train.py as created", edits=[])
-    else:
-        context = ProposalContext(track=workspace.track, program_name=program["name"], program_text=program["text"],
-                                  train_source=workspace.file_at("train.py"), best=best,
-                                  history=list(ledger.records), experiment_id=experiment_id)
-        transcript.event("proposal_started", proposer=proposer.name, parent=parent, program=program["name"],
-                         program_sha256=program["sha256"])
-        proposal = proposer.propose(context, transcript)
-        transcript.event("proposal", proposer=proposer.name, description=proposal.description,
-                         edits=[vars(e) for e in proposal.edits], meta=proposal.meta)
-        try:
-            source = apply_edits(context.train_source, proposal.edits)
-            check_policy(source)
-        except EditRejected as err:
-            transcript.event("edit_rejected", message=str(err))
-            proposer.observe(dict(id=experiment_id, status="rejected", proposal=proposal.meta))
-            raise
+    proposal, source = propose_change(workspace, ledger, proposer, experiment_id, best, program, transcript)
     propose_seconds = time.monotonic() - t_start
-
     commit = parent if best is None else workspace.commit_train(source, f"{experiment_id}: {proposal.description}")
-    diff = "" if best is None else workspace.diff(parent, commit)
-    transcript.event("committed", commit=commit, parent=parent, diff=diff)
+    transcript.event("committed", commit=commit, parent=parent,
+                     diff="" if best is None else workspace.diff(parent, commit))
     in_flight = dict(id=experiment_id, commit=commit, parent=parent, description=proposal.description,
                      started=_now(), pid=os.getpid(), proposal=proposal.meta, program=program["name"])
     ledger.begin(in_flight)
     try:
-        result = run_with_infra_retry(workspace, runner, commit, experiment_id, settings, transcript)
+        trained = train_with_fixes(workspace, ledger, proposer, runner, settings, in_flight, source,
+                                   can_fix=best is not None, transcript=transcript)
     except KeyboardInterrupt:
         record_interrupted(workspace, ledger, in_flight, best, transcript)
         raise
 
+    result = trained.result
     status, reason = decide(result, best, settings.min_delta)
+    diff = "" if best is None else workspace.diff(parent, trained.commit)
     if status != "keep":
         workspace.reset_to(parent)
     record = dict(
-        id=experiment_id, parent=parent, commit=commit, status=status, triage=result.verdict.triage.value,
+        id=experiment_id, parent=parent, commit=trained.commit, status=status, triage=result.verdict.triage.value,
         reason=reason, description=proposal.description, val_bpb=_float(result.summary.get("val_bpb")),
         peak_vram_mb=_float(result.summary.get("peak_vram_mb")), summary=result.summary,
         model_config=result.model_config,
         returncode=result.returncode, timed_out=result.timed_out, frozen_changed=result.frozen_changed,
-        timings=dict(propose_s=round(propose_seconds, 3), run_s=round(result.seconds, 3),
+        timings=dict(propose_s=round(propose_seconds, 3), run_s=round(trained.run_seconds, 3),
                      total_s=round(time.monotonic() - t_start, 3)),
-        proposer=proposer.name if best is not None else "baseline", proposal=proposal.meta,
-        llm=dict(input_tokens=0, output_tokens=0, cost_usd=0.0),
+        proposer=proposal.meta.get("proposer", proposer.name) if best is not None else "baseline",
+        proposal=proposal.meta, fix_attempts=trained.attempts, llm=_sum_usage(proposal.usage, *trained.fix_usage),
         program=dict(name=program["name"], sha256=program["sha256"]), diff=diff,
         log=str(result.log_path.relative_to(workspace.dir)), log_tail=result.tail if status == "crash" else "",
         transcript=str(transcript.path.relative_to(workspace.dir)), started=in_flight["started"], finished=_now())
@@ -135,6 +133,83 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
         raise LoopStopped(f"the baseline did not produce a result ({record['triage']}: {reason}); see "
                           f"{record['log']}")
     return record
+
+
+def propose_change(workspace: Workspace, ledger: Ledger, proposer: Proposer, experiment_id: str,
+                   best: dict | None, program: dict, transcript: Transcript) -> tuple[Proposal, str]:
+    """The proposal and the train.py it makes; the first experiment of a tag is the unchanged baseline."""
+    if best is None:
+        transcript.event("proposal", proposer="baseline", description="baseline: train.py as created", edits=[])
+        return Proposal("baseline", []), workspace.file_at("train.py")
+    context = ProposalContext(track=workspace.track, program_name=program["name"], program_text=program["text"],
+                              train_source=workspace.file_at("train.py"), best=best,
+                              history=list(ledger.records), experiment_id=experiment_id)
+    transcript.event("proposal_started", proposer=proposer.name, parent=best["commit"], program=program["name"],
+                     program_sha256=program["sha256"])
+    proposal = proposer.propose(context, transcript)
+    transcript.event("proposal", proposer=proposer.name, description=proposal.description,
+                     edits=[vars(e) for e in proposal.edits], meta=proposal.meta)
+    try:
+        source = apply_edits(context.train_source, proposal.edits)
+        check_policy(source)
+    except EditRejected as err:
+        transcript.event("edit_rejected", message=str(err))
+        proposer.observe(dict(id=experiment_id, status="rejected", proposal=proposal.meta))
+        raise
+    return proposal, source
+
+
+@dataclass
+class Trained:
+    result: RunResult
+    commit: str
+    attempts: list[dict]
+    fix_usage: list[dict]
+    run_seconds: float
+
+
+def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, runner: LocalRunner,
+                     settings: LoopSettings, in_flight: dict, source: str, can_fix: bool,
+                     transcript: Transcript) -> Trained:
+    """Runs the commit; after a fixable crash the proposer may submit fixes on top of it, each trained in turn."""
+    experiment_id, commit = in_flight["id"], in_flight["commit"]
+    result = run_with_infra_retry(workspace, runner, commit, experiment_id, settings, transcript)
+    trained = Trained(result, commit, [], [], result.seconds)
+    while (result.verdict.triage == Triage.FIXABLE and can_fix and hasattr(proposer, "fix")
+           and len(trained.attempts) < settings.max_fix_attempts):
+        trained.attempts.append(dict(commit=commit, triage=result.verdict.triage.value, reason=result.verdict.reason,
+                                     log=str(result.log_path.relative_to(workspace.dir))))
+        crashed = dict(id=experiment_id, triage=result.verdict.triage.value, reason=result.verdict.reason,
+                       log_tail=result.tail)
+        try:
+            fix = proposer.fix(crashed, source, transcript)
+            source = apply_edits(source, fix.edits)
+            check_policy(source)
+        except (ProposerError, EditRejected) as err:
+            transcript.event("fix_failed", reason=str(err))
+            break
+        number = len(trained.attempts)
+        trained.fix_usage.append(fix.usage)
+        previous, commit = commit, workspace.commit_train(source, f"{experiment_id}: fix {number}: {fix.description}")
+        transcript.event("committed", commit=commit, parent=previous, fix=number, diff=workspace.diff(previous, commit))
+        in_flight["commit"] = commit
+        ledger.begin(in_flight)
+        result = run_with_infra_retry(workspace, runner, commit, f"{experiment_id}.fix{number}", settings, transcript)
+        trained.result, trained.commit = result, commit
+        trained.run_seconds += result.seconds
+    return trained
+
+
+def run_cost(ledger: Ledger) -> float:
+    return sum((r.get("llm") or {}).get("cost_usd", 0.0) for r in ledger.records)
+
+
+def _sum_usage(*usages: dict) -> dict:
+    total: dict = {}
+    for usage in usages:
+        for key, value in usage.items():
+            total[key] = total.get(key, 0) + value
+    return total
 
 
 def run_with_infra_retry(workspace: Workspace, runner: LocalRunner, commit: str, experiment_id: str,

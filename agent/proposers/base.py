@@ -25,6 +25,7 @@ class Proposal:
     description: str
     edits: list[Edit]
     meta: dict = field(default_factory=dict)
+    usage: dict = field(default_factory=dict)  # LLM tokens and cost spent on it (see agent.llm.types.Usage)
 
 
 class ProposerError(Exception):
@@ -39,3 +40,8 @@ class Proposer(Protocol):
 
     def observe(self, record: dict) -> None:
         """The ledger record of an experiment this proposer proposed, once it is decided."""
+
+
+class FixingProposer(Proposer, Protocol):
+    def fix(self, crashed: dict, crashed_source: str, transcript: Transcript) -> Proposal:
+        """A fix for a fixable crash of the change it just proposed (edits apply to crashed_source)."""

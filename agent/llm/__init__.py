@@ -1,0 +1,1 @@
+"""LLM providers behind one small interface, the tools they may call, retries and pricing."""

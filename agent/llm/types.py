@@ -1,0 +1,78 @@
+"""Provider-neutral pieces of a tool-calling conversation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict  # JSON schema of the arguments
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call_id: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    thinking_tokens: int = 0
+    cost_usd: float = 0.0
+    calls: int = 0
+
+    def add(self, other: Usage) -> None:
+        for name in ("input_tokens", "output_tokens", "cached_tokens", "thinking_tokens", "cost_usd", "calls"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def as_dict(self) -> dict:
+        return {**vars(self), "cost_usd": round(self.cost_usd, 6)}
+
+
+@dataclass
+class AssistantTurn:
+    text: str
+    thinking: list[str]
+    tool_calls: list[ToolCall]
+    usage: Usage
+    stop_reason: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class ProviderFatal(Exception):
+    """A request that retrying cannot fix (bad key, no permission, bad request, unknown model)."""
+
+
+class ProviderUnavailable(Exception):
+    """The provider did not answer for the whole outage window; nothing was charged."""
+
+
+class Conversation(Protocol):
+    """One experiment's conversation with a model; each provider keeps its own native history."""
+
+    provider: str
+    model: str
+
+    def start(self, system: str, user: str, tools: list[ToolSpec]) -> None: ...
+
+    def step(self) -> AssistantTurn:
+        """One request; the reply is appended to the history only once it has arrived."""
+
+    def add_tool_results(self, results: list[ToolResult]) -> None: ...
+
+    def add_user(self, text: str) -> None: ...

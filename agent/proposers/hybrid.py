@@ -1,0 +1,39 @@
+"""Hybrid: Optuna tunes the numeric hyperparameters on a share of the experiments, the LLM
+proposes code changes on the rest. The share is kept over the run's whole history."""
+
+from __future__ import annotations
+
+from agent.proposers.base import Proposal, ProposalContext, ProposerError
+from agent.transcript import Transcript
+
+
+class HybridProposer:
+    name = "hybrid"
+
+    def __init__(self, llm, optuna, optuna_share: float = 0.3):
+        if not 0.0 <= optuna_share <= 1.0:
+            raise ValueError(f"the Optuna share must be between 0 and 1, got {optuna_share}")
+        self.by_name = {llm.name: llm, optuna.name: optuna}
+        self.llm, self.optuna, self.share = llm, optuna, optuna_share
+        self.last = None
+
+    def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
+        proposed = [r for r in context.history if r.get("proposer") in self.by_name]
+        by_optuna = sum(r["proposer"] == self.optuna.name for r in proposed)
+        chosen = self.optuna if by_optuna < self.share * (len(proposed) + 1) else self.llm
+        transcript.event("reasoning", text=f"hybrid: {by_optuna} of {len(proposed)} proposals so far came from "
+                                           f"Optuna (share {self.share:.0%}); this one goes to {chosen.name}")
+        proposal = chosen.propose(context, transcript)
+        proposal.meta["proposer"] = chosen.name
+        self.last = chosen
+        return proposal
+
+    def fix(self, crashed: dict, crashed_source: str, transcript: Transcript) -> Proposal:
+        if not hasattr(self.last, "fix"):
+            raise ProposerError(f"{getattr(self.last, 'name', 'the proposer')} does not fix crashes")
+        return self.last.fix(crashed, crashed_source, transcript)
+
+    def observe(self, record: dict) -> None:
+        owner = self.by_name.get(record.get("proposal", {}).get("proposer", ""))
+        if owner is not None:
+            owner.observe(record)

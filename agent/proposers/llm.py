@@ -1,0 +1,187 @@
+"""The LLM proposer: one fresh tool-calling conversation per experiment.
+
+System prompt = the research program + the service's fixed rules. First user message = the
+state of the run. The model reads with the read-only tools and ends its turn with a valid
+submit_experiment; invalid submissions come back as tool results (at most MAX_REFLECTIONS),
+and a turn that needs more than max_tool_calls calls is a proposer failure. After a fixable
+crash the same conversation gets the log tail and may submit a fix on top of its change.
+Every request, reply, thought, tool call and result goes to the transcript as it happens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from agent.edits import Edit, EditRejected, apply_edits
+from agent.llm.pricing import PriceTable
+from agent.llm.retry import call_with_retries
+from agent.llm.tools import SUBMIT, TOOLS, ToolBox, history_table
+from agent.llm.types import AssistantTurn, Conversation, ToolCall, ToolResult, Usage
+from agent.policy import check_policy
+from agent.proposers.base import Proposal, ProposalContext, ProposerError
+from agent.transcript import Transcript
+
+MAX_REFLECTIONS = 3
+LOG_TAIL_LINES = 40
+
+RULES = """\
+## Fixed rules of this service
+- You may change only train.py, through submit_experiment: search/replace edits, each old_string copied
+  exactly from train.py and matching one place. prepare.py and track.json are frozen and hash-checked.
+- One idea per experiment. It is committed, trained for the track's fixed wall-clock budget, and kept only
+  if val_bpb (validation bits per byte, from prepare.evaluate_bpb; lower is better) beats the best so far.
+  Otherwise the branch is reset to the best commit.
+- A sandbox policy rejects edits that import network or process modules, run dynamic code, touch the
+  validation or holdout data, write outside the run directory, or redefine anything imported from
+  prepare.py. Faking the metric is pointless: only a better model can win.
+- Read with read_file, list_experiments, read_run_log and show_diff; then call submit_experiment, which
+  ends your turn. You have at most {max_tool_calls} tool calls."""
+
+
+def system_prompt(program_text: str, max_tool_calls: int) -> str:
+    return f"{program_text.strip()}\n\n{RULES.format(max_tool_calls=max_tool_calls)}\n"
+
+
+def state_message(context: ProposalContext) -> str:
+    track, best = context.track, context.best
+    constants = track.get("constants", {})
+    lines = [f"Track {track.get('track')} (fingerprint {str(track.get('fingerprint', ''))[:12]}): "
+             + ", ".join(f"{k}={v}" for k, v in constants.items()),
+             f"Best so far: val_bpb {best['val_bpb']:.6f} at commit {best['commit'][:7]} "
+             f"(experiment {best['id']}: {best['description']}).",
+             "", "History (newest last, * marks the best):", history_table(context.history, 20)]
+    last = context.history[-1] if context.history else None
+    if last is not None and last["id"] != best["id"]:
+        lines += ["", f"The last experiment, {last['id']} ({last['description']}), ended as {last['status']}"
+                      f" ({last.get('triage')}): {last.get('reason', '')}"]
+        if last["status"] == "crash" and last.get("log_tail"):
+            tail = "\n".join(last["log_tail"].splitlines()[-LOG_TAIL_LINES:])
+            lines += ["Its log ends with:", "```", tail, "```"]
+    lines += ["", f"Propose experiment {context.experiment_id}: one change, submitted with submit_experiment."]
+    return "\n".join(lines)
+
+
+def crash_message(record: dict) -> str:
+    tail = "\n".join((record.get("log_tail") or "").splitlines()[-LOG_TAIL_LINES:])
+    return (f"Your change crashed ({record['triage']}: {record['reason']}). The log ends with:\n```\n{tail}\n```\n"
+            "Submit a fix with submit_experiment. Your edits now apply to train.py as you changed it "
+            "(read_file shows that version); fix the cause, keep the idea.")
+
+
+class LLMProposer:
+    name = "llm"
+
+    def __init__(self, open_conversation: Callable[[], Conversation], workspace_dir: Path, prices: PriceTable,
+                 max_tool_calls: int = 20, outage_window_s: float = 1800.0, retry_base_s: float = 1.0):
+        self.open_conversation = open_conversation
+        self.workspace_dir = workspace_dir
+        self.prices = prices
+        self.max_tool_calls = max_tool_calls
+        self.outage_window_s, self.retry_base_s = outage_window_s, retry_base_s
+        self.current: tuple[Conversation, ToolBox] | None = None
+
+    def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
+        conversation = self.open_conversation()
+        system = system_prompt(context.program_text, self.max_tool_calls)
+        user = state_message(context)
+        conversation.start(system, user, TOOLS)
+        transcript.event("llm_request", provider=conversation.provider, model=conversation.model,
+                         program=context.program_name, system_sha256=hashlib.sha256(system.encode()).hexdigest(),
+                         system=system, user=user, tools=[t.name for t in TOOLS])
+        files = {"train.py": context.train_source, "prepare.py": _read(self.workspace_dir / "prepare.py"),
+                 "program.md": context.program_text, "track.json": json.dumps(context.track, indent=2)}
+        toolbox = ToolBox(self.workspace_dir, files, context.history)
+        self.current = (conversation, toolbox)
+        return self._converse(conversation, toolbox, context.train_source, transcript)
+
+    def fix(self, crashed: dict, crashed_source: str, transcript: Transcript) -> Proposal:
+        """A fix for a fixable crash, in the conversation that proposed the change."""
+        if self.current is None:
+            raise ProposerError("no conversation to continue")
+        conversation, toolbox = self.current
+        toolbox.files["train.py"] = crashed_source
+        message = crash_message(crashed)
+        conversation.add_user(message)
+        transcript.event("fix_requested", message=message)
+        return self._converse(conversation, toolbox, crashed_source, transcript)
+
+    def observe(self, record: dict) -> None:
+        if record.get("status") != "crash" or record.get("triage") != "fixable":
+            self.current = None
+
+    def _converse(self, conversation: Conversation, toolbox: ToolBox, base_source: str,
+                  transcript: Transcript) -> Proposal:
+        usage, calls, reflections = Usage(), 0, 0
+        while True:
+            turn = self._step(conversation, transcript, usage)
+            if not turn.tool_calls:
+                calls += 1
+                if calls > self.max_tool_calls:
+                    raise ProposerError(f"no valid submit_experiment within {self.max_tool_calls} tool calls")
+                conversation.add_user("Use the tools, and end your turn by calling submit_experiment with one change.")
+                continue
+            results, accepted = [], None
+            for call in turn.tool_calls:
+                calls += 1
+                transcript.event("tool_call", id=call.id, name=call.name, arguments=call.arguments)
+                if calls > self.max_tool_calls:
+                    raise ProposerError(f"no valid submit_experiment within {self.max_tool_calls} tool calls")
+                if accepted is not None:
+                    result = ToolResult(call.id, "skipped: this turn already submitted an experiment", True)
+                elif call.name == SUBMIT:
+                    result, accepted = self._submit(call, base_source)
+                    if accepted is None:
+                        reflections += 1
+                        if reflections > MAX_REFLECTIONS:
+                            raise ProposerError(
+                                f"{reflections} invalid submissions in one turn; last: {result.content}")
+                else:
+                    result = toolbox.run(call)
+                transcript.event("tool_result", id=call.id, name=call.name, is_error=result.is_error,
+                                 content=result.content)
+                results.append(result)
+            conversation.add_tool_results(results)
+            if accepted is not None:
+                accepted.meta.update(provider=conversation.provider, model=conversation.model, tool_calls=calls,
+                                     reflections=reflections)
+                accepted.usage = usage.as_dict()
+                return accepted
+
+    def _step(self, conversation: Conversation, transcript: Transcript, usage: Usage) -> AssistantTurn:
+        turn = call_with_retries(conversation.step, conversation.provider,
+                                 on_retry=lambda info: transcript.event("retry", **info),
+                                 outage_window_s=self.outage_window_s, base_s=self.retry_base_s)
+        turn.usage.cost_usd = self.prices.cost(conversation.model, turn.usage)
+        usage.add(turn.usage)
+        for thought in turn.thinking:
+            transcript.event("thinking", text=thought)
+        transcript.event("assistant", text=turn.text, stop_reason=turn.stop_reason, usage=turn.usage.as_dict(),
+                         priced=self.prices.price(conversation.model) is not None)
+        return turn
+
+    def _submit(self, call: ToolCall, base_source: str) -> tuple[ToolResult, Proposal | None]:
+        description = str(call.arguments.get("description", "")).strip()
+        raw_edits = call.arguments.get("edits")
+        if not description:
+            return ToolResult(call.id, "submit_experiment needs a one-line description of the change", True), None
+        if not isinstance(raw_edits, list) or not all(
+                isinstance(e, dict) and isinstance(e.get("old_string"), str) and isinstance(e.get("new_string"), str)
+                for e in raw_edits):
+            return ToolResult(call.id, "edits must be a list of {old_string, new_string} strings", True), None
+        edits = [Edit(e["old_string"], e["new_string"], e.get("path", "train.py")) for e in raw_edits]
+        try:
+            check_policy(apply_edits(base_source, edits))
+        except EditRejected as err:
+            return ToolResult(call.id, f"rejected, nothing was committed: {err}", True), None
+        return (ToolResult(call.id, "accepted: the change is committed and trained now"),
+                Proposal(description.splitlines()[0][:200], edits))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""

@@ -1,0 +1,50 @@
+"""A transcript rendered for a person in the terminal (rich)."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.text import Text
+
+LONG = 2000
+
+
+def render(events: list[dict], experiment_id: str) -> RenderableType:
+    return Group(Text(f"experiment {experiment_id}", style="bold"), *(_event(e) for e in events))
+
+
+def _clip(text: str, limit: int = LONG) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
+
+
+def _event(e: dict) -> RenderableType:
+    kind, at = e.get("type", "?"), e.get("t", "")
+    title = f"{kind}  [dim]{at}[/dim]"
+    if kind == "llm_request":
+        return Panel(Text(_clip(e.get("user", ""))), title=f"request to {e.get('provider')}:{e.get('model')} "
+                     f"(program {e.get('program')}, system {str(e.get('system_sha256', ''))[:12]})  [dim]{at}[/dim]")
+    if kind == "thinking":
+        return Panel(Text(_clip(e.get("text", "")), style="italic"), title=title, border_style="magenta")
+    if kind in ("assistant", "reasoning"):
+        usage = e.get("usage")
+        extra = f"  tokens in {usage['input_tokens']} out {usage['output_tokens']}, ${usage['cost_usd']:.4f}" \
+            if usage else ""
+        return Panel(Text(_clip(e.get("text", "")) or "(no text)"), title=title + extra, border_style="cyan")
+    if kind == "tool_call":
+        return Panel(Syntax(json.dumps(e.get("arguments", {}), indent=2), "json", word_wrap=True),
+                     title=f"tool call {escape(str(e.get('name')))}  [dim]{at}[/dim]", border_style="yellow")
+    if kind == "tool_result":
+        style = "red" if e.get("is_error") else "green"
+        return Panel(Text(_clip(e.get("content", ""), 1200)), title=f"tool result {e.get('name')}", border_style=style)
+    if kind == "committed" and e.get("diff"):
+        return Panel(Syntax(e["diff"], "diff", word_wrap=True), title=f"committed {e.get('commit', '')[:7]}")
+    if kind == "decision":
+        return Panel(Text(f"{e.get('status')} ({e.get('triage')}): {e.get('reason')}"), title=title,
+                     border_style="bold green" if e.get("status") == "keep" else "bold red")
+    fields = {k: v for k, v in e.items() if k not in ("v", "t", "type")}
+    return Text(f"{kind}: {_clip(json.dumps(fields, default=str), 600)}", style="dim")

@@ -1,0 +1,200 @@
+"""The LLM proposer end to end on the test track, through the real anthropic and openai SDKs
+talking HTTP to a loopback server that replays scripted turns."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.ledger import Ledger
+from agent.llm.pricing import PriceTable
+from agent.llm.select import conversation_factory
+from agent.loop import LoopSettings, LoopStopped, run_loop
+from agent.proposers.hybrid import HybridProposer
+from agent.proposers.llm import LLMProposer
+from agent.proposers.optuna_search import OptunaProposer
+from agent.runner import LocalRunner
+from agent.workspace import Workspace
+from tests.helpers.llm_server import LLMServer, error, tool_call
+
+ROOT = Path(__file__).resolve().parents[2]
+WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
+CHANGE = {"description": "WARMDOWN_RATIO 0.5 -> 0.4",
+          "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.4 ")}]}
+MODELS = {"anthropic": "anthropic:claude-sonnet-4-5", "openai": "openai:gpt-4.1"}
+
+
+@pytest.fixture(scope="module")
+def baseline_workspace(test_track, tmp_path_factory):
+    """A workspace whose baseline has run; each test works on a copy of it."""
+    program = tmp_path_factory.mktemp("program") / "program.md"
+    shutil.copy(ROOT / "prompts" / "program.md", program)
+    workspace = Workspace.create("llm", test_track.spec, program, root=tmp_path_factory.mktemp("workspaces"))
+    run_loop(workspace, OptunaProposer(workspace.dir / "optuna.journal"), LocalRunner(),
+             LoopSettings(max_experiments=1), say=lambda _: None)
+    return workspace
+
+
+@pytest.fixture
+def workspace(baseline_workspace, tmp_path):
+    shutil.copytree(baseline_workspace.dir, tmp_path / "llm", symlinks=True)
+    return Workspace(tmp_path / "llm")
+
+
+@pytest.fixture
+def server(monkeypatch):
+    with LLMServer() as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url())
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url())
+        yield server
+
+
+def llm_proposer(workspace, provider="anthropic", **options):
+    return LLMProposer(conversation_factory(MODELS[provider]), workspace.dir, PriceTable(), retry_base_s=0.01,
+                       **options)
+
+
+def loop(workspace, proposer, experiments=1, **settings):
+    messages = []
+    why = run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=experiments, **settings),
+                   say=messages.append)
+    return why, messages
+
+
+def events(workspace, experiment_id):
+    path = workspace.dir / "transcripts" / f"{experiment_id}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_reads_train_py_then_submits_a_change(workspace, server, provider):
+    server.script(tool_call("read_file", {"path": "train.py"}, thinking="First I read the schedule."),
+                  tool_call("submit_experiment", CHANGE, text="Shorter warm-down."))
+    loop(workspace, llm_proposer(workspace, provider))
+    record = Ledger(workspace.dir).records[-1]
+    assert record["id"] == "0001" and record["status"] in ("keep", "discard")
+    assert record["description"] == CHANGE["description"] and "+WARMDOWN_RATIO = 0.4" in record["diff"]
+    assert record["proposer"] == "llm" and record["proposal"]["model"] == MODELS[provider].split(":")[1]
+    assert record["llm"]["calls"] == 2 and record["llm"]["output_tokens"] == 400 and record["llm"]["cost_usd"] > 0
+    kinds = [e["type"] for e in events(workspace, "0001")]
+    assert kinds.count("tool_call") == 2 and kinds.count("tool_result") == 2 and kinds[-1] == "decision"
+    assert "thinking" in kinds
+    read = next(e for e in events(workspace, "0001") if e["type"] == "tool_result")
+    assert "# === HYPERPARAMETERS (track: test)" in read["content"]
+    first = server.requests[0].body
+    system = first["system"] if provider == "anthropic" else first["messages"][0]["content"]
+    assert "Research program" in system and "Fixed rules of this service" in system
+    tools = {t["name"] if provider == "anthropic" else t["function"]["name"] for t in first["tools"]}
+    assert tools == {"read_file", "list_experiments", "read_run_log", "show_diff", "submit_experiment"}
+    assert server.pending == 0
+    shown = subprocess.run([sys.executable, "-m", "agent.cli", "transcript", "--tag", "llm", "0001",
+                            "--workspaces", str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    for expected in ("tool call read_file", "tool call submit_experiment", "First I read the schedule", "decision"):
+        assert expected in shown.stdout
+
+
+def test_an_ambiguous_edit_is_reflected_then_fixed(workspace, server):
+    ambiguous = {"description": "rename torch", "edits": [{"old_string": "torch", "new_string": "pytorch"}]}
+    server.script(tool_call("submit_experiment", ambiguous), tool_call("submit_experiment", CHANGE))
+    loop(workspace, llm_proposer(workspace))
+    records = Ledger(workspace.dir).records
+    assert len(records) == 2 and records[1]["proposal"]["reflections"] == 1
+    errors = [e for e in events(workspace, "0001") if e["type"] == "tool_result" and e["is_error"]]
+    assert len(errors) == 1 and "matches" in errors[0]["content"] and "nothing was committed" in errors[0]["content"]
+    resent = server.requests[1].body["messages"][-1]["content"][0]
+    assert resent["type"] == "tool_result" and resent["is_error"] is True
+
+
+def test_rate_limit_and_overload_are_retried(workspace, server):
+    server.script(error(429, headers={"retry-after": "1"}), error(529), tool_call("submit_experiment", CHANGE))
+    loop(workspace, llm_proposer(workspace))
+    assert len(Ledger(workspace.dir).records) == 2
+    retries = [e for e in events(workspace, "0001") if e["type"] == "retry"]
+    assert [r["status"] for r in retries] == [429, 529]
+    assert retries[0]["retry_after"] == 1.0 and retries[0]["wait_s"] == 1.0
+
+
+def test_a_rejected_key_stops_the_loop_at_once(workspace, server):
+    server.script(error(401))
+    with pytest.raises(LoopStopped, match="rejected the API key .* set ANTHROPIC_API_KEY"):
+        loop(workspace, llm_proposer(workspace), experiments=3)
+    assert len(server.requests) == 1 and len(Ledger(workspace.dir).records) == 1
+    assert workspace.is_clean() and len(workspace.repo.git.rev_list("HEAD").split()) == 1
+
+
+def test_a_crash_is_fixed_and_trained_under_the_same_experiment(workspace, server):
+    boom = "    raise RuntimeError('boom at start')\n"
+    crash = {"description": "shorter warm-down", "edits": [
+        CHANGE["edits"][0], {"old_string": "def main() -> None:\n", "new_string": "def main() -> None:\n" + boom}]}
+    fix = {"description": "remove the stray raise", "edits": [{"old_string": boom, "new_string": ""}]}
+    server.script(tool_call("submit_experiment", crash), tool_call("submit_experiment", fix))
+    loop(workspace, llm_proposer(workspace))
+    record = Ledger(workspace.dir).records[-1]
+    assert record["id"] == "0001" and record["status"] in ("keep", "discard")
+    assert len(record["fix_attempts"]) == 1 and record["fix_attempts"][0]["triage"] == "fixable"
+    assert (workspace.dir / "logs" / "0001.log").exists() and (workspace.dir / "logs" / "0001.fix1.log").exists()
+    assert "+WARMDOWN_RATIO = 0.4" in record["diff"] and "boom" not in record["diff"]
+    last_request = json.dumps(server.requests[-1].body)
+    assert "Your change crashed (fixable" in last_request and "boom at start" in last_request
+    assert record["llm"]["calls"] == 2
+
+
+def test_the_cost_cap_ends_the_run_after_the_experiment(workspace, server):
+    expensive = tool_call("submit_experiment", CHANGE, usage=(400_000, 20_000))  # $1.50 on claude-sonnet-4-5
+    server.script(expensive, tool_call("submit_experiment", CHANGE))
+    why, _ = loop(workspace, llm_proposer(workspace), experiments=5, max_cost_usd=1.0)
+    assert "reached the cost cap of $1.00 (spent $1.50)" in why
+    records = Ledger(workspace.dir).records
+    assert len(records) == 2 and records[1]["llm"]["cost_usd"] == pytest.approx(1.5)
+    assert server.pending == 1
+
+
+def test_a_changed_program_steers_the_next_experiment(workspace, server):
+    server.script(tool_call("submit_experiment", CHANGE), tool_call("submit_experiment", CHANGE))
+    loop(workspace, llm_proposer(workspace))
+    other = workspace.dir.parent / "simplify.md"
+    shutil.copy(ROOT / "prompts" / "simplify.md", other)
+    steered = subprocess.run([sys.executable, "-m", "agent.cli", "steer", "--tag", "llm", str(other),
+                              "--workspaces", str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
+    assert steered.returncode == 0, steered.stdout + steered.stderr
+    loop(workspace, llm_proposer(workspace))
+    first, second = Ledger(workspace.dir).records[1:]
+    assert (first["program"]["name"], second["program"]["name"]) == ("program", "simplify")
+    assert first["program"]["sha256"] != second["program"]["sha256"]
+    systems = [r.body["system"] for r in server.requests]
+    assert (ROOT / "prompts" / "simplify.md").read_text().strip()[:200] in systems[1]
+
+
+def test_an_outage_pauses_without_charging_an_experiment(workspace, server):
+    server.script(*[error(503)] * 4, tool_call("submit_experiment", CHANGE))
+    proposer = llm_proposer(workspace, outage_window_s=0.05)
+    _, messages = loop(workspace, proposer, outage_poll_seconds=0.01)
+    assert len(Ledger(workspace.dir).records) == 2
+    assert any(m.startswith("paused:") and "nothing was charged" in m for m in messages)
+    assert server.pending == 0
+
+
+def test_hybrid_shares_experiments_between_optuna_and_the_llm(workspace, server):
+    server.script(tool_call("submit_experiment", CHANGE))
+    hybrid = HybridProposer(llm_proposer(workspace), OptunaProposer(workspace.dir / "optuna.journal"), 0.5)
+    loop(workspace, hybrid, experiments=2)
+    proposers = [r["proposer"] for r in Ledger(workspace.dir).records[1:]]
+    assert sorted(proposers) == ["llm", "optuna"] and server.pending == 0
+
+
+def test_a_missing_key_or_model_is_a_clear_error(workspace, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    result = subprocess.run([sys.executable, "-m", "agent.cli", "run", "--tag", "llm", "--proposer", "llm",
+                             "--model", "anthropic:claude-sonnet-4-5", "--workspaces", str(workspace.dir.parent)],
+                            capture_output=True, text=True, cwd=ROOT, env=dict(os.environ))
+    assert result.returncode == 2 and "set ANTHROPIC_API_KEY" in result.stdout
+    bad = subprocess.run([sys.executable, "-m", "agent.cli", "run", "--tag", "llm", "--proposer", "llm",
+                          "--workspaces", str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "needs --model PROVIDER:MODEL" in bad.stdout
