@@ -8,6 +8,7 @@ run: $(STAMP)
 	$(VENV)/bin/autoresearch run --tag demo --track cpu --max-experiments 4
 
 test: $(STAMP)
+	bash scripts/test_browser.sh
 	$(VENV)/bin/python -m pytest -q
 
 lint: $(STAMP)

@@ -169,42 +169,90 @@ def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.
 
 
 @app.command()
-def status(tag: TagOption = "demo", workspaces: WorkspacesOption = None) -> None:
-    """Best so far, counts, keep rate, and the experiment running now."""
-    from agent.ledger import Ledger
+def status(tag: TagOption = "demo", workspaces: WorkspacesOption = None,
+           watch: Annotated[bool, typer.Option(help="Refresh until Ctrl-C.")] = False,
+           interval: Annotated[float, typer.Option(help="Seconds between refreshes with --watch.")] = 5.0) -> None:
+    """Best so far, counts, keep rate, cost, and the experiment running now."""
     from agent.workspace import Workspace, WorkspaceError
     try:
         workspace = Workspace.open(tag, workspaces)
     except WorkspaceError as err:
         fail(str(err))
-    ledger = Ledger(workspace.dir)
-    records, best, current = ledger.records, ledger.best(), ledger.in_flight()
-    decided = [r for r in records if r["status"] in ("keep", "discard", "crash")]
-    keeps = sum(r["status"] == "keep" for r in records)
-    console.print(f"[bold]{tag}[/bold]: track {workspace.settings['track']}, {len(records)} experiments, "
-                  f"{keeps} kept, keep rate {keeps / len(decided):.0%}" if decided else f"{tag}: no experiments yet")
-    if best:
-        baseline = records[0]["val_bpb"]
-        console.print(f"best val_bpb {best['val_bpb']:.6f} ({best['commit'][:7]}, {best['description']}); "
-                      f"baseline {baseline:.6f}, {100 * (baseline - best['val_bpb']) / baseline:.2f}% better")
-    crashes: dict[str, int] = {}
-    for r in records:
-        if r["status"] in ("crash", "interrupted"):
-            crashes[r["triage"]] = crashes.get(r["triage"], 0) + 1
-    if crashes:
-        console.print("crashes: " + ", ".join(f"{k} {v}" for k, v in sorted(crashes.items())))
-    if records:
-        first = time.mktime(time.strptime(records[0]["started"], "%Y-%m-%dT%H:%M:%S%z"))
-        console.print(f"elapsed since the first experiment: {(time.time() - first) / 3600:.2f} h")
+    if not watch:
+        console.print(_status_view(workspace))
+        return
+    from rich.live import Live
+    try:
+        with Live(_status_view(workspace), console=console, refresh_per_second=4) as live:
+            while True:
+                time.sleep(interval)
+                live.update(_status_view(workspace))
+    except KeyboardInterrupt:
+        pass
+
+
+def _status_view(workspace):
+    from rich.console import Group
+    from rich.text import Text
+
+    from agent.ledger import read_records
+    from agent.report.summary import headline, parse_time
+    records = read_records(workspace.dir)
+    lines: list = []
+    if not records:
+        lines.append(Text(f"{workspace.tag}: no experiments yet"))
+    else:
+        h = headline(records)
+        lines.append(Text.from_markup(
+            f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}, {h.experiments} experiments, "
+            f"{h.keeps} kept, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, duty cycle {h.duty_cycle:.0%}"))
+        best = next(r for r in reversed(records) if r["status"] == "keep") if h.best is not None else None
+        if best:
+            lines.append(Text(f"best val_bpb {best['val_bpb']:.6f} ({best['commit'][:7]}, {best['description']}); "
+                              f"baseline {h.baseline:.6f}, {h.gain_percent:.2f}% better"))
+        if h.crash_rates:
+            lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
+        if h.tokens:
+            lines.append(Text(f"LLM: {h.tokens:,} tokens, ${h.cost_usd:.2f} so far"))
+    current = _in_flight(workspace)
     if current:
-        started = time.mktime(time.strptime(current["started"], "%Y-%m-%dT%H:%M:%S%z"))
-        console.print(f"running: {current['id']} {current['description']} ({time.time() - started:.0f} s so far)")
-    table = Table("id", "status", "val_bpb", "triage", "description", title="last experiments")
-    for r in records[-10:]:
-        table.add_row(r["id"], r["status"], f"{r['val_bpb']:.6f}" if r.get("val_bpb") else "-", r["triage"],
-                      r["description"])
+        elapsed = time.time() - parse_time(current["started"])
+        budget = workspace.track["constants"]["time_budget"]
+        left = f"{budget - elapsed:.0f} s of the {budget} s budget left" if elapsed < budget else \
+            f"past the {budget} s budget (startup, compile and eval come on top)"
+        lines.append(Text(f"running: {current['id']} {current['description']} ({elapsed:.0f} s, {left})"))
     if records:
-        console.print(table)
+        table = Table("id", "status", "val_bpb", "triage", "description", title="last experiments")
+        for r in records[-10:]:
+            table.add_row(r["id"], r["status"], f"{r['val_bpb']:.6f}" if r.get("val_bpb") else "-",
+                          r.get("triage", ""), r["description"])
+        lines.append(table)
+    return Group(*lines)
+
+
+def _in_flight(workspace) -> dict | None:
+    import json
+    try:
+        return json.loads((workspace.dir / "current.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@app.command()
+def report(tag: Annotated[list[str], typer.Option(help="Tag to report on; repeat it to compare runs.")],
+           workspaces: WorkspacesOption = None) -> None:
+    """Write workspace/<tag>/report/index.html (self-contained) and progress.png; several tags are compared."""
+    from agent.report.build import write_comparison, write_report
+    from agent.workspace import Workspace, WorkspaceError, default_root
+    try:
+        opened = [Workspace.open(t, workspaces) for t in tag]
+    except WorkspaceError as err:
+        fail(str(err))
+    for workspace in opened:
+        console.print(f"{workspace.tag}: {write_report(workspace)}")
+    if len(opened) > 1:
+        destination = (workspaces or default_root()) / ("compare-" + "-".join(tag))
+        console.print(f"compared: {write_comparison(opened, destination)}")
 
 
 def _prepare(track: str, source: str | None, num_shards: int | None, cache: Path | None):

@@ -35,6 +35,15 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def read_records(directory: Path) -> list[dict]:
+    """The experiments of a workspace, read-only: a torn last line is skipped, not repaired."""
+    path = directory / "experiments.jsonl"
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].decode("utf-8").splitlines() if line.strip()]
+
+
 class Ledger:
     def __init__(self, directory: Path):
         self.jsonl = directory / "experiments.jsonl"

@@ -27,6 +27,13 @@ class Transcript:
         append_line(self.path, json.dumps(record, default=str) + "\n")
 
     def events(self) -> list[dict]:
+        """Every complete event; a line torn by a crash mid-write is skipped."""
         if not self.path.exists():
             return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        events = []
+        for line in self.path.read_text(errors="replace").splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return events

@@ -43,7 +43,7 @@ class Workspace:
         self.dir = directory
         self.tag = directory.name
         self.repo = git.Repo(directory)
-        self.branch = f"autoresearch/{self.tag}"
+        self.branch = f"autoresearch/{self.settings['tag']}"  # the tag it was created with, even if moved
 
     # -- creation -----------------------------------------------------------
 

@@ -151,6 +151,7 @@ class LLMProposer:
                 return accepted
 
     def _step(self, conversation: Conversation, transcript: Transcript, usage: Usage) -> AssistantTurn:
+        transcript.event("request", provider=conversation.provider, model=conversation.model, number=usage.calls + 1)
         turn = call_with_retries(conversation.step, conversation.provider,
                                  on_retry=lambda info: transcript.event("retry", **info),
                                  outage_window_s=self.outage_window_s, base_s=self.retry_base_s)

@@ -56,6 +56,7 @@ def server(monkeypatch):
 
 
 def llm_proposer(workspace, provider="anthropic", **options):
+    options.setdefault("outage_window_s", 10.0)  # an unscripted request fails the test, not hangs it
     return LLMProposer(conversation_factory(MODELS[provider]), workspace.dir, PriceTable(), retry_base_s=0.01,
                        **options)
 
@@ -157,7 +158,10 @@ def test_the_cost_cap_ends_the_run_after_the_experiment(workspace, server):
 
 
 def test_a_changed_program_steers_the_next_experiment(workspace, server):
-    server.script(tool_call("submit_experiment", CHANGE), tool_call("submit_experiment", CHANGE))
+    final_lr = "FINAL_LR_FRAC = 0.0"
+    other_change = {"description": "FINAL_LR_FRAC 0.0 -> 0.05",
+                    "edits": [{"old_string": final_lr, "new_string": "FINAL_LR_FRAC = 0.05"}]}
+    server.script(tool_call("submit_experiment", CHANGE), tool_call("submit_experiment", other_change))
     loop(workspace, llm_proposer(workspace))
     other = workspace.dir.parent / "simplify.md"
     shutil.copy(ROOT / "prompts" / "simplify.md", other)

@@ -1,0 +1,36 @@
+"""Writing workspace/<tag>/report/index.html and progress.png (and a comparison of several tags)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.ledger import read_records
+from agent.report.page import comparison_page, page
+from agent.report.plot import comparison_png, progress_png
+from agent.report.summary import headline
+from agent.transcript import Transcript
+from agent.workspace import Workspace
+
+
+def write_report(workspace: Workspace) -> Path:
+    records = read_records(workspace.dir)
+    events = {r["id"]: Transcript(workspace.dir / r["transcript"]).events() for r in records if r.get("transcript")}
+    kept = [r for r in records if r["status"] == "keep"]
+    cumulative = workspace.repo.git.diff(workspace.root_commit(), kept[-1]["commit"], "--", "train.py") if kept else ""
+    png = progress_png(records, f"{workspace.tag}: val_bpb per experiment")
+    out = workspace.dir / "report"
+    out.mkdir(exist_ok=True)
+    (out / "progress.png").write_bytes(png)
+    index = out / "index.html"
+    index.write_text(page(workspace.tag, workspace.track, records, headline(records), png, cumulative, events))
+    return index
+
+
+def write_comparison(workspaces: list[Workspace], destination: Path) -> Path:
+    runs = {w.tag: read_records(w.dir) for w in workspaces}
+    png = comparison_png(runs)
+    destination.mkdir(parents=True, exist_ok=True)
+    (destination / "progress.png").write_bytes(png)
+    index = destination / "index.html"
+    index.write_text(comparison_page({tag: headline(records) for tag, records in runs.items()}, png))
+    return index

@@ -1,0 +1,180 @@
+"""The report page: one self-contained HTML file (inline CSS, the plot as a data URI, no scripts).
+
+Everything that came from a model or a log is escaped: the page shows it, never runs it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from html import escape
+
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import DiffLexer
+
+from agent.report.summary import Headline, gains_by_program
+
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1180px;padding:24px;
+color:#1f2933;background:#fbfbfd}
+h1{margin:0 0 4px}h2{margin-top:36px;border-bottom:1px solid #e4e7eb;padding-bottom:4px}
+.meta{color:#616e7c}.cards{display:flex;flex-wrap:wrap;gap:12px;margin:16px 0}
+.card{background:#fff;border:1px solid #e4e7eb;border-radius:8px;padding:10px 14px;min-width:150px}
+.card b{display:block;font-size:20px}.card span{color:#616e7c;font-size:12px}
+img.plot{width:100%;border:1px solid #e4e7eb;border-radius:8px;background:#fff}
+table{border-collapse:collapse;width:100%;background:#fff}td,th{border-bottom:1px solid #eef0f3;padding:4px 8px;
+text-align:left;vertical-align:top}th{background:#f5f7fa}
+.keep{color:#1f9d55;font-weight:600}.discard{color:#7b8794}.crash,.interrupted{color:#d64545;font-weight:600}
+.change{background:#fff;border:1px solid #e4e7eb;border-radius:8px;padding:10px 14px;margin:12px 0}
+pre{white-space:pre-wrap;word-break:break-word;margin:4px 0}.diff pre{font-size:12px}
+details{margin:6px 0}summary{cursor:pointer}details.transcript{background:#fff;border:1px solid #e4e7eb;
+border-radius:8px;padding:6px 12px}.event{border-left:3px solid #cbd2d9;padding:2px 10px;margin:8px 0}
+.thinking{border-color:#9f7aea;font-style:italic}.assistant{border-color:#3182ce}.tool{border-color:#d69e2e}
+.error{border-color:#d64545}.decision{border-color:#1f9d55;font-weight:600}.small{font-size:12px;color:#616e7c}
+"""
+
+
+def diff_html(diff: str) -> str:
+    if not diff.strip():
+        return "<p class='small'>(no change)</p>"
+    return f"<div class='diff'>{highlight(diff, DiffLexer(), HtmlFormatter(noclasses=True, nowrap=False))}</div>"
+
+
+def _value(v) -> str:
+    return f"{v:.6f}" if isinstance(v, (int, float)) else "-"
+
+
+def cards(h: Headline) -> str:
+    items = [
+        (f"{_value(h.baseline)} → {_value(h.best)}", f"val_bpb, baseline → best ({h.gain_percent:.2f}% better)"),
+        (f"{h.experiments}", "experiments"),
+        (f"{100 * h.keep_rate:.0f}%", f"keep rate ({h.keeps} kept)"),
+        (", ".join(f"{k} {100 * v:.0f}%" for k, v in h.crash_rates.items()) or "none", "crash rate by class"),
+        (f"{h.hours:.2f} h", "wall clock"),
+        (f"{100 * h.duty_cycle:.0f}%", "duty cycle (training / wall seconds)"),
+        (f"{h.tokens:,} / ${h.cost_usd:.2f}", "LLM tokens / cost"),
+    ]
+    return "<div class='cards'>" + "".join(
+        f"<div class='card'><b>{escape(a)}</b><span>{escape(b)}</span></div>" for a, b in items) + "</div>"
+
+
+def kept_changes(records: list[dict]) -> str:
+    parts, best = [], None
+    for r in records:
+        if r["status"] != "keep":
+            continue
+        if best is None:
+            best = r["val_bpb"]
+            continue
+        gain, best = best - r["val_bpb"], r["val_bpb"]
+        config = r.get("model_config") or {}
+        config_html = ", ".join(f"{escape(str(k))}={escape(str(v))}" for k, v in config.items()) or "-"
+        parts.append(
+            f"<div class='change' id='keep-{escape(r['id'])}'><b>{escape(r['id'])}</b> "
+            f"{escape(r['description'])} — val_bpb {_value(r['val_bpb'])} (gain {gain:.6f}) · program "
+            f"{escape(str((r.get('program') or {}).get('name')))} · "
+            f"<a href='#t-{escape(r['id'])}'>transcript</a><div class='small'>model: {config_html}</div>"
+            f"{diff_html(r.get('diff', ''))}</div>")
+    return "".join(parts) or "<p>No change beat the baseline yet.</p>"
+
+
+def programs_table(records: list[dict]) -> str:
+    rows = "".join(f"<tr><td>{escape(name)}</td><td>{count}</td><td>{kept}</td><td>{gain:.6f}</td></tr>"
+                   for name, (count, kept, gain) in gains_by_program(records).items())
+    return f"<table><tr><th>program</th><th>experiments</th><th>kept</th><th>val_bpb gained</th></tr>{rows}</table>"
+
+
+def experiments_table(records: list[dict]) -> str:
+    rows = []
+    for r in records:
+        cost = (r.get("llm") or {}).get("cost_usd", 0.0)
+        rows.append(
+            f"<tr><td><a href='#t-{escape(r['id'])}'>{escape(r['id'])}</a></td>"
+            f"<td class='{escape(r['status'])}'>{escape(r['status'])}</td><td>{_value(r.get('val_bpb'))}</td>"
+            f"<td>{escape(str(r.get('triage', '')))}</td><td>{escape(str(r.get('proposer', '')))}</td>"
+            f"<td>{escape(str((r.get('program') or {}).get('name', '')))}</td><td>${cost:.4f}</td>"
+            f"<td>{escape(r['description'])}<div class='small'>{escape(str(r.get('reason', '')))}</div></td></tr>")
+    return ("<table><tr><th>id</th><th>status</th><th>val_bpb</th><th>triage</th><th>proposer</th><th>program</th>"
+            f"<th>LLM $</th><th>description and decision</th></tr>{''.join(rows)}</table>")
+
+
+def event_html(e: dict) -> str:
+    kind = e.get("type", "")
+    at = escape(str(e.get("t", "")))
+    if kind == "thinking":
+        return (f"<div class='event thinking'><div class='small'>thinking · {at}</div>"
+                f"<pre>{escape(str(e.get('text', '')))}</pre></div>")
+    if kind in ("assistant", "reasoning"):
+        usage = e.get("usage") or {}
+        tokens = (f" · {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out, "
+                  f"${usage.get('cost_usd', 0):.4f}") if usage else ""
+        return (f"<div class='event assistant'><div class='small'>{escape(kind)} · {at}{escape(tokens)}</div>"
+                f"<pre>{escape(e.get('text') or '(no text)')}</pre></div>")
+    if kind == "tool_call":
+        arguments = escape(json.dumps(e.get("arguments", {}), indent=2))
+        return (f"<details class='event tool'><summary>tool call <b>{escape(str(e.get('name')))}</b></summary>"
+                f"<pre>{arguments}</pre></details>")
+    if kind == "tool_result":
+        css = "event error" if e.get("is_error") else "event tool"
+        label = "tool error" if e.get("is_error") else "tool result"
+        return (f"<details class='{css}'><summary>{label} {escape(str(e.get('name')))}</summary>"
+                f"<pre>{escape(str(e.get('content', '')))}</pre></details>")
+    if kind == "committed":
+        return f"<div class='event'><div class='small'>committed {escape(str(e.get('commit', ''))[:7])}</div></div>"
+    if kind == "decision":
+        return (f"<div class='event decision'>decision: {escape(str(e.get('status')))} "
+                f"({escape(str(e.get('triage')))}) — {escape(str(e.get('reason')))}</div>")
+    if kind == "llm_request":
+        return (f"<details class='event'><summary>request to {escape(str(e.get('provider')))}:"
+                f"{escape(str(e.get('model')))} under program {escape(str(e.get('program')))} "
+                f"(system {escape(str(e.get('system_sha256', ''))[:12])})</summary>"
+                f"<pre>{escape(str(e.get('user', '')))}</pre></details>")
+    fields = {k: v for k, v in e.items() if k not in ("v", "t", "type", "log_tail", "summary", "diff")}
+    return f"<div class='event small'>{escape(kind)}: {escape(json.dumps(fields, default=str)[:500])}</div>"
+
+
+def transcripts(records: list[dict], events_by_id: dict[str, list[dict]]) -> str:
+    parts = []
+    for r in records:
+        body = "".join(event_html(e) for e in events_by_id.get(r["id"], [])) or "<p class='small'>(none)</p>"
+        parts.append(f"<details class='transcript' id='t-{escape(r['id'])}'><summary><b>{escape(r['id'])}</b> "
+                     f"<span class='{escape(r['status'])}'>{escape(r['status'])}</span> "
+                     f"{escape(r['description'])}</summary>{body}</details>")
+    return "".join(parts)
+
+
+def page(tag: str, track: dict, records: list[dict], h: Headline, plot_png: bytes, cumulative_diff: str,
+         events_by_id: dict[str, list[dict]]) -> str:
+    plot = base64.b64encode(plot_png).decode()
+    generated = time.strftime("%Y-%m-%d %H:%M")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>autoresearch report: {escape(tag)}</title>
+<style>{STYLE}</style></head><body>
+<h1>{escape(tag)}</h1>
+<div class="meta">track {escape(str(track.get('track')))} · data {escape(str(track.get('fingerprint', ''))[:12])}
+ · generated {generated}</div>
+{cards(h)}
+<img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">
+<h2>Kept changes</h2>{kept_changes(records)}
+<h2>Programs</h2>{programs_table(records)}
+<h2>Every experiment</h2>{experiments_table(records)}
+<h2>Baseline to best</h2>{diff_html(cumulative_diff)}
+<h2>Transcripts</h2>{transcripts(records, events_by_id)}
+</body></html>
+"""
+
+
+def comparison_page(headlines: dict[str, Headline], plot_png: bytes) -> str:
+    rows = "".join(f"<tr><td>{escape(tag)}</td><td>{_value(h.baseline)}</td><td>{_value(h.best)}</td>"
+                   f"<td>{h.gain_percent:.2f}%</td><td>{h.experiments}</td><td>{100 * h.keep_rate:.0f}%</td>"
+                   f"<td>${h.cost_usd:.2f}</td></tr>" for tag, h in headlines.items())
+    plot = base64.b64encode(plot_png).decode()
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>autoresearch: runs compared</title><style>{STYLE}</style>
+</head><body><h1>Runs compared</h1>
+<img class="plot" alt="runs compared" src="data:image/png;base64,{plot}">
+<table><tr><th>tag</th><th>baseline</th><th>best</th><th>gain</th><th>experiments</th><th>keep rate</th>
+<th>LLM $</th></tr>{rows}</table></body></html>
+"""

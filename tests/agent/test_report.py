@@ -1,0 +1,159 @@
+"""The morning report, built from a ledger that a real loop (Optuna and a scripted LLM) produced."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.ledger import read_records
+from agent.llm.pricing import PriceTable
+from agent.llm.select import conversation_factory
+from agent.loop import LoopSettings, run_loop
+from agent.proposers.hybrid import HybridProposer
+from agent.proposers.llm import LLMProposer
+from agent.proposers.optuna_search import OptunaProposer
+from agent.report.build import write_report
+from agent.runner import LocalRunner
+from agent.workspace import Workspace
+from tests.helpers.llm_server import LLMServer, tool_call
+
+ROOT = Path(__file__).resolve().parents[2]
+WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
+HOSTILE_THOUGHT = "Try a shorter warm-down. <script>alert('x')</script> <img src=x onerror=alert(1)>"
+
+
+@pytest.fixture(scope="module")
+def reported(test_track, tmp_path_factory):
+    """A run of baseline + 2 experiments (one from Optuna, one from a scripted LLM) and its report."""
+    root = tmp_path_factory.mktemp("workspaces")
+    workspace = Workspace.create("night", test_track.spec, ROOT / "prompts" / "program.md", root=root)
+    with LLMServer() as server, pytest.MonkeyPatch.context() as env:
+        env.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        env.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url())
+        change = {"description": "WARMDOWN_RATIO 0.5 -> 0.3",
+                  "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.3 ")}]}
+        server.script(tool_call("read_file", {"path": "train.py"}, thinking=HOSTILE_THOUGHT),
+                      tool_call("submit_experiment", change))
+        llm = LLMProposer(conversation_factory("anthropic:claude-sonnet-4-5"), workspace.dir, PriceTable(),
+                          retry_base_s=0.01)
+        hybrid = HybridProposer(llm, OptunaProposer(workspace.dir / "optuna.journal", seed=1), 0.5)
+        run_loop(workspace, hybrid, LocalRunner(), LoopSettings(max_experiments=3), say=lambda _: None)
+    index = write_report(workspace)
+    return workspace, index, index.read_text()
+
+
+def test_report_shows_every_experiment_kept_diff_and_transcript(reported):
+    workspace, index, html = reported
+    records = read_records(workspace.dir)
+    assert len(records) == 3 and (index.parent / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for r in records:
+        assert f"id='t-{r['id']}'" in html and f"href='#t-{r['id']}'" in html
+        for event in (workspace.dir / r["transcript"]).read_text().splitlines():
+            if json.loads(event)["type"] == "tool_call":
+                assert f"<b>{json.loads(event)['name']}</b>" in html
+    for r in records[1:]:
+        if r["status"] == "keep":
+            added = next(line for line in r["diff"].splitlines() if line.startswith("+") and "=" in line)
+            assert added.split("#")[0].strip()[1:].strip() in re.sub(r"<[^>]+>", "", html)
+    assert "Try a shorter warm-down." in html and "<script>" not in html and "onerror=alert" not in html.replace(
+        "onerror=alert(1)&gt;", "")
+    assert "&lt;script&gt;alert" in html
+    assert "src=\"data:image/png;base64," in html and "http://" not in html and "https://" not in html
+
+
+def test_headline_numbers_match_an_independent_count(reported):
+    workspace, _, html = reported
+    records = [json.loads(line) for line in (workspace.dir / "experiments.jsonl").read_text().splitlines()]
+    baseline = records[0]["val_bpb"]
+    best = min(r["val_bpb"] for r in records if r["status"] == "keep")
+    proposed = records[1:]
+    keep_rate = round(100 * sum(r["status"] == "keep" for r in proposed) / len(proposed))
+    start = time.mktime(time.strptime(records[0]["started"], "%Y-%m-%dT%H:%M:%S%z"))
+    end = time.mktime(time.strptime(records[-1]["finished"], "%Y-%m-%dT%H:%M:%S%z"))
+    duty = round(100 * sum(float(r["summary"]["training_seconds"]) for r in records) / (end - start))
+    tokens = sum(r["llm"].get("input_tokens", 0) + r["llm"].get("output_tokens", 0) for r in records)
+    cost = sum(r["llm"].get("cost_usd", 0.0) for r in records)
+    cards = dict(re.findall(r"<div class='card'><b>(.*?)</b><span>(.*?)</span>", html))
+    flipped = {label: value for value, label in cards.items()}
+    gain = 100 * (baseline - best) / baseline
+    assert cards[f"{baseline:.6f} → {best:.6f}"].startswith(f"val_bpb, baseline → best ({gain:.2f}%")
+    assert flipped["experiments"] == "3"
+    assert flipped[f"keep rate ({sum(r['status'] == 'keep' for r in proposed)} kept)"] == f"{keep_rate}%"
+    assert flipped["duty cycle (training / wall seconds)"] == f"{duty}%"
+    assert flipped["LLM tokens / cost"] == f"{tokens:,} / ${cost:.2f}" and tokens == 2400
+
+
+def test_the_page_works_in_a_real_browser(reported, tmp_path):
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed (scripts/test_browser.sh installs it as root with apt-get)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (dev extra)")
+    _, index, _ = reported
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1280, "height": 1600})
+        problems = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(index.as_uri())
+        assert page.evaluate("document.querySelector('img.plot').naturalWidth") > 500
+        transcript = page.locator("details#t-0001")
+        assert transcript.evaluate("d => d.open") is False
+        page.click("details#t-0001 > summary")
+        assert transcript.evaluate("d => d.open") is True
+        page.click("details#t-0001 > summary")
+        assert transcript.evaluate("d => d.open") is False
+        shot = tmp_path / "report.png"
+        page.screenshot(path=str(shot), full_page=True)
+        browser.close()
+    assert problems == []
+    assert shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 50_000
+
+
+def minimal_record(i, status, val, triage="ok"):
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S+0000", time.gmtime(1_700_000_000 + 60 * i))
+    return {"id": f"{i:04d}", "commit": "0" * 40, "status": status, "val_bpb": val, "triage": triage,
+            "description": "baseline" if i == 0 else f"change {i}", "proposer": "baseline" if i == 0 else "optuna",
+            "started": stamp, "finished": stamp, "summary": {}, "llm": {}, "transcript": f"transcripts/{i:04d}.jsonl",
+            "program": {"name": "program"}, "reason": "", "diff": ""}
+
+
+@pytest.mark.parametrize("case", ["only a baseline", "only crashes", "torn last line"])
+def test_edge_ledgers_render(test_track, tmp_path, case):
+    workspace = Workspace.create("edge", test_track.spec, ROOT / "prompts" / "program.md", root=tmp_path)
+    commit = workspace.head()
+    if case == "only a baseline":
+        records = [dict(minimal_record(0, "keep", 2.5), commit=commit)]
+    elif case == "only crashes":
+        records = [minimal_record(0, "crash", None, "infra"), minimal_record(1, "interrupted", None, "interrupted")]
+    else:
+        records = [dict(minimal_record(0, "keep", 2.5), commit=commit), minimal_record(1, "discard", 2.6)]
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    if case == "torn last line":
+        text += '{"id": "0002", "status": "ke'
+        (workspace.dir / "transcripts").mkdir()
+        (workspace.dir / "transcripts" / "0001.jsonl").write_text('{"v": 1, "type": "decision", "status": "disc')
+    (workspace.dir / "experiments.jsonl").write_text(text)
+    html = write_report(workspace).read_text()
+    assert all(f"id='t-{r['id']}'" in html for r in records) and "t-0002" not in html
+    result = subprocess.run([sys.executable, "-m", "agent.cli", "report", "--tag", "edge", "--workspaces",
+                             str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_comparison_of_two_tags(reported, test_track, tmp_path):
+    workspace, _, _ = reported
+    shutil.copytree(workspace.dir, tmp_path / "night")
+    shutil.copytree(workspace.dir, tmp_path / "copy")
+    result = subprocess.run([sys.executable, "-m", "agent.cli", "report", "--tag", "night", "--tag", "copy",
+                             "--workspaces", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    compared = (tmp_path / "compare-night-copy" / "index.html").read_text()
+    assert "<td>night</td>" in compared and "<td>copy</td>" in compared
