@@ -75,6 +75,8 @@ def run(
         help="JSON price table (USD per Mtok) to extend the built-in.")] = None,
     hybrid_share: Annotated[float, typer.Option(help="Share of hybrid experiments proposed by Optuna.")] = 0.3,
     outage_minutes: Annotated[float, typer.Option(help="Retry a silent LLM provider this long, then pause.")] = 30.0,
+    runner: Annotated[str, typer.Option(help="local (a subprocess here) or spool (trainer workers).")] = "local",
+    spool: Annotated[Path | None, typer.Option(help="The spool directory shared with trainer workers.")] = None,
     workspaces: WorkspacesOption = None,
     cache: CacheOption = None,
 ) -> None:
@@ -88,6 +90,8 @@ def run(
         os.environ["AUTORESEARCH_CACHE"] = str(cache.expanduser().resolve())
     if proposer not in ("optuna", "llm", "hybrid"):
         fail(f"unknown proposer {proposer!r}: use optuna, llm or hybrid")
+    if runner not in ("local", "spool") or (runner == "spool") != (spool is not None):
+        fail("use --runner local, or --runner spool --spool DIR")
     try:
         workspace = Workspace.open(tag, workspaces)
     except WorkspaceError:
@@ -102,7 +106,12 @@ def run(
     console.print(f"research loop on {workspace.dir} (track {workspace.settings['track']}, proposer {chosen.name}"
                   + (f", model {model}" if model else "") + ")")
     try:
-        why = run_loop(workspace, chosen, LocalRunner(), settings, say=console.print)
+        if spool is not None:
+            from agent.spool_runner import SpoolRunner
+            trainer = SpoolRunner(spool)
+        else:
+            trainer = LocalRunner()
+        why = run_loop(workspace, chosen, trainer, settings, say=console.print)
     except KeyboardInterrupt:
         why = "stopped by Ctrl-C; the running experiment was recorded as interrupted"
     except (LoopStopped, WorkspaceError) as err:

@@ -20,7 +20,7 @@ from agent.ledger import Ledger
 from agent.llm.types import ProviderFatal, ProviderUnavailable
 from agent.policy import check_policy
 from agent.proposers.base import Proposal, ProposalContext, Proposer, ProposerError
-from agent.runner import LocalRunner, RunResult
+from agent.runner import Runner, RunResult
 from agent.transcript import Transcript
 from agent.triage import Triage
 from agent.workspace import Workspace
@@ -44,7 +44,7 @@ class LoopStopped(Exception):
     """The loop cannot go on (e.g. the machine failed twice); the message says why and what to do."""
 
 
-def run_loop(workspace: Workspace, proposer: Proposer, runner: LocalRunner, settings: LoopSettings,
+def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings: LoopSettings,
              say=print) -> str:
     """Runs experiments until a limit; returns why it stopped."""
     ledger = Ledger(workspace.dir)
@@ -78,7 +78,7 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: LocalRunner, sett
                 + (f"  (${record['llm']['cost_usd']:.4f})" if record["llm"].get("cost_usd") else ""))
 
 
-def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, runner: LocalRunner,
+def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, runner: Runner,
                    settings: LoopSettings) -> dict:
     experiment_id = ledger.next_id()
     transcript = Transcript(workspace.dir / "transcripts" / f"{experiment_id}.jsonl")
@@ -168,7 +168,7 @@ class Trained:
     run_seconds: float
 
 
-def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, runner: LocalRunner,
+def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, runner: Runner,
                      settings: LoopSettings, in_flight: dict, source: str, can_fix: bool,
                      transcript: Transcript) -> Trained:
     """Runs the commit; after a fixable crash the proposer may submit fixes on top of it, each trained in turn."""
@@ -212,7 +212,7 @@ def _sum_usage(*usages: dict) -> dict:
     return total
 
 
-def run_with_infra_retry(workspace: Workspace, runner: LocalRunner, commit: str, experiment_id: str,
+def run_with_infra_retry(workspace: Workspace, runner: Runner, commit: str, experiment_id: str,
                          settings: LoopSettings, transcript: Transcript) -> RunResult:
     budget = workspace.track["constants"]["time_budget"]
     timeout = settings.timeout_seconds or 2 * budget + settings.grace_seconds

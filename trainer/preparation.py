@@ -53,14 +53,14 @@ def prepare_track(track: str, source: str | None = None, num_shards: int | None 
                   cache: Path | None = None, show_progress: bool = True) -> PreparedTrack:
     constants = track_constants(track)
     cache = (cache or cache_root()).expanduser().resolve()
-    _ensure_writable(cache)
     source = source or constants["source"]
     source_spec = _source_spec(source, num_shards)
     final = cache / track
     existing = _read_json(final / "track.json")
     if (existing and existing.get("source") == source_spec and existing.get("constants") == constants
             and _intact(final, existing)):
-        return PreparedTrack(final, existing, reused=True)
+        return PreparedTrack(final, existing, reused=True)  # also from a read-only cache
+    _ensure_writable(cache)
 
     for stale in [*cache.glob(f".staging-{track}-*"), *cache.glob(f".old-{track}-*")]:
         shutil.rmtree(stale, ignore_errors=True)

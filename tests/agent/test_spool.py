@@ -1,0 +1,224 @@
+"""The spool runner and the trainer worker as separate processes, on the test track; and the
+security-relevant settings of the docker deployment."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent.ledger import Ledger
+from agent.loop import LoopSettings, run_loop
+from agent.proposers.optuna_search import OptunaProposer
+from agent.spool_runner import SpoolRunner
+from agent.triage import Triage
+from trainer import spool as spoolfs
+from trainer.sandbox import isolation_available
+
+ROOT = Path(__file__).resolve().parents[2]
+ISOLATED = isolation_available()
+needs_isolation = pytest.mark.skipif(not ISOLATED, reason="needs root and unshare for network/mount namespaces")
+
+
+class Workers:
+    """Trainer workers started as real processes; all stopped at the end."""
+
+    def __init__(self, spool: Path, scratch: Path, cache: Path):
+        self.spool, self.scratch, self.cache = spool, scratch, cache
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, **env) -> subprocess.Popen:
+        environment = dict(os.environ, AUTORESEARCH_CACHE=str(self.cache), **env)
+        process = subprocess.Popen([sys.executable, "-m", "trainer.worker", "--spool", str(self.spool), "--name",
+                                    name, "--scratch", str(self.scratch / name)], env=environment, cwd=ROOT,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.processes[name] = process
+        deadline = time.monotonic() + 30
+        while not any(w["worker"] == name for w in spoolfs.alive_workers(self.spool)):
+            assert time.monotonic() < deadline, f"worker {name} never sent a heartbeat"
+            time.sleep(0.1)
+        return process
+
+    def stop_all(self):
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+@pytest.fixture
+def workers(tmp_path, test_track):
+    pool = Workers(spoolfs.layout(tmp_path / "spool"), tmp_path / "scratch", test_track.directory.parent)
+    yield pool
+    pool.stop_all()
+
+
+def processes_under(directory: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if Path(os.readlink(entry / "cwd")).is_relative_to(directory):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def run_job(workers, workspace, body: str, timeout=60.0) -> dict:
+    commit = workspace.commit_train(textwrap.dedent(body), "variant")
+    return SpoolRunner(workers.spool, dead_after=5).run(workspace, commit, timeout, "0001")
+
+
+def test_loop_through_the_spool(workspace, workers):
+    workers.start("w1")
+    run_loop(workspace, OptunaProposer(workspace.dir / "optuna.journal"), SpoolRunner(workers.spool),
+             LoopSettings(max_experiments=2), say=lambda _: None)
+    records = Ledger(workspace.dir).records
+    assert [r["triage"] for r in records] == ["ok", "ok"] and records[0]["status"] == "keep"
+    assert "val_bpb:" in (workspace.dir / records[1]["log"]).read_text()
+    assert sorted(p.name for p in (workers.spool / "results").iterdir()) and not list(
+        (workers.spool / "claimed").iterdir()) and not list((workers.spool / "jobs").iterdir())
+
+
+def test_a_worker_killed_mid_run_is_infra_and_the_run_is_retried_elsewhere(workspace, workers):
+    first = workers.start("w1")
+    runner = SpoolRunner(workers.spool, dead_after=4)
+    thread = threading.Thread(target=lambda: run_loop(workspace, OptunaProposer(workspace.dir / "optuna.journal"),
+                                                      runner, LoopSettings(max_experiments=1), say=lambda _: None))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not any("step 0000" in p.read_text() for p in (workers.spool / "logs").glob("*.log")):
+        assert time.monotonic() < deadline, "the job never started training"
+        time.sleep(0.1)
+    first.kill()
+    first.wait()
+    workers.start("w2")
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    record = Ledger(workspace.dir).records[0]
+    assert record["status"] == "keep" and record["triage"] == "ok"
+    assert "trainer worker w1 stopped answering during the run" in (workspace.dir / "logs" / "0000.log").read_text()
+    events = (workspace.dir / "transcripts" / "0000.jsonl").read_text()
+    assert '"type": "retry"' in events
+    assert processes_under(workers.scratch / "w1") == []
+
+
+def test_two_workers_never_run_the_same_job(workspace, workers, tmp_path):
+    ledger_of_runs = tmp_path / "runs.txt"
+    body = f"""
+    import os
+    with open({str(ledger_of_runs)!r}, "a") as f:
+        f.write(os.path.basename(os.getcwd()) + "\\n")
+    print("---")
+    print("val_bpb: 1.000000")
+    """
+    commit = workspace.commit_train(textwrap.dedent(body), "counts its runs")
+    jobs = [f"job{i}" for i in range(8)]
+    for job in jobs:
+        spoolfs.submit(workers.spool, dict(id=job, workspace=str(workspace.dir), commit=commit, timeout=30, seed=42,
+                                           frozen=workspace.frozen_hashes()))
+    workers.start("w1")
+    workers.start("w2")
+    deadline = time.monotonic() + 90
+    while len(list((workers.spool / "results").glob("*.json"))) < len(jobs):
+        assert time.monotonic() < deadline, "jobs left unfinished"
+        time.sleep(0.2)
+    runs = ledger_of_runs.read_text().split()
+    assert sorted(runs) == sorted(jobs)
+    results = [spoolfs.read_json(workers.spool / "results" / f"{job}.json") for job in jobs]
+    assert {r["worker"] for r in results} <= {"w1", "w2"} and all(r["returncode"] == 0 for r in results)
+
+
+def test_a_timed_out_job_leaves_no_process(workspace, workers):
+    workers.start("w1")
+    result = run_job(workers, workspace, """
+    import subprocess, sys, time
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)"], start_new_session=True)
+    time.sleep(1000)
+    """, timeout=3)
+    assert result.verdict.triage == Triage.TIMEOUT
+    time.sleep(0.5)
+    assert processes_under(workers.scratch) == []
+
+
+def test_the_run_sees_no_api_keys(workspace, workers):
+    workers.start("w1", ANTHROPIC_API_KEY="sk-ant-worker-secret", OPENAI_API_KEY="sk-worker-secret")
+    result = run_job(workers, workspace, "import os\nprint(sorted(os.environ), os.environ.get('ANTHROPIC_API_KEY'))\n")
+    log = result.log_path.read_text()
+    assert "AUTORESEARCH_CACHE" in log and "API_KEY" not in log and "secret" not in log
+
+
+@needs_isolation
+def test_frozen_files_and_the_data_cache_are_read_only(workspace, workers, test_track):
+    workers.start("w1")
+    data_file = next((test_track.directory / "train").glob("*.parquet"))
+    result = run_job(workers, workspace, f"""
+    for path in ("prepare.py", "track.json", {str(data_file)!r}):
+        try:
+            open(path, "a").write("# tampered")
+            print("WROTE", path)
+        except OSError as err:
+            print("REFUSED", path, err)
+    """)
+    log = result.log_path.read_text()
+    assert "WROTE" not in log and log.count("Read-only file system") == 3
+    assert result.frozen_changed == []
+
+
+@needs_isolation
+def test_the_run_has_no_network(workspace, workers):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    workers.start("w1")
+    result = run_job(workers, workspace, f"""
+    import socket
+    try:
+        socket.create_connection(("127.0.0.1", {port}), timeout=3)
+        print("CONNECTED")
+    except OSError as err:
+        print("NO NETWORK", err)
+    """)
+    listener.close()
+    log = result.log_path.read_text()
+    assert "NO NETWORK" in log and "CONNECTED" not in log
+
+
+def test_no_worker_alive_is_infra(workspace, tmp_path):
+    runner = SpoolRunner(spoolfs.layout(tmp_path / "empty-spool"), dead_after=1)
+    result = runner.run(workspace, workspace.head(), 30, "0000")
+    assert result.verdict.triage == Triage.INFRA and "no trainer worker is alive" in result.verdict.reason
+    assert not list((tmp_path / "empty-spool" / "jobs").iterdir())
+
+
+def test_compose_and_images_keep_the_trainer_sandboxed():
+    compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
+    trainer, agent = compose["services"]["trainer"], compose["services"]["agent"]
+    assert trainer["network_mode"] == "none"
+    assert "env_file" not in trainer and not any("KEY" in k for k in trainer.get("environment", {}))
+    mounts = {v.split(":")[1]: v.split(":")[2:] for v in trainer["volumes"]}
+    assert mounts["/data"] == ["ro"] and mounts["/workspaces"] == ["ro"] and mounts["/spool"] == []
+    assert trainer["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert trainer["pids_limit"] and trainer["mem_limit"]
+    assert "deploy" not in agent and "devices" not in agent and "runtime" not in agent
+    assert agent["env_file"] == [".env"] and "--runner" in agent["command"] and "spool" in agent["command"]
+    for name, entry in (("agent", "autoresearch"), ("trainer", "trainer.worker")):
+        dockerfile = (ROOT / "docker" / f"{name}.Dockerfile").read_text().splitlines()
+        users = [line.split()[1] for line in dockerfile if line.startswith("USER ")]
+        assert users and users[-1] not in ("root", "0")
+        assert any(line.startswith("ENTRYPOINT") and entry in line for line in dockerfile)
+    trainer_file = (ROOT / "docker" / "trainer.Dockerfile").read_text()
+    assert "HF_HUB_OFFLINE=1" in trainer_file and "flash-attention-3" in trainer_file
+    assert "torch" not in (ROOT / "docker" / "agent.Dockerfile").read_text().split("pip install")[1].split("&&")[0]
