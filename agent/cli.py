@@ -291,11 +291,11 @@ def _create(tag: str, track: str, program: Path, workspaces: Path | None, cache:
 def _set_program(workspace, program: Path) -> None:
     import json
 
-    from agent.ledger import write_atomic
+    from trainer.atomic import write_text_atomic
     if not program.is_file():
         fail(f"research program {program} does not exist: pass a path to a markdown file")
     settings = dict(workspace.settings, program=str(program.resolve()))
-    write_atomic(workspace.dir / "run.json", json.dumps(settings, indent=2) + "\n")
+    write_text_atomic(workspace.dir / "run.json", json.dumps(settings, indent=2) + "\n")
 
 
 def _where(workspace) -> None:

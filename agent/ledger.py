@@ -13,6 +13,8 @@ import json
 import os
 from pathlib import Path
 
+from trainer.atomic import write_text_atomic
+
 TSV_HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
 TSV_STATUS = {"keep": "keep", "discard": "discard", "crash": "crash", "interrupted": "crash"}
 
@@ -24,15 +26,6 @@ def append_line(path: Path, line: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def read_records(directory: Path) -> list[dict]:
@@ -58,13 +51,13 @@ class Ledger:
         data = self.jsonl.read_bytes()
         complete = data[: data.rfind(b"\n") + 1]
         if len(complete) != len(data):  # a torn last line: the write never finished
-            write_atomic(self.jsonl, complete.decode("utf-8"))
+            write_text_atomic(self.jsonl, complete.decode("utf-8"))
         return [json.loads(line) for line in complete.decode("utf-8").splitlines() if line.strip()]
 
     def _sync_tsv(self) -> None:
         expected = TSV_HEADER + "".join(tsv_row(r) for r in self.records)
         if not self.tsv.exists() or self.tsv.read_text() != expected:
-            write_atomic(self.tsv, expected)
+            write_text_atomic(self.tsv, expected)
 
     def append(self, record: dict) -> None:
         append_line(self.jsonl, json.dumps(record, sort_keys=True) + "\n")
@@ -86,7 +79,7 @@ class Ledger:
     # -- the experiment in flight -------------------------------------------
 
     def begin(self, in_flight: dict) -> None:
-        write_atomic(self.current, json.dumps(in_flight, sort_keys=True))
+        write_text_atomic(self.current, json.dumps(in_flight, sort_keys=True))
 
     def in_flight(self) -> dict | None:
         try:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from trainer import corpus, download
+from trainer.atomic import write_json_atomic
 from trainer.download import file_sha256
 from trainer.prepare import (
     SPECIAL_TOKENS,
@@ -97,7 +98,7 @@ def prepare_track(track: str, source: str | None = None, num_shards: int | None 
             "tokenizer": json.loads((staging / "tokenizer" / "meta.json").read_text()),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        write_json_atomic(staging / "track.json", spec)
+        write_json_atomic(staging / "track.json", spec, indent=2)
         _swap_into_place(staging, final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -220,7 +221,7 @@ def train_tokenizer(train_files: list[Path], vocab_size: int, out_dir: Path, fin
     with open(out_dir / "tokenizer.pkl", "wb") as f:
         pickle.dump(encoding, f)
     np.save(out_dir / "token_bytes.npy", token_bytes)
-    write_json_atomic(out_dir / "meta.json", {
+    write_json_atomic(out_dir / "meta.json", indent=2, data={
         "fingerprint": fingerprint, "vocab_size": vocab_size, "pattern": SPLIT_PATTERN,
         "special_tokens": specials, "bos_token_id": specials[SPECIAL_TOKENS[0]],
         "sha256": file_sha256(out_dir / "tokenizer.pkl"),
@@ -285,16 +286,6 @@ def _fingerprint(track: str, constants: dict, manifest: dict) -> str:
     files = {split: [(e["name"], e["bytes"], e["sha256"]) for e in entries] for split, entries in manifest.items()}
     payload = json.dumps({"track": track, "constants": constants, "files": files}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _swap_into_place(staging: Path, final: Path) -> None:

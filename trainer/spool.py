@@ -17,6 +17,8 @@ import os
 import time
 from pathlib import Path
 
+from trainer.atomic import write_json_atomic
+
 DEAD_AFTER = 20.0       # seconds without a heartbeat
 HEARTBEAT_EVERY = 2.0
 FOLDERS = ("jobs", "claimed", "results", "logs", "workers", "cancel")
@@ -26,15 +28,6 @@ def layout(spool: Path) -> Path:
     for name in FOLDERS:
         (spool / name).mkdir(parents=True, exist_ok=True)
     return spool
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def read_json(path: Path) -> dict | None:

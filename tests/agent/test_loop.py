@@ -17,6 +17,7 @@ from agent.proposers.base import Proposal
 from agent.proposers.optuna_search import OptunaProposer
 from agent.runner import LocalRunner
 from agent.workspace import WorkspaceError
+from tests.helpers.processes import processes_under
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -153,28 +154,17 @@ def wait_for_training(workspace, experiment_id, timeout=60):
     raise AssertionError(f"experiment {experiment_id} never started training")
 
 
-def processes_in(directory):
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            if Path(os.readlink(entry / "cwd")).is_relative_to(directory):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 def test_kill_9_during_training_then_resume(workspace, test_track):
     loop = start_cli_run(workspace, test_track, "--max-experiments", "3")
     wait_for_training(workspace, "0000")
-    orphans = processes_in(workspace.dir / "runs")
+    orphans = processes_under(workspace.dir / "runs")
     assert orphans, "train.py should be running in the run directory"
     loop.send_signal(signal.SIGKILL)
     loop.wait(timeout=10)
 
     messages = []
     run_loop(workspace, Scripted(), LocalRunner(), LoopSettings(max_experiments=1), say=messages.append)
-    assert processes_in(workspace.dir / "runs") == []
+    assert processes_under(workspace.dir / "runs") == []
     records = Ledger(workspace.dir).records
     assert [(r["id"], r["status"]) for r in records] == [("0000", "interrupted"), ("0001", "keep")]
     assert [row[3] for row in tsv_rows(workspace)] == ["crash", "keep"]
@@ -196,4 +186,4 @@ def test_ctrl_c_stops_cleanly_and_records_the_run_as_interrupted(workspace, test
     records = Ledger(workspace.dir).records
     assert [(r["id"], r["status"], r["triage"]) for r in records] == [("0000", "interrupted", "interrupted")]
     assert workspace.is_clean() and not (workspace.dir / "current.json").exists()
-    assert processes_in(workspace.dir / "runs") == []
+    assert processes_under(workspace.dir / "runs") == []

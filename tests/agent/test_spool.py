@@ -19,6 +19,7 @@ from agent.loop import LoopSettings, run_loop
 from agent.proposers.optuna_search import OptunaProposer
 from agent.spool_runner import SpoolRunner
 from agent.triage import Triage
+from tests.helpers.processes import processes_under
 from trainer import spool as spoolfs
 from trainer.sandbox import isolation_available
 
@@ -62,17 +63,6 @@ def workers(tmp_path, test_track):
     pool = Workers(spoolfs.layout(tmp_path / "spool"), tmp_path / "scratch", test_track.directory.parent)
     yield pool
     pool.stop_all()
-
-
-def processes_under(directory: Path) -> list[int]:
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            if Path(os.readlink(entry / "cwd")).is_relative_to(directory):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 def run_job(workers, workspace, body: str, timeout=60.0) -> dict:

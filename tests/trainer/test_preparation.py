@@ -52,6 +52,8 @@ def split_texts(directory):
 
 
 def leftovers(cache):
+    if not cache.exists():
+        return []
     return sorted(p.name for p in cache.iterdir() if p.name.startswith((".staging", ".old")))
 
 
