@@ -185,8 +185,8 @@ def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, r
             fix = proposer.fix(crashed, source, transcript)
             source = apply_edits(source, fix.edits)
             check_policy(source)
-        except (ProposerError, EditRejected) as err:
-            transcript.event("fix_failed", reason=str(err))
+        except (ProposerError, EditRejected, ProviderUnavailable, ProviderFatal) as err:
+            transcript.event("fix_failed", reason=str(err))  # the crash stands; a dead provider stops the next turn
             break
         number = len(trained.attempts)
         trained.fix_usage.append(fix.usage)

@@ -67,7 +67,7 @@ def workers(tmp_path, test_track):
 
 def run_job(workers, workspace, body: str, timeout=60.0) -> dict:
     commit = workspace.commit_train(textwrap.dedent(body), "variant")
-    return SpoolRunner(workers.spool, dead_after=5).run(workspace, commit, timeout, "0001")
+    return SpoolRunner(workers.spool, dead_after=10).run(workspace, commit, timeout, "0001")
 
 
 def test_loop_through_the_spool(workspace, workers):
@@ -83,7 +83,7 @@ def test_loop_through_the_spool(workspace, workers):
 
 def test_a_worker_killed_mid_run_is_infra_and_the_run_is_retried_elsewhere(workspace, workers):
     first = workers.start("w1")
-    runner = SpoolRunner(workers.spool, dead_after=4)
+    runner = SpoolRunner(workers.spool, dead_after=8)
     thread = threading.Thread(target=lambda: run_loop(workspace, OptunaProposer(workspace.dir / "optuna.journal"),
                                                       runner, LoopSettings(max_experiments=1), say=lambda _: None))
     thread.start()
