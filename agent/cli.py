@@ -75,6 +75,7 @@ def run(
         help="JSON price table (USD per Mtok) to extend the built-in.")] = None,
     hybrid_share: Annotated[float, typer.Option(help="Share of hybrid experiments proposed by Optuna.")] = 0.3,
     outage_minutes: Annotated[float, typer.Option(help="Retry a silent LLM provider this long, then pause.")] = 30.0,
+    overlap: Annotated[bool, typer.Option(help="Propose the next experiment while the current one trains.")] = True,
     runner: Annotated[str, typer.Option(help="local (a subprocess here) or spool (trainer workers).")] = "local",
     spool: Annotated[Path | None, typer.Option(help="The spool directory shared with trainer workers.")] = None,
     workspaces: WorkspacesOption = None,
@@ -102,7 +103,7 @@ def run(
     chosen = _make_proposer(proposer, workspace, model, base_url, max_tool_calls, thinking_budget, pricing,
                             hybrid_share, outage_minutes)
     settings = LoopSettings(max_experiments=max_experiments, max_hours=max_hours, min_delta=min_delta,
-                            grace_seconds=grace_seconds, max_cost_usd=max_cost_usd)
+                            grace_seconds=grace_seconds, max_cost_usd=max_cost_usd, overlap=overlap)
     console.print(f"research loop on {workspace.dir} (track {workspace.settings['track']}, proposer {chosen.name}"
                   + (f", model {model}" if model else "") + ")")
     try:

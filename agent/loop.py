@@ -11,7 +11,10 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import threading
 import time
+from concurrent.futures import Future
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +41,7 @@ class LoopSettings:
     max_fix_attempts: int = 2            # fixes a proposer may submit for a fixable crash
     max_cost_usd: float | None = None    # stop once the run's LLM spend reaches this
     outage_poll_seconds: float = 60.0    # while the LLM provider is down, try again this often
+    overlap: bool = True                 # propose the next experiment while this one trains
 
 
 class LoopStopped(Exception):
@@ -51,6 +55,7 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings:
     with workspace.lock():
         settle_interrupted(workspace, ledger, say)
         started, done, failures = time.monotonic(), 0, 0
+        ahead: Ahead | None = None  # the next proposal, made while the current experiment trains
         while True:
             if settings.max_experiments is not None and done >= settings.max_experiments:
                 return f"ran {done} experiment(s), the limit for this run"
@@ -59,15 +64,19 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings:
             spent = run_cost(ledger)
             if settings.max_cost_usd is not None and spent >= settings.max_cost_usd:
                 return f"reached the cost cap of ${settings.max_cost_usd:.2f} (spent ${spent:.2f})"
+            last = settings.max_experiments is not None and done + 1 >= settings.max_experiments
             try:
-                record = run_experiment(workspace, ledger, proposer, runner, settings)
+                record, ahead = run_experiment(workspace, ledger, proposer, runner, settings, ahead,
+                                               look_ahead=settings.overlap and not last)
             except (ProposerError, EditRejected) as err:
+                ahead = None
                 failures += 1
                 say(f"proposal failed ({failures} in a row): {err}")
                 if failures >= MAX_CONSECUTIVE_PROPOSER_FAILURES:
                     raise LoopStopped(f"the proposer failed {failures} times in a row; last error: {err}") from err
                 continue
             except ProviderUnavailable as err:
+                ahead = None
                 say(f"paused: {err}; nothing was charged, trying again in {settings.outage_poll_seconds:.0f} s")
                 time.sleep(settings.outage_poll_seconds)
                 continue
@@ -79,26 +88,34 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings:
 
 
 def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, runner: Runner,
-                   settings: LoopSettings) -> dict:
+                   settings: LoopSettings, ahead: Ahead | None = None,
+                   look_ahead: bool = False) -> tuple[dict, Ahead | None]:
+    """One experiment, and the proposal for the next one if look_ahead (made while this one trains)."""
     experiment_id = ledger.next_id()
     transcript = Transcript(workspace.dir / "transcripts" / f"{experiment_id}.jsonl")
     best, parent = ledger.best(), workspace.head()
     program = read_program(workspace)
     t_start = time.monotonic()
 
-    proposal, source = propose_change(workspace, ledger, proposer, experiment_id, best, program, transcript)
-    propose_seconds = time.monotonic() - t_start
+    got = obtain_proposal(workspace, ledger, proposer, experiment_id, best, program, transcript, ahead)
+    proposal, source = got.proposal, got.source
     commit = parent if best is None else workspace.commit_train(source, f"{experiment_id}: {proposal.description}")
     transcript.event("committed", commit=commit, parent=parent,
                      diff="" if best is None else workspace.diff(parent, commit))
     in_flight = dict(id=experiment_id, commit=commit, parent=parent, description=proposal.description,
                      started=_now(), pid=os.getpid(), proposal=proposal.meta, program=program["name"])
     ledger.begin(in_flight)
+    spent = run_cost(ledger) + proposal.usage.get("cost_usd", 0.0)
+    if settings.max_cost_usd is not None and spent >= settings.max_cost_usd:
+        look_ahead = False  # this is the last experiment the budget pays for
+    next_ahead = look_ahead_proposal(workspace, ledger, proposer, best, parent, in_flight) \
+        if look_ahead and best is not None else None
     try:
         trained = train_with_fixes(workspace, ledger, proposer, runner, settings, in_flight, source,
                                    can_fix=best is not None, transcript=transcript)
     except KeyboardInterrupt:
         record_interrupted(workspace, ledger, in_flight, best, transcript)
+        abandon(next_ahead, "the loop was interrupted")
         raise
 
     result = trained.result
@@ -112,8 +129,8 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
         peak_vram_mb=_float(result.summary.get("peak_vram_mb")), summary=result.summary,
         model_config=result.model_config,
         returncode=result.returncode, timed_out=result.timed_out, frozen_changed=result.frozen_changed,
-        timings=dict(propose_s=round(propose_seconds, 3), run_s=round(trained.run_seconds, 3),
-                     total_s=round(time.monotonic() - t_start, 3)),
+        proposed_against=got.base_commit, rebased=got.rebased,
+        timings=_timings(got, trained, time.monotonic() - t_start),
         proposer=proposal.meta.get("proposer", proposer.name) if best is not None else "baseline",
         proposal=proposal.meta, fix_attempts=trained.attempts, llm=_sum_usage(proposal.usage, *trained.fix_usage),
         program=dict(name=program["name"], sha256=program["sha256"]), diff=diff,
@@ -123,40 +140,118 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
     ledger.finish()
     transcript.event("decision", status=status, triage=record["triage"], reason=reason, val_bpb=record["val_bpb"],
                      best_before=best["val_bpb"] if best else None)
+    if next_ahead is not None:
+        futures_wait([next_ahead.future])  # proposers are told and asked from one thread at a time
     if best is not None:
         proposer.observe(record)
     if result.verdict.triage == Triage.INFRA:
+        abandon(next_ahead, "the loop stopped on an infra failure")
         raise LoopStopped(f"experiment {experiment_id} failed twice for a reason outside the experiment: "
                           f"{result.verdict.reason}. Fix the machine or the data (see {record['log']}), then run "
                           "again: the loop resumes from the best commit")
     if best is None and status != "keep":
         raise LoopStopped(f"the baseline did not produce a result ({record['triage']}: {reason}); see "
                           f"{record['log']}")
-    return record
+    return record, next_ahead
 
 
-def propose_change(workspace: Workspace, ledger: Ledger, proposer: Proposer, experiment_id: str,
-                   best: dict | None, program: dict, transcript: Transcript) -> tuple[Proposal, str]:
-    """The proposal and the train.py it makes; the first experiment of a tag is the unchanged baseline."""
+@dataclass
+class Ahead:
+    """A proposal being made in the background for the next experiment."""
+    experiment_id: str
+    base_commit: str
+    future: Future
+    transcript: Transcript
+
+
+@dataclass
+class Obtained:
+    proposal: Proposal
+    source: str
+    base_commit: str | None
+    rebased: bool = False
+    propose_seconds: float = 0.0   # how long the proposer worked on it
+    wait_seconds: float = 0.0      # how long the loop waited for it (the critical path)
+
+
+def obtain_proposal(workspace: Workspace, ledger: Ledger, proposer: Proposer, experiment_id: str, best: dict | None,
+                    program: dict, transcript: Transcript, ahead: Ahead | None) -> Obtained:
+    """The baseline; or the proposal made ahead, re-applied to the best if the best moved; or a fresh one."""
     if best is None:
         transcript.event("proposal", proposer="baseline", description="baseline: train.py as created", edits=[])
-        return Proposal("baseline", []), workspace.file_at("train.py")
-    context = ProposalContext(track=workspace.track, program_name=program["name"], program_text=program["text"],
-                              train_source=workspace.file_at("train.py"), best=best,
-                              history=list(ledger.records), experiment_id=experiment_id)
+        return Obtained(Proposal("baseline", []), workspace.file_at("train.py"), None)
+    if ahead is not None and ahead.experiment_id == experiment_id:
+        waited = time.monotonic()
+        proposal, seconds = ahead.future.result()  # its errors count against this experiment, as a serial one's would
+        waited = time.monotonic() - waited
+        if ahead.base_commit == best["commit"]:
+            return Obtained(proposal, apply_edits(workspace.file_at("train.py"), proposal.edits), best["commit"],
+                            propose_seconds=seconds, wait_seconds=waited)
+        try:
+            source = apply_edits(workspace.file_at("train.py"), proposal.edits)
+            check_policy(source)
+            transcript.event("rebased", onto=best["commit"], proposed_against=ahead.base_commit)
+            return Obtained(proposal, source, ahead.base_commit, True, seconds, waited)
+        except EditRejected as err:
+            transcript.event("rebase_failed", onto=best["commit"], message=str(err))
+            proposer.observe(dict(id=experiment_id, status="rejected", proposal=proposal.meta))
+    started = time.monotonic()
+    context = proposal_context(workspace, ledger, experiment_id, best, program, workspace.file_at("train.py"))
     transcript.event("proposal_started", proposer=proposer.name, parent=best["commit"], program=program["name"],
                      program_sha256=program["sha256"])
+    proposal, seconds = propose_validated(proposer, context, transcript)
+    return Obtained(proposal, apply_edits(context.train_source, proposal.edits), best["commit"],
+                    propose_seconds=seconds, wait_seconds=time.monotonic() - started)
+
+
+def proposal_context(workspace: Workspace, ledger: Ledger, experiment_id: str, best: dict, program: dict,
+                     train_source: str, running: dict | None = None) -> ProposalContext:
+    return ProposalContext(track=workspace.track, program_name=program["name"], program_text=program["text"],
+                           train_source=train_source, best=best, history=list(ledger.records),
+                           experiment_id=experiment_id, running=running)
+
+
+def propose_validated(proposer: Proposer, context: ProposalContext, transcript: Transcript) -> tuple[Proposal, float]:
+    """A proposal whose edits apply to context.train_source and pass the policy, and the seconds it took."""
+    started = time.monotonic()
     proposal = proposer.propose(context, transcript)
     transcript.event("proposal", proposer=proposer.name, description=proposal.description,
                      edits=[vars(e) for e in proposal.edits], meta=proposal.meta)
     try:
-        source = apply_edits(context.train_source, proposal.edits)
-        check_policy(source)
+        check_policy(apply_edits(context.train_source, proposal.edits))
     except EditRejected as err:
         transcript.event("edit_rejected", message=str(err))
-        proposer.observe(dict(id=experiment_id, status="rejected", proposal=proposal.meta))
+        proposer.observe(dict(id=context.experiment_id, status="rejected", proposal=proposal.meta))
         raise
-    return proposal, source
+    return proposal, time.monotonic() - started
+
+
+def look_ahead_proposal(workspace: Workspace, ledger: Ledger, proposer: Proposer, best: dict, parent: str,
+                        running: dict) -> Ahead:
+    """Starts proposing the next experiment against the current best while `running` trains."""
+    experiment_id = f"{int(running['id']) + 1:04d}"
+    program = read_program(workspace)
+    context = proposal_context(workspace, ledger, experiment_id, best, program, workspace.file_at("train.py", parent),
+                               running=dict(id=running["id"], description=running["description"],
+                                            proposer=running["proposal"].get("proposer")))
+    transcript = Transcript(workspace.dir / "transcripts" / f"{experiment_id}.jsonl")
+    transcript.event("proposal_started", proposer=proposer.name, parent=parent, program=program["name"],
+                     program_sha256=program["sha256"], while_running=running["id"])
+    future: Future = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(propose_validated(proposer, context, transcript))
+        except BaseException as err:  # handed to the loop with the result
+            future.set_exception(err)
+
+    threading.Thread(target=work, name=f"propose-{experiment_id}", daemon=True).start()
+    return Ahead(experiment_id, parent, future, transcript)
+
+
+def abandon(ahead: Ahead | None, why: str) -> None:
+    if ahead is not None:
+        ahead.transcript.event("proposal_abandoned", reason=why)
 
 
 @dataclass
@@ -180,7 +275,7 @@ def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, r
         trained.attempts.append(dict(commit=commit, triage=result.verdict.triage.value, reason=result.verdict.reason,
                                      log=str(result.log_path.relative_to(workspace.dir))))
         crashed = dict(id=experiment_id, triage=result.verdict.triage.value, reason=result.verdict.reason,
-                       log_tail=result.tail)
+                       log_tail=result.tail, proposer=in_flight["proposal"].get("proposer"))
         try:
             fix = proposer.fix(crashed, source, transcript)
             source = apply_edits(source, fix.edits)
@@ -198,6 +293,13 @@ def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, r
         trained.result, trained.commit = result, commit
         trained.run_seconds += result.seconds
     return trained
+
+
+def _timings(got: Obtained, trained: Trained, total: float) -> dict:
+    """Seconds: proposing, waiting for the proposal, training (runner), everything else the agent did."""
+    return dict(propose_s=round(got.propose_seconds, 3), wait_s=round(got.wait_seconds, 3),
+                run_s=round(trained.run_seconds, 3),
+                agent_s=round(max(0.0, total - got.wait_seconds - trained.run_seconds), 3), total_s=round(total, 3))
 
 
 def run_cost(ledger: Ledger) -> float:

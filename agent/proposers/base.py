@@ -18,6 +18,7 @@ class ProposalContext:
     best: dict                  # the ledger record of the best experiment
     history: list[dict]         # every ledger record so far, oldest first
     experiment_id: str
+    running: dict | None = None  # the experiment training while this one is proposed (its result unknown)
 
 
 @dataclass

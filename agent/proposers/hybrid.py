@@ -15,23 +15,24 @@ class HybridProposer:
             raise ValueError(f"the Optuna share must be between 0 and 1, got {optuna_share}")
         self.by_name = {llm.name: llm, optuna.name: optuna}
         self.llm, self.optuna, self.share = llm, optuna, optuna_share
-        self.last = None
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
         proposed = [r for r in context.history if r.get("proposer") in self.by_name]
+        if context.running and context.running.get("proposer") in self.by_name:
+            proposed.append(context.running)  # proposed, still training
         by_optuna = sum(r["proposer"] == self.optuna.name for r in proposed)
         chosen = self.optuna if by_optuna < self.share * (len(proposed) + 1) else self.llm
         transcript.event("reasoning", text=f"hybrid: {by_optuna} of {len(proposed)} proposals so far came from "
                                            f"Optuna (share {self.share:.0%}); this one goes to {chosen.name}")
         proposal = chosen.propose(context, transcript)
         proposal.meta["proposer"] = chosen.name
-        self.last = chosen
         return proposal
 
     def fix(self, crashed: dict, crashed_source: str, transcript: Transcript) -> Proposal:
-        if not hasattr(self.last, "fix"):
-            raise ProposerError(f"{getattr(self.last, 'name', 'the proposer')} does not fix crashes")
-        return self.last.fix(crashed, crashed_source, transcript)
+        owner = self.by_name.get(crashed.get("proposer", ""))
+        if not hasattr(owner, "fix"):
+            raise ProposerError(f"{crashed.get('proposer')} does not fix crashes")
+        return owner.fix(crashed, crashed_source, transcript)
 
     def observe(self, record: dict) -> None:
         owner = self.by_name.get(record.get("proposal", {}).get("proposer", ""))

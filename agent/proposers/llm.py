@@ -60,6 +60,10 @@ def state_message(context: ProposalContext) -> str:
         if last["status"] == "crash" and last.get("log_tail"):
             tail = "\n".join(last["log_tail"].splitlines()[-LOG_TAIL_LINES:])
             lines += ["Its log ends with:", "```", tail, "```"]
+    if context.running:
+        lines += ["", f"Experiment {context.running['id']} ({context.running['description']}) is training right now "
+                      "and its result is not known yet. Your change will be applied to whichever commit is best when "
+                      "it ends (re-applied on top of it if it is kept), so prefer a change that does not depend on it."]
     lines += ["", f"Propose experiment {context.experiment_id}: one change, submitted with submit_experiment."]
     return "\n".join(lines)
 
@@ -81,7 +85,7 @@ class LLMProposer:
         self.prices = prices
         self.max_tool_calls = max_tool_calls
         self.outage_window_s, self.retry_base_s = outage_window_s, retry_base_s
-        self.current: tuple[Conversation, ToolBox] | None = None
+        self.sessions: dict[str, tuple[Conversation, ToolBox]] = {}  # per experiment, for its fixes
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
         conversation = self.open_conversation()
@@ -94,14 +98,14 @@ class LLMProposer:
         files = {"train.py": context.train_source, "prepare.py": _read(self.workspace_dir / "prepare.py"),
                  "program.md": context.program_text, "track.json": json.dumps(context.track, indent=2)}
         toolbox = ToolBox(self.workspace_dir, files, context.history)
-        self.current = (conversation, toolbox)
+        self.sessions[context.experiment_id] = (conversation, toolbox)
         return self._converse(conversation, toolbox, context.train_source, transcript)
 
     def fix(self, crashed: dict, crashed_source: str, transcript: Transcript) -> Proposal:
         """A fix for a fixable crash, in the conversation that proposed the change."""
-        if self.current is None:
-            raise ProposerError("no conversation to continue")
-        conversation, toolbox = self.current
+        if crashed["id"] not in self.sessions:
+            raise ProposerError(f"no conversation of experiment {crashed['id']} to continue")
+        conversation, toolbox = self.sessions[crashed["id"]]
         toolbox.files["train.py"] = crashed_source
         message = crash_message(crashed)
         conversation.add_user(message)
@@ -109,8 +113,7 @@ class LLMProposer:
         return self._converse(conversation, toolbox, crashed_source, transcript)
 
     def observe(self, record: dict) -> None:
-        if record.get("status") != "crash" or record.get("triage") != "fixable":
-            self.current = None
+        self.sessions.pop(record.get("id"), None)
 
     def _converse(self, conversation: Conversation, toolbox: ToolBox, base_source: str,
                   transcript: Transcript) -> Proposal:

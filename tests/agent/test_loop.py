@@ -23,18 +23,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class InvariantChecking:
-    """Wraps a proposer and checks, before every proposal, that the workspace sits at the best commit."""
+    """Wraps a proposer and checks, as each decided experiment is reported, that the workspace sits at the
+    best commit with a clean tree (the new commit if kept, its parent otherwise)."""
 
     def __init__(self, inner, workspace):
         self.inner, self.workspace, self.name = inner, workspace, inner.name
         self.violations = []
 
     def propose(self, context, transcript):
-        if self.workspace.head() != context.best["commit"] or not self.workspace.is_clean():
-            self.violations.append(context.experiment_id)
         return self.inner.propose(context, transcript)
 
     def observe(self, record):
+        if "commit" in record:
+            expected = record["commit"] if record["status"] == "keep" else record["parent"]
+            if self.workspace.head() != expected or not self.workspace.is_clean():
+                self.violations.append(record["id"])
         self.inner.observe(record)
 
 

@@ -118,7 +118,8 @@ def error_body(api: str | None, status: int, message: str | None = None) -> dict
 class LLMServer:
     """Context manager running the scripted LLM server on 127.0.0.1 in a background thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, latency: float = 0.0) -> None:
+        self.latency = latency  # seconds each successful reply takes, like a model thinking
         self.requests: list[Recorded] = []
         self._queue: deque[Reply | Error] = deque()
         self._ids = itertools.count(1)
@@ -238,6 +239,7 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             if isinstance(reply, Error):
                 body = reply.body if reply.body is not None else error_body(api, reply.status)
                 return self._send(request, reply.status, body, reply.headers)
+            time.sleep(server.latency)
             return self._send(request, 200, server._render(api, reply, str(body.get("model", "scripted"))))
 
         def _error(self, request: Recorded, status: int, message: str, headers: dict | None = None) -> None:
