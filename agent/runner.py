@@ -50,6 +50,14 @@ class Runner(Protocol):
     def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str) -> RunResult: ...
 
 
+def compile_cache_env(cache: Path) -> dict[str, str]:
+    """torch.compile's caches (inductor FX graphs, autograd, triton) kept across runs, so that a
+    train.py whose graphs did not change skips most of its compile."""
+    root = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or cache / "compile")
+    return {"TORCHINDUCTOR_CACHE_DIR": str(root), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
+            "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "TRITON_CACHE_DIR": str(root / "triton")}
+
+
 def read_head_tail(path: Path) -> tuple[str, str]:
     lines = path.read_text(errors="replace").splitlines()
     return "\n".join(lines[:LOG_HEAD_LINES]), "\n".join(lines[-LOG_TAIL_LINES:])
@@ -69,8 +77,8 @@ class LocalRunner:
         log_path = workspace.dir / "logs" / f"{experiment_id}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         cache = os.environ.get("AUTORESEARCH_CACHE", str(Path("~/.cache/autoresearch").expanduser()))
-        outcome = run_untrusted([self.python, "train.py"], run_dir, log_path, timeout,
-                                {"AUTORESEARCH_SEED": str(self.seed), "AUTORESEARCH_CACHE": cache})
+        env = {"AUTORESEARCH_SEED": str(self.seed), "AUTORESEARCH_CACHE": cache, **compile_cache_env(Path(cache))}
+        outcome = run_untrusted([self.python, "train.py"], run_dir, log_path, timeout, env)
         expected = workspace.frozen_hashes()
         changed = [path for path in FROZEN if _sha256(run_dir / path) != expected[path]]
         text = log_path.read_text(errors="replace")

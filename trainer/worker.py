@@ -87,7 +87,10 @@ class Worker:
             return
         cache = Path(os.environ.get("AUTORESEARCH_CACHE", Path("~/.cache/autoresearch").expanduser()))
         read_only = [run_dir / name for name in FROZEN] + ([cache] if cache.exists() else [])
-        env = {"AUTORESEARCH_SEED": str(job.get("seed", 42)), "AUTORESEARCH_CACHE": str(cache)}
+        compile_cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or self.scratch / "compile")
+        env = {"AUTORESEARCH_SEED": str(job.get("seed", 42)), "AUTORESEARCH_CACHE": str(cache),
+               "TORCHINDUCTOR_CACHE_DIR": str(compile_cache), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
+               "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "TRITON_CACHE_DIR": str(compile_cache / "triton")}
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
         outcome = run_untrusted([sys.executable, "train.py"], run_dir, self.spool / "logs" / f"{job['id']}.log",

@@ -100,3 +100,19 @@ def test_ctrl_c_while_running_leaves_no_process(workspace):
     pids = pids_in(workspace.dir / "logs" / "0002.log")
     assert len(pids) == 3 and [pid for pid in pids if alive(pid)] == []
     assert os.getpid() not in pids
+
+
+def test_the_compile_cache_is_hit_by_the_second_run(workspace, test_track, tmp_path, monkeypatch):
+    from trainer.hyperparameters import set_hyperparameters
+    compile_dir = tmp_path / "compile"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(compile_dir))
+    commit = workspace.commit_train(set_hyperparameters(workspace.file_at("train.py"), {"COMPILE_ON_CPU": True}),
+                                    "compile on CPU")
+    first = LocalRunner().run(workspace, commit, 600, "0001")
+    assert first.verdict.triage == Triage.OK, first.tail
+    graphs = sorted(p.relative_to(compile_dir) for p in (compile_dir / "fxgraph").rglob("*") if p.is_file())
+    assert graphs, "the first run should have stored compiled graphs"
+    second = LocalRunner().run(workspace, commit, 600, "0002")
+    assert second.verdict.triage == Triage.OK, second.tail
+    assert sorted(p.relative_to(compile_dir) for p in (compile_dir / "fxgraph").rglob("*") if p.is_file()) == graphs
+    assert float(second.summary["warmup_seconds"]) < 0.6 * float(first.summary["warmup_seconds"])
