@@ -1,4 +1,5 @@
-"""Writing a file so that readers see the old content or the new one, never a part of it."""
+"""Small JSON/text files written atomically (readers see the old content or the new one, never a
+part of it), and read back tolerantly."""
 
 from __future__ import annotations
 
@@ -18,3 +19,11 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_json_atomic(path: Path, data: dict, indent: int | None = None) -> None:
     write_text_atomic(path, json.dumps(data, indent=indent, sort_keys=indent is not None) + "\n")
+
+
+def read_json(path: Path) -> dict | None:
+    """The file's JSON object, or None when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

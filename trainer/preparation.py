@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from trainer import corpus, download
-from trainer.atomic import write_json_atomic
+from trainer.atomic import read_json, write_json_atomic
 from trainer.download import file_sha256
 from trainer.prepare import (
     SPECIAL_TOKENS,
@@ -57,7 +57,7 @@ def prepare_track(track: str, source: str | None = None, num_shards: int | None 
     source = source or constants["source"]
     source_spec = _source_spec(source, num_shards)
     final = cache / track
-    existing = _read_json(final / "track.json")
+    existing = read_json(final / "track.json")
     if (existing and existing.get("source") == source_spec and existing.get("constants") == constants
             and _intact(final, existing)):
         return PreparedTrack(final, existing, reused=True)  # also from a read-only cache
@@ -254,13 +254,6 @@ def _ensure_writable(cache: Path) -> None:
                            "with --cache or AUTORESEARCH_CACHE") from err
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def _intact(directory: Path, spec: dict) -> bool:
     for split in SPLITS:
         for entry in spec["files"][split]:
@@ -271,7 +264,7 @@ def _intact(directory: Path, spec: dict) -> bool:
 
 
 def _tokenizer_ok(directory: Path, fingerprint: str) -> bool:
-    meta = _read_json(directory / "tokenizer" / "meta.json")
+    meta = read_json(directory / "tokenizer" / "meta.json")
     files_there = all((directory / "tokenizer" / name).is_file() for name in ("tokenizer.pkl", "token_bytes.npy"))
     return bool(meta) and meta.get("fingerprint") == fingerprint and files_there
 

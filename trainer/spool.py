@@ -12,12 +12,11 @@ older than DEAD_AFTER seconds is gone: the agent treats its job as an infra fail
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
-from trainer.atomic import write_json_atomic
+from trainer.atomic import read_json, write_json_atomic
 
 DEAD_AFTER = 20.0       # seconds without a heartbeat
 HEARTBEAT_EVERY = 2.0
@@ -28,13 +27,6 @@ def layout(spool: Path) -> Path:
     for name in FOLDERS:
         (spool / name).mkdir(parents=True, exist_ok=True)
     return spool
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def submit(spool: Path, job: dict) -> None:
