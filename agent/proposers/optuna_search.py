@@ -109,7 +109,9 @@ class OptunaProposer:
         storage = JournalStorage(JournalFileBackend(str(journal)))
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.study = optuna.create_study(study_name="autoresearch", storage=storage, direction="minimize",
-                                         sampler=optuna.samplers.TPESampler(seed=seed), load_if_exists=True)
+                                         load_if_exists=True)
+        # Seeded by how far the study got, so that a resumed run does not replay the same proposals.
+        self.study.sampler = optuna.samplers.TPESampler(seed=seed + len(self.study.trials))
         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             self.study.tell(trial.number, state=TrialState.FAIL)  # asked before an interruption
 

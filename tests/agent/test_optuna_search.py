@@ -32,7 +32,7 @@ def test_proposals_change_one_value_and_apply(tmp_path):
     source = train_source_for_track(SOURCE, "test")
     proposer = OptunaProposer(tmp_path / "journal", seed=0)
     best = {"val_bpb": 2.0, "commit": "a" * 40}
-    seen = set()
+    seen, made = set(), []
     for i in range(8):
         context = ProposalContext(track={}, program_name="p", program_text="", train_source=source, best=best,
                                   history=[], experiment_id=f"{i:04d}")
@@ -44,7 +44,12 @@ def test_proposals_change_one_value_and_apply(tmp_path):
         assert proposal.meta["old"] != proposal.meta["new"]
         assert proposal.meta["parameter"] in transcript.events()[0]["text"]
         seen.add(proposal.meta["parameter"])
+        made.append((proposal.meta["parameter"], proposal.meta["new"]))
         proposer.observe({"status": "discard", "val_bpb": 2.0 + i / 100, "proposal": proposal.meta})
     assert len(seen) > 1
     resumed = OptunaProposer(tmp_path / "journal", seed=0)
     assert len([t for t in resumed.study.trials if t.state.name == "COMPLETE"]) == 8
+    context = ProposalContext(track={}, program_name="p", program_text="", train_source=source, best=best,
+                              history=[], experiment_id="0008")
+    again = resumed.propose(context, Transcript(tmp_path / "again.jsonl"))
+    assert (again.meta["parameter"], again.meta["new"]) not in made, "a resumed study must not replay its proposals"
