@@ -207,6 +207,7 @@ def _status_view(workspace):
 
     from agent.ledger import read_records
     from agent.report.summary import headline, parse_time
+    from trainer.atomic import read_json
     records = read_records(workspace.dir)
     lines: list = []
     if not records:
@@ -224,7 +225,7 @@ def _status_view(workspace):
             lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
         if h.tokens:
             lines.append(Text(f"LLM: {h.tokens:,} tokens, ${h.cost_usd:.2f} so far"))
-    current = _in_flight(workspace)
+    current = read_json(workspace.dir / "current.json")
     if current:
         elapsed = time.time() - parse_time(current["started"])
         budget = workspace.track["constants"]["time_budget"]
@@ -238,14 +239,6 @@ def _status_view(workspace):
                           r.get("triage", ""), r["description"])
         lines.append(table)
     return Group(*lines)
-
-
-def _in_flight(workspace) -> dict | None:
-    import json
-    try:
-        return json.loads((workspace.dir / "current.json").read_text())
-    except (OSError, ValueError):
-        return None
 
 
 @app.command()

@@ -49,7 +49,6 @@ class SpoolRunner:
         if problem is not None:
             with open(log_path, "a") as log:
                 log.write(f"\n[spool] {problem}\n")
-            text = log_path.read_text(errors="replace")
             head, tail = read_head_tail(log_path)
             return RunResult(returncode=None, timed_out=False, log_path=log_path,
                              verdict=Verdict(Triage.INFRA, problem, {}), seconds=time.perf_counter() - start,
