@@ -65,7 +65,13 @@ def run(
         help="PROVIDER:MODEL for llm/hybrid: anthropic:..., openai:..., openai-compatible:NAME.")] = None,
     base_url: Annotated[str | None, typer.Option(help="Server URL (openai-compatible, or a proxy).")] = None,
     program: Annotated[Path | None, typer.Option(help="The research program (default: the tag's).")] = None,
-    min_delta: Annotated[float, typer.Option(help="Keep only if val_bpb < best - MIN_DELTA.")] = 0.0,
+    min_delta: Annotated[float, typer.Option(help="A keep must also gain more than this.")] = 0.0,
+    seed: Annotated[int, typer.Option(help="The seed of every experiment's first run; re-runs get fresh ones.")] = 42,
+    noise_seeds: Annotated[int, typer.Option(
+        help="Re-runs of the best that measure sigma of val_bpb (0: no noise floor, plain comparison).")] = 2,
+    noise_every: Annotated[int, typer.Option(help="Measure the noise floor again after this many keeps.")] = 5,
+    keep_sigmas: Annotated[float, typer.Option(
+        help="Keep when the gain exceeds this many sigma; smaller gains are re-run and judged on the mean.")] = 2.0,
     grace_seconds: Annotated[float, typer.Option(help="Hard timeout = 2 x budget + this.")] = 120.0,
     max_cost_usd: Annotated[float | None, typer.Option(
         help="Stop once the LLM spend of the tag reaches this.")] = None,
@@ -103,7 +109,8 @@ def run(
     chosen = _make_proposer(proposer, workspace, model, base_url, max_tool_calls, thinking_budget, pricing,
                             hybrid_share, outage_minutes)
     settings = LoopSettings(max_experiments=max_experiments, max_hours=max_hours, min_delta=min_delta,
-                            grace_seconds=grace_seconds, max_cost_usd=max_cost_usd, overlap=overlap)
+                            grace_seconds=grace_seconds, max_cost_usd=max_cost_usd, overlap=overlap, seed=seed,
+                            noise_seeds=noise_seeds, noise_every_keeps=noise_every, keep_sigmas=keep_sigmas)
     console.print(f"research loop on {workspace.dir} (track {workspace.settings['track']}, proposer {chosen.name}"
                   + (f", model {model}" if model else "") + ")")
     try:
@@ -119,7 +126,38 @@ def run(
         _where(workspace)
         fail(str(err))
     console.print(f"stopped: {why}")
+    if not why.startswith("stopped by Ctrl-C"):
+        _confirm(workspace)
     _where(workspace)
+
+
+@app.command()
+def confirm(tag: TagOption = "demo", workspaces: WorkspacesOption = None, cache: CacheOption = None) -> None:
+    """Score the baseline's and the best's saved weights on val and on the holdout split no decision read."""
+    from agent.workspace import Workspace, WorkspaceError
+    if cache is not None:
+        import os
+        os.environ["AUTORESEARCH_CACHE"] = str(cache.expanduser().resolve())
+    try:
+        workspace = Workspace.open(tag, workspaces)
+    except WorkspaceError as err:
+        fail(str(err))
+    if not _confirm(workspace):
+        raise typer.Exit(1)
+
+
+def _confirm(workspace) -> bool:
+    from agent.confirm import ConfirmError, confirm
+    try:
+        out = confirm(workspace)
+    except ConfirmError as err:
+        console.print(f"holdout confirmation: {err}")
+        return False
+    base, best = out["baseline"], out["best"]
+    console.print(f"holdout confirmation: baseline {base['id']} holdout {base['holdout']:.6f}, best {best['id']} "
+                  f"holdout {best['holdout']:.6f}: gain {out['holdout_gain']:+.6f} on holdout vs "
+                  f"{out['search_gain']:+.6f} on the searched val split ({workspace.dir / 'confirmation.json'})")
+    return True
 
 
 def _make_proposer(kind: str, workspace, model: str | None, base_url: str | None, max_tool_calls: int,
@@ -219,8 +257,15 @@ def _status_view(workspace):
             f"{h.keeps} kept, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, duty cycle {h.duty_cycle:.0%}"))
         best = next(r for r in reversed(records) if r["status"] == "keep") if h.best is not None else None
         if best:
-            lines.append(Text(f"best val_bpb {best['val_bpb']:.6f} ({best['commit'][:7]}, {best['description']}); "
+            lines.append(Text(f"best val_bpb {h.best:.6f} ({best['commit'][:7]}, {best['description']}); "
                               f"baseline {h.baseline:.6f}, {h.gain_percent:.2f}% better"))
+        floors = [r for r in records if r["status"] == "noise"]
+        if floors:
+            floor = floors[-1]
+            measured = f"sigma {floor['sigma']:.6f}" if floor.get("sigma") is not None else "sigma not measured"
+            lines.append(Text(f"noise: {measured} from {len(floor['values'])} runs of {floor['of']} (val_bpb "
+                              + ", ".join(f"{v:.6f}" for v in floor["values"])
+                              + f"); {h.confirmed} keep(s) confirmed by a re-run"))
         if h.crash_rates:
             lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
         if h.tokens:

@@ -16,6 +16,7 @@ from pathlib import Path
 from trainer.atomic import write_text_atomic
 
 TSV_HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
+NOISE = "noise"  # the status of a noise-floor record (re-runs of the best), which is not an experiment
 TSV_STATUS = {"keep": "keep", "discard": "discard", "crash": "crash", "interrupted": "crash"}
 
 
@@ -67,7 +68,7 @@ class Ledger:
     # -- reading ------------------------------------------------------------
 
     def next_id(self) -> str:
-        return f"{len(self.records):04d}"
+        return f"{sum(1 for r in self.records if r['status'] != NOISE):04d}"
 
     def best(self) -> dict | None:
         kept = [r for r in self.records if r["status"] == "keep"]
@@ -92,6 +93,8 @@ class Ledger:
 
 
 def tsv_row(record: dict) -> str:
+    if record["status"] == NOISE:
+        return ""
     val = record.get("val_bpb")
     memory_gb = (record.get("peak_vram_mb") or 0.0) / 1024
     description = " ".join(str(record.get("description", "")).split())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
+import statistics
 import threading
 import time
 from concurrent.futures import Future
@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.edits import EditRejected, apply_edits
-from agent.ledger import Ledger
+from agent.ledger import NOISE, Ledger
 from agent.llm.types import ProviderFatal, ProviderUnavailable
+from agent.noise import Judgement, commit_runs, current_sigma, fresh_seed, judge, sigma_of, wants_noise_floor
 from agent.policy import check_policy
 from agent.proposers.base import Proposal, ProposalContext, Proposer, ProposerError
+from agent.recovery import record_interrupted, settle_interrupted
 from agent.runner import Runner, RunResult
 from agent.transcript import Transcript
 from agent.triage import Triage
@@ -42,6 +44,10 @@ class LoopSettings:
     max_cost_usd: float | None = None    # stop once the run's LLM spend reaches this
     outage_poll_seconds: float = 60.0    # while the LLM provider is down, try again this often
     overlap: bool = True                 # propose the next experiment while this one trains
+    seed: int = 42                       # every experiment's first run; re-runs get fresh seeds
+    noise_seeds: int = 2                 # re-runs of the best that measure sigma (0: no noise floor)
+    noise_every_keeps: int = 5           # measure the noise floor again after this many keeps
+    keep_sigmas: float = 2.0             # a gain must exceed this many sigma (standard errors after re-runs)
 
 
 class LoopStopped(Exception):
@@ -64,6 +70,8 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings:
             spent = run_cost(ledger)
             if settings.max_cost_usd is not None and spent >= settings.max_cost_usd:
                 return f"reached the cost cap of ${settings.max_cost_usd:.2f} (spent ${spent:.2f})"
+            if wants_noise_floor(ledger.records, settings.noise_seeds, settings.noise_every_keeps):
+                measure_noise_floor(workspace, ledger, runner, settings, say)
             last = settings.max_experiments is not None and done + 1 >= settings.max_experiments
             try:
                 record, ahead = run_experiment(workspace, ledger, proposer, runner, settings, ahead,
@@ -119,13 +127,31 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
         raise
 
     result = trained.result
-    status, reason = decide(result, best, settings.min_delta)
+    runs = [run_entry(workspace, result, settings.seed)]
+    judgement = decide(result, best, ledger.records, runs, settings)
+    while judgement.status == "close":
+        seed = fresh_seed([*ledger.records, dict(runs=runs)], settings.seed)
+        transcript.event("rerun", seed=seed, reason=judgement.reason)
+        again = run_with_infra_retry(workspace, runner, trained.commit, f"{experiment_id}.rerun{len(runs)}", seed,
+                                     settings, transcript)
+        runs.append(run_entry(workspace, again, seed))
+        trained.run_seconds += again.seconds
+        judgement = decide(again, best, ledger.records, runs, settings)
+        if judgement.status == "crash":
+            judgement = Judgement("discard", f"the re-run crashed ({judgement.reason}): the gain did not reproduce",
+                                  dict(candidate_runs=[r["val_bpb"] for r in runs]))
+    status, reason = judgement.status, judgement.reason
+    measured = [r["val_bpb"] for r in runs if r["val_bpb"] is not None]
     diff = "" if best is None else workspace.diff(parent, trained.commit)
     if status != "keep":
         workspace.reset_to(parent)
     record = dict(
         id=experiment_id, parent=parent, commit=trained.commit, status=status, triage=result.verdict.triage.value,
-        reason=reason, description=proposal.description, val_bpb=_float(result.summary.get("val_bpb")),
+        reason=reason, description=proposal.description,
+        val_bpb=statistics.fmean(measured) if status != "crash" and measured else _float(result.summary.get("val_bpb")),
+        runs=runs, evidence=judgement.evidence,
+        checkpoint=str(result.checkpoint.relative_to(workspace.dir)) if status == "keep" and result.checkpoint
+        else None,
         peak_vram_mb=_float(result.summary.get("peak_vram_mb")), summary=result.summary,
         model_config=result.model_config,
         returncode=result.returncode, timed_out=result.timed_out, frozen_changed=result.frozen_changed,
@@ -138,8 +164,9 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
         transcript=str(transcript.path.relative_to(workspace.dir)), started=in_flight["started"], finished=_now())
     ledger.append(record)
     ledger.finish()
+    prune_checkpoints(workspace, ledger.records)
     transcript.event("decision", status=status, triage=record["triage"], reason=reason, val_bpb=record["val_bpb"],
-                     best_before=best["val_bpb"] if best else None)
+                     best_before=best["val_bpb"] if best else None, runs=runs, evidence=judgement.evidence)
     if next_ahead is not None:
         futures_wait([next_ahead.future])  # proposers are told and asked from one thread at a time
     if best is not None:
@@ -189,7 +216,7 @@ def obtain_proposal(workspace: Workspace, ledger: Ledger, proposer: Proposer, ex
                             propose_seconds=seconds, wait_seconds=waited)
         try:
             source = apply_edits(workspace.file_at("train.py"), proposal.edits)
-            check_policy(source)
+            check_policy(source, parent=workspace.file_at("train.py"))
             transcript.event("rebased", onto=best["commit"], proposed_against=ahead.base_commit)
             return Obtained(proposal, source, ahead.base_commit, True, seconds, waited)
         except EditRejected as err:
@@ -218,7 +245,7 @@ def propose_validated(proposer: Proposer, context: ProposalContext, transcript: 
     transcript.event("proposal", proposer=proposer.name, description=proposal.description,
                      edits=[vars(e) for e in proposal.edits], meta=proposal.meta)
     try:
-        check_policy(apply_edits(context.train_source, proposal.edits))
+        check_policy(apply_edits(context.train_source, proposal.edits), parent=context.train_source)
     except EditRejected as err:
         transcript.event("edit_rejected", message=str(err))
         proposer.observe(dict(id=context.experiment_id, status="rejected", proposal=proposal.meta))
@@ -268,7 +295,7 @@ def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, r
                      transcript: Transcript) -> Trained:
     """Runs the commit; after a fixable crash the proposer may submit fixes on top of it, each trained in turn."""
     experiment_id, commit = in_flight["id"], in_flight["commit"]
-    result = run_with_infra_retry(workspace, runner, commit, experiment_id, settings, transcript)
+    result = run_with_infra_retry(workspace, runner, commit, experiment_id, settings.seed, settings, transcript)
     trained = Trained(result, commit, [], [], result.seconds)
     while (result.verdict.triage == Triage.FIXABLE and can_fix and hasattr(proposer, "fix")
            and len(trained.attempts) < settings.max_fix_attempts):
@@ -278,8 +305,8 @@ def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, r
                        log_tail=result.tail, proposer=in_flight["proposal"].get("proposer"))
         try:
             fix = proposer.fix(crashed, source, transcript)
-            source = apply_edits(source, fix.edits)
-            check_policy(source)
+            source, fixed_from = apply_edits(source, fix.edits), source
+            check_policy(source, parent=fixed_from)
         except (ProposerError, EditRejected, ProviderUnavailable, ProviderFatal) as err:
             transcript.event("fix_failed", reason=str(err))  # the crash stands; a dead provider stops the next turn
             break
@@ -289,7 +316,8 @@ def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, r
         transcript.event("committed", commit=commit, parent=previous, fix=number, diff=workspace.diff(previous, commit))
         in_flight["commit"] = commit
         ledger.begin(in_flight)
-        result = run_with_infra_retry(workspace, runner, commit, f"{experiment_id}.fix{number}", settings, transcript)
+        result = run_with_infra_retry(workspace, runner, commit, f"{experiment_id}.fix{number}", settings.seed,
+                                      settings, transcript)
         trained.result, trained.commit = result, commit
         trained.run_seconds += result.seconds
     return trained
@@ -314,73 +342,81 @@ def _sum_usage(*usages: dict) -> dict:
     return total
 
 
-def run_with_infra_retry(workspace: Workspace, runner: Runner, commit: str, experiment_id: str,
+def run_with_infra_retry(workspace: Workspace, runner: Runner, commit: str, experiment_id: str, seed: int,
                          settings: LoopSettings, transcript: Transcript) -> RunResult:
     budget = workspace.track["constants"]["time_budget"]
     timeout = settings.timeout_seconds or 2 * budget + settings.grace_seconds
-    transcript.event("run_started", commit=commit, timeout_s=timeout, runner=runner.name)
-    result = runner.run(workspace, commit, timeout, experiment_id)
+    transcript.event("run_started", commit=commit, timeout_s=timeout, runner=runner.name, seed=seed)
+    result = runner.run(workspace, commit, timeout, experiment_id, seed)
     if result.verdict.triage == Triage.INFRA:
         transcript.event("retry", reason=result.verdict.reason, note="infra: same commit once more, not charged")
-        result = runner.run(workspace, commit, timeout, f"{experiment_id}.retry")
+        result = runner.run(workspace, commit, timeout, f"{experiment_id}.retry", seed)
     transcript.event("run_finished", returncode=result.returncode, timed_out=result.timed_out,
                      triage=result.verdict.triage.value, reason=result.verdict.reason, seconds=round(result.seconds, 3),
                      summary=result.summary, log_tail=result.tail)
     return result
 
 
-def decide(result: RunResult, best: dict | None, min_delta: float) -> tuple[str, str]:
+def decide(result: RunResult, best: dict | None, records: list[dict], runs: list[dict],
+           settings: LoopSettings) -> Judgement:
+    """crash, the baseline's keep, or the noise-aware verdict on the runs so far (see agent/noise.py)."""
     verdict = result.verdict
     if verdict.triage != Triage.OK:
-        return "crash", f"{verdict.triage.value}: {verdict.reason}"
-    val_bpb = float(verdict.summary["val_bpb"])
+        return Judgement("crash", f"{verdict.triage.value}: {verdict.reason}")
+    measured = [r["val_bpb"] for r in runs if r["val_bpb"] is not None]
     if best is None:
-        return "keep", f"baseline val_bpb {val_bpb:.6f}"
-    if val_bpb < best["val_bpb"] - min_delta:
-        return "keep", f"val_bpb {val_bpb:.6f} beats the best {best['val_bpb']:.6f} (by more than {min_delta})"
-    return "discard", f"val_bpb {val_bpb:.6f} does not beat the best {best['val_bpb']:.6f} by more than {min_delta}"
+        return Judgement("keep", f"baseline val_bpb {measured[0]:.6f}")
+    return judge(measured, commit_runs(records, best["commit"]), current_sigma(records), settings.keep_sigmas,
+                 settings.min_delta)
 
 
-def settle_interrupted(workspace: Workspace, ledger: Ledger, say=print) -> None:
-    """Record an experiment a dead loop left in flight (once), stop its orphans, reset to the best."""
-    in_flight = ledger.in_flight()
-    if in_flight and not ledger.has(in_flight["id"]):
-        kill_orphans(workspace.dir / "runs")
-        transcript = Transcript(workspace.dir / "transcripts" / f"{in_flight['id']}.jsonl")
-        record_interrupted(workspace, ledger, in_flight, ledger.best(), transcript)
-        say(f"{in_flight['id']} was interrupted by a stopped loop; recorded once as interrupted")
-    ledger.finish()
-    best = ledger.best()
-    if best is not None and (workspace.head() != best["commit"] or not workspace.is_clean()):
-        workspace.reset_to(best["commit"])
+def run_entry(workspace: Workspace, result: RunResult, seed: int) -> dict:
+    ok = result.verdict.triage == Triage.OK
+    return dict(seed=seed, val_bpb=_float(result.summary.get("val_bpb")) if ok else None,
+                training_seconds=_float(result.summary.get("training_seconds")),
+                triage=result.verdict.triage.value, seconds=round(result.seconds, 3),
+                log=str(result.log_path.relative_to(workspace.dir)))
 
 
-def record_interrupted(workspace: Workspace, ledger: Ledger, in_flight: dict, best: dict | None,
-                       transcript: Transcript) -> None:
-    workspace.reset_to(best["commit"] if best else in_flight["parent"])
-    record = dict(id=in_flight["id"], parent=in_flight["parent"], commit=in_flight["commit"], status="interrupted",
-                  triage=Triage.INTERRUPTED.value, reason="the loop stopped while this experiment ran",
-                  description=in_flight["description"], val_bpb=None, peak_vram_mb=None, summary={},
-                  proposal=in_flight.get("proposal", {}), program=dict(name=in_flight.get("program")),
-                  transcript=str(transcript.path.relative_to(workspace.dir)), started=in_flight["started"],
-                  finished=_now())
+def measure_noise_floor(workspace: Workspace, ledger: Ledger, runner: Runner, settings: LoopSettings,
+                        say=print) -> dict:
+    """Re-runs the best commit with fresh seeds; sigma of all its runs is the noise floor from now on."""
+    best, started, started_at = ledger.best(), time.monotonic(), _now()
+    record_id = f"{best['id']}-noise"
+    transcript = Transcript(workspace.dir / "transcripts" / f"{record_id}.jsonl")
+    transcript.event("noise_floor_started", of=best["id"], commit=best["commit"], runs=settings.noise_seeds)
+    first_seed, runs = fresh_seed(ledger.records, settings.seed), []
+    for number in range(settings.noise_seeds):
+        result = run_with_infra_retry(workspace, runner, best["commit"], f"{record_id}{number + 1}",
+                                      first_seed + number, settings, transcript)
+        runs.append(run_entry(workspace, result, first_seed + number))
+        if result.verdict.triage == Triage.INFRA:
+            raise LoopStopped(f"measuring the noise floor failed twice for a reason outside the experiment: "
+                              f"{result.verdict.reason}. Fix the machine or the data, then run again")
+    values = commit_runs(ledger.records, best["commit"]) + [r["val_bpb"] for r in runs if r["val_bpb"] is not None]
+    sigma = sigma_of(values)
+    record = dict(id=record_id, status=NOISE, triage="ok", of=best["id"], parent=best["commit"], commit=best["commit"],
+                  description=f"noise floor: {best['id']} re-run with seeds "
+                              + ", ".join(str(r["seed"]) for r in runs),
+                  val_bpb=statistics.fmean(values), runs=runs, values=values, sigma=sigma, peak_vram_mb=None,
+                  timings=dict(run_s=round(sum(r["seconds"] for r in runs), 3),
+                               total_s=round(time.monotonic() - started, 3)),
+                  transcript=str(transcript.path.relative_to(workspace.dir)), started=started_at, finished=_now())
     ledger.append(record)
-    ledger.finish()
-    transcript.event("interrupted", reason=record["reason"])
+    prune_checkpoints(workspace, ledger.records)
+    transcript.event("noise_floor", of=best["id"], values=values, sigma=sigma)
+    say(f"{record_id} sigma {sigma:.6f} from {len(values)} runs of {best['id']}" if sigma is not None
+        else f"{record_id}: too few runs succeeded to measure sigma")
+    return record
 
 
-def kill_orphans(runs_dir: Path) -> None:
-    """SIGKILL processes still working in a run directory of this workspace (Linux /proc)."""
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            cwd = Path(os.readlink(entry / "cwd"))
-        except OSError:
-            continue
-        if cwd.is_relative_to(runs_dir) and int(entry.name) != os.getpid():
-            try:
-                os.kill(int(entry.name), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+def prune_checkpoints(workspace: Workspace, records: list[dict]) -> None:
+    """Keeps the weights of the baseline and of the best (what `confirm` evaluates); the rest go."""
+    kept = [r for r in records if r["status"] == "keep"]
+    wanted = {workspace.dir / r["checkpoint"] for r in kept[:1] + kept[-1:] if r.get("checkpoint")}
+    for path in (workspace.dir / "checkpoints").glob("*.pt"):
+        if path not in wanted:
+            path.unlink(missing_ok=True)
 
 
 def read_program(workspace: Workspace) -> dict:

@@ -32,7 +32,7 @@ FORBIDDEN_ATTRIBUTES = {"__globals__", "__code__", "__dict__", "__builtins__", "
                         "f_globals", "f_locals", "f_back", "load_inline", "load_library",
                         "cpp_extension"}
 PREPARE_CALLABLES = {"Tokenizer", "make_dataloader", "evaluate_bpb", "get_token_bytes"}
-PREPARE_API = {"MAX_SEQ_LEN", "TIME_BUDGET", "EVAL_TOKENS", "VOCAB_SIZE", "Tokenizer", "make_dataloader",
+PREPARE_API = {"MAX_SEQ_LEN", "TIME_BUDGET", "STEP_BUDGET", "EVAL_TOKENS", "VOCAB_SIZE", "Tokenizer", "make_dataloader",
                "evaluate_bpb", "get_token_bytes"}
 HELD_OUT_WORDS = ("val", "holdout")
 WRITE_MODES = set("wax+")
@@ -40,14 +40,45 @@ PATH_WRITERS = {"write_text", "write_bytes", "mkdir", "touch", "unlink", "rmdir"
                 "symlink_to", "hardlink_to", "chmod"}
 
 
-def check_policy(source: str) -> None:
-    """Raises EditRejected listing every violation with its line."""
+def check_policy(source: str, parent: str | None = None) -> None:
+    """Raises EditRejected listing every violation with its line; with the parent's source, also
+    rejects an edit that changes how train.py is seeded."""
     tree = ast.parse(source)
     checker = _Checker(tree)
     checker.visit(tree)
     if checker.violations:
         listed = "\n".join(f"- line {line}: {message}" for line, message in sorted(checker.violations))
         raise EditRejected(f"train.py breaks the sandbox policy:\n{listed}")
+    if parent is not None:
+        check_seeding_unchanged(parent, source)
+
+
+def check_seeding_unchanged(parent: str, source: str) -> None:
+    """The seed belongs to the harness: it passes AUTORESEARCH_SEED so that re-runs with other seeds
+    measure noise. A changed seed only moves val_bpb by luck, so it is never an experiment."""
+    before, after = seeding(ast.parse(parent)), seeding(ast.parse(source))
+    if before != after:
+        changed = sorted(set(after) - set(before)) or sorted(set(before) - set(after))
+        raise EditRejected(
+            f"the edit changes how train.py is seeded ({'; '.join(changed)}). Every run gets its seed from the "
+            "harness through AUTORESEARCH_SEED, and close calls are re-run with other seeds: a different seed "
+            "moves val_bpb only by luck, so it cannot win. Leave the seeding as it is and change the model, "
+            "the optimizer or the schedule instead.")
+
+
+def seeding(tree: ast.Module) -> list[str]:
+    """Every place that sets a seed: assignments to a name with "seed" in it and calls of a function
+    with "seed" in its name, as source text, in a stable order."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any("seed" in _own_name(t).lower() for t in targets):
+                found.append(ast.unparse(node))
+        elif isinstance(node, ast.Call):
+            if "seed" in _own_name(node.func).lower():
+                found.append(ast.unparse(node))
+    return sorted(found)
 
 
 class _Checker(ast.NodeVisitor):
@@ -173,6 +204,10 @@ class _Checker(ast.NodeVisitor):
         if node.name in self.prepare_names:
             self.flag(node, f"{node.name} comes from prepare.py and may not be redefined")
         self.generic_visit(node)
+
+
+def _own_name(node: ast.AST) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
 
 
 def _base_name(node: ast.AST) -> str | None:

@@ -23,6 +23,7 @@ from agent.workspace import FROZEN, Workspace
 from trainer.sandbox import run_untrusted
 
 LOG_HEAD_LINES, LOG_TAIL_LINES = 40, 60
+CHECKPOINT = "checkpoint.pt"  # prepare.evaluate_bpb saves the scored weights here, in the run directory
 
 
 @dataclass
@@ -36,6 +37,7 @@ class RunResult:
     tail: str
     frozen_changed: list[str] = field(default_factory=list)
     model_config: dict = field(default_factory=dict)
+    checkpoint: Path | None = None   # checkpoints/<id>.pt: the weights the run scored, if it saved them
 
     @property
     def summary(self) -> dict[str, str]:
@@ -43,11 +45,13 @@ class RunResult:
 
 
 class Runner(Protocol):
-    """Runner.run(workspace, commit, timeout, experiment_id) -> RunResult (LocalRunner, SpoolRunner)."""
+    """Runner.run(workspace, commit, timeout, experiment_id, seed) -> RunResult (LocalRunner, SpoolRunner).
+    The seed reaches train.py as AUTORESEARCH_SEED; experiment_id names the log (logs/<id>.log)."""
 
     name: str
 
-    def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str) -> RunResult: ...
+    def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str,
+            seed: int = 42) -> RunResult: ...
 
 
 def compile_cache_env(cache: Path) -> dict[str, str]:
@@ -66,28 +70,39 @@ def read_head_tail(path: Path) -> tuple[str, str]:
 class LocalRunner:
     name = "local"
 
-    def __init__(self, python: str = sys.executable, seed: int = 42):
+    def __init__(self, python: str = sys.executable):
         self.python = python
-        self.seed = seed
 
-    def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str) -> RunResult:
+    def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
         run_dir = workspace.dir / "runs" / experiment_id
         shutil.rmtree(run_dir, ignore_errors=True)
         workspace.export(commit, run_dir)
         log_path = workspace.dir / "logs" / f"{experiment_id}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         cache = os.environ.get("AUTORESEARCH_CACHE", str(Path("~/.cache/autoresearch").expanduser()))
-        env = {"AUTORESEARCH_SEED": str(self.seed), "AUTORESEARCH_CACHE": cache, **compile_cache_env(Path(cache))}
+        env = {"AUTORESEARCH_SEED": str(seed), "AUTORESEARCH_CACHE": cache, "AUTORESEARCH_CHECKPOINT": CHECKPOINT,
+               **compile_cache_env(Path(cache))}
         outcome = run_untrusted([self.python, "train.py"], run_dir, log_path, timeout, env)
         expected = workspace.frozen_hashes()
         changed = [path for path in FROZEN if _sha256(run_dir / path) != expected[path]]
         text = log_path.read_text(errors="replace")
         head, tail = read_head_tail(log_path)
+        checkpoint = keep_checkpoint(run_dir / CHECKPOINT, workspace, experiment_id)
         shutil.rmtree(run_dir, ignore_errors=True)
         return RunResult(returncode=outcome.returncode, timed_out=outcome.timed_out, log_path=log_path,
                          verdict=classify(outcome.returncode, outcome.timed_out, text, changed),
-                         seconds=outcome.seconds,
-                         head=head, tail=tail, frozen_changed=changed, model_config=parse_model_config(head))
+                         seconds=outcome.seconds, head=head, tail=tail, frozen_changed=changed,
+                         model_config=parse_model_config(head), checkpoint=checkpoint)
+
+
+def keep_checkpoint(saved: Path, workspace: Workspace, experiment_id: str) -> Path | None:
+    """Moves a run's saved weights to the workspace's checkpoints/, where the loop keeps the best's."""
+    if not saved.is_file():
+        return None
+    target = workspace.dir / "checkpoints" / f"{experiment_id}.pt"
+    target.parent.mkdir(exist_ok=True)
+    shutil.move(saved, target)  # the spool may be on another file system
+    return target
 
 
 def _sha256(path: Path) -> str | None:

@@ -13,7 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
-from agent.runner import RunResult, read_head_tail
+from agent.runner import RunResult, keep_checkpoint, read_head_tail
 from agent.triage import Triage, Verdict, classify, parse_model_config
 from agent.workspace import Workspace
 from trainer import spool as spoolfs
@@ -24,13 +24,13 @@ REPORT_GRACE = 60.0  # seconds past the job's timeout before a silent worker cou
 class SpoolRunner:
     name = "spool"
 
-    def __init__(self, spool: Path, seed: int = 42, poll: float = 0.3, dead_after: float = spoolfs.DEAD_AFTER):
-        self.spool, self.seed, self.poll, self.dead_after = spoolfs.layout(spool), seed, poll, dead_after
+    def __init__(self, spool: Path, poll: float = 0.3, dead_after: float = spoolfs.DEAD_AFTER):
+        self.spool, self.poll, self.dead_after = spoolfs.layout(spool), poll, dead_after
 
-    def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str) -> RunResult:
+    def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
         job_id = f"{workspace.tag}-{experiment_id}-{secrets.token_hex(3)}"
         spoolfs.submit(self.spool, dict(id=job_id, workspace=str(workspace.dir), commit=commit, timeout=timeout,
-                                        seed=self.seed, frozen=workspace.frozen_hashes(), created=time.time()))
+                                        seed=seed, frozen=workspace.frozen_hashes(), created=time.time()))
         log_path = workspace.dir / "logs" / f"{experiment_id}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
@@ -58,7 +58,9 @@ class SpoolRunner:
         return RunResult(returncode=result["returncode"], timed_out=result["timed_out"], log_path=log_path,
                          verdict=classify(result["returncode"], result["timed_out"], text, result["frozen_changed"]),
                          seconds=result["seconds"], head=head, tail=tail, frozen_changed=result["frozen_changed"],
-                         model_config=parse_model_config(head))
+                         model_config=parse_model_config(head),
+                         checkpoint=keep_checkpoint(self.spool / "checkpoints" / f"{job_id}.pt", workspace,
+                                                    experiment_id))
 
     def _wait(self, job_id: str, timeout: float) -> tuple[dict, str | None]:
         """(result, None), or ({}, why the job can no longer finish)."""

@@ -20,13 +20,14 @@ from pathlib import Path
 
 import git
 
+from trainer.atomic import write_text_atomic
 from trainer.hyperparameters import train_source_for_track
 
 TRAINER_DIR = Path(__file__).resolve().parent.parent / "trainer"
 TRACKED = ("train.py", "prepare.py", "track.json")
 FROZEN = ("prepare.py", "track.json")
 UNTRACKED = ("results.tsv", "experiments.jsonl", "logs/", "transcripts/", "runs/", "current.json", ".lock",
-             "run.json", "optuna.journal", "optuna.journal.lock", "report/")
+             "run.json", "optuna.journal", "optuna.journal.lock", "report/", "checkpoints/", "confirmation.json")
 TAG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -87,6 +88,9 @@ class Workspace:
         if not (directory / ".git").is_dir() or not (directory / "run.json").exists():
             raise WorkspaceError(f"no workspace for tag {tag!r} in {directory.parent}: create it with "
                                  f"`autoresearch init --tag {tag}`")
+        exclude = directory / ".git" / "info" / "exclude"
+        if exclude.read_text() != "\n".join(UNTRACKED) + "\n":  # a workspace made by an older version
+            write_text_atomic(exclude, "\n".join(UNTRACKED) + "\n")
         return cls(directory)
 
     # -- state --------------------------------------------------------------

@@ -54,8 +54,8 @@ def run_mode(overlap: bool, experiments: int, latency: float, spec: dict) -> tup
         proposer = LLMProposer(conversation_factory("anthropic:claude-sonnet-4-5"), workspace.dir, PriceTable(),
                                retry_base_s=0.01, outage_window_s=30)
         start = time.monotonic()
-        run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=experiments + 1, overlap=overlap),
-                 say=lambda _: None)
+        settings = LoopSettings(max_experiments=experiments + 1, overlap=overlap, noise_seeds=0)
+        run_loop(workspace, proposer, LocalRunner(), settings, say=lambda _: None)
         wall = time.monotonic() - start
     return Ledger(workspace.dir).records, wall
 

@@ -12,6 +12,10 @@ Layout of a prepared track (``$AUTORESEARCH_CACHE/<track>/``, default cache
     tokenizer/            tokenizer.pkl (tiktoken Encoding), token_bytes.npy, meta.json
     train/ val/ holdout/  parquet shards with a ``text`` column
 
+When the harness sets ``AUTORESEARCH_CHECKPOINT`` (a file name in the run directory),
+evaluate_bpb saves the weights and config of the model it has just scored there: the
+trained model a later evaluation (the holdout split) starts from.
+
 Which track is in force: ``track.json`` beside this file (a workspace), else the
 ``AUTORESEARCH_TRACK`` environment variable, else ``gpu``.
 
@@ -47,7 +51,7 @@ TRACKS: dict[str, dict] = {
     "cpu": dict(max_seq_len=256, time_budget=60, eval_tokens=1024 * 256,
                 vocab_size=4096, source="stdlib", doc_chars=384),
     "test": dict(max_seq_len=128, time_budget=5, eval_tokens=256 * 128,
-                 vocab_size=1024, source="stdlib", doc_chars=192),
+                 vocab_size=1024, source="stdlib", doc_chars=192, step_budget=30),
 }
 SPECIAL_TOKENS = ["<|bos|>", "<|special_1|>", "<|special_2|>", "<|special_3|>"]
 BOS_TOKEN = SPECIAL_TOKENS[0]
@@ -91,6 +95,8 @@ TRACK, FINGERPRINT = _track_in_force()
 _constants = track_constants(TRACK)
 MAX_SEQ_LEN: int = _constants["max_seq_len"]      # tokens per row
 TIME_BUDGET: int = _constants["time_budget"]      # seconds of counted training
+# The test track counts steps instead (about its 5 s here), so a test gets the same numbers on any machine.
+STEP_BUDGET: int | None = _constants.get("step_budget")
 EVAL_TOKENS: int = _constants["eval_tokens"]      # validation tokens scored by evaluate_bpb
 VOCAB_SIZE: int = _constants["vocab_size"]        # including the special tokens
 
@@ -320,7 +326,24 @@ def evaluate_bpb(model, tokenizer: Tokenizer, batch_size: int, split: str = "val
     if packer.epoch > 1:
         raise PrepareError(f"the {split} split ran out of documents before {total_rows} rows: "
                            "prepare the track with more data")
+    save_checkpoint(model)
     return total_nats.item() / (math.log(2) * total_bytes.item())
+
+
+def save_checkpoint(model) -> None:
+    """The scored model's weights and config, where the harness asked for them (see the module doc)."""
+    path = os.environ.get("AUTORESEARCH_CHECKPOINT")
+    if not path:
+        return
+    import dataclasses
+
+    import torch
+    module = getattr(model, "_orig_mod", model)  # the module under torch.compile
+    config = getattr(module, "config", None)
+    state = dict(state_dict=module.state_dict(),
+                 config=dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None)
+    torch.save(state, path + ".part")
+    os.replace(path + ".part", path)
 
 
 def main(argv: list[str] | None = None) -> int:

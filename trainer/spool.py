@@ -4,6 +4,7 @@
     <spool>/claimed/<id>.json   the job, moved here by the one worker that won the rename
     <spool>/results/<id>.json   what happened (atomic write by the worker)
     <spool>/logs/<id>.log       the run's output, streamed
+    <spool>/checkpoints/<id>.pt the trained weights, when the run saved them
     <spool>/workers/<w>.json    heartbeats: pid, gpu, the job in hand, time
 
 A job is claimed by os.rename, which only one worker can win. A worker whose heartbeat is
@@ -20,7 +21,7 @@ from trainer.atomic import read_json, write_json_atomic
 
 DEAD_AFTER = 20.0       # seconds without a heartbeat
 HEARTBEAT_EVERY = 2.0
-FOLDERS = ("jobs", "claimed", "results", "logs", "workers", "cancel")
+FOLDERS = ("jobs", "claimed", "results", "logs", "checkpoints", "workers", "cancel")
 
 
 def layout(spool: Path) -> Path:

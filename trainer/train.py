@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from prepare import MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, evaluate_bpb, make_dataloader
+from prepare import MAX_SEQ_LEN, STEP_BUDGET, TIME_BUDGET, Tokenizer, evaluate_bpb, make_dataloader
 
 # === HYPERPARAMETERS (track: gpu) ===========================================
 # Model
@@ -50,7 +50,7 @@ MATRIX_LR = 0.04           # times sqrt(max(1, rows / cols))
 MUON_MOMENTUM = (0.85, 0.95, 300)  # Nesterov momentum: start, end, warm-up steps
 NORMUON_BETA2 = 0.95       # EMA of per-row/column second moments
 WEIGHT_DECAY = 0.2         # cautious, decays linearly to 0 over the budget
-# Schedule, on progress = training seconds / TIME_BUDGET
+# Schedule, on progress = training seconds / TIME_BUDGET (steps / STEP_BUDGET on the test track)
 WARMUP_RATIO = 0.0
 WARMDOWN_RATIO = 0.5       # linear decay over the last half
 FINAL_LR_FRAC = 0.0
@@ -428,6 +428,13 @@ class MuonAdamW:
                             group["second_moment"], self.momentum, group["lr"], self.weight_decay, self.beta2)
 
 
+def budget_progress(step: int, training_seconds: float) -> float:
+    """The share of the budget spent: steps where the track counts steps, else counted seconds."""
+    if STEP_BUDGET:
+        return min(step / STEP_BUDGET, 1.0)
+    return min(training_seconds / TIME_BUDGET, 1.0)
+
+
 def lr_multiplier(progress: float) -> float:
     if progress < WARMUP_RATIO:
         return progress / WARMUP_RATIO
@@ -563,7 +570,7 @@ def main() -> None:
                 loss = train_model(x, y)
             (loss / grad_accum_steps).backward()
             x, y, epoch = next(train_loader)
-        progress = min(training_seconds / TIME_BUDGET, 1.0)
+        progress = budget_progress(step, training_seconds)
         optimizer.set_schedule(lr_multiplier(progress), muon_momentum(step), WEIGHT_DECAY * (1 - progress))
         optimizer.step()
         model.zero_grad(set_to_none=True)
@@ -593,7 +600,7 @@ def main() -> None:
         elif (step + 1) % 5000 == 0:
             gc.collect()
         step += 1
-        if step >= WARMUP_STEPS_UNCOUNTED and training_seconds >= TIME_BUDGET:
+        if step >= WARMUP_STEPS_UNCOUNTED and budget_progress(step, training_seconds) >= 1.0:
             break
 
     counted_steps = step - WARMUP_STEPS_UNCOUNTED

@@ -30,6 +30,7 @@ from trainer.sandbox import isolation_available, run_untrusted
 
 TRACKED = ("train.py", "prepare.py", "track.json")
 FROZEN = ("prepare.py", "track.json")
+CHECKPOINT = "checkpoint.pt"  # written by prepare.evaluate_bpb in the run directory
 
 
 class Worker:
@@ -89,6 +90,7 @@ class Worker:
         read_only = [run_dir / name for name in FROZEN] + ([cache] if cache.exists() else [])
         compile_cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or self.scratch / "compile")
         env = {"AUTORESEARCH_SEED": str(job.get("seed", 42)), "AUTORESEARCH_CACHE": str(cache),
+               "AUTORESEARCH_CHECKPOINT": CHECKPOINT,
                "TORCHINDUCTOR_CACHE_DIR": str(compile_cache), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
                "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "TRITON_CACHE_DIR": str(compile_cache / "triton")}
         if self.gpu is not None:
@@ -97,6 +99,8 @@ class Worker:
                                 job["timeout"], env, read_only=read_only, isolate=self.isolate,
                                 on_start=lambda p: setattr(self, "process", p))
         changed = [name for name in FROZEN if _sha256(run_dir / name) != job["frozen"][name]]
+        if (run_dir / CHECKPOINT).is_file():
+            os.replace(run_dir / CHECKPOINT, self.spool / "checkpoints" / f"{job['id']}.pt")
         shutil.rmtree(run_dir, ignore_errors=True)
         self.finish(job, dict(returncode=outcome.returncode, timed_out=outcome.timed_out, seconds=outcome.seconds,
                               frozen_changed=changed))

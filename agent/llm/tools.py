@@ -3,9 +3,11 @@ read-only ones' implementations. submit_experiment is handled by the proposer.""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from agent.llm.types import ToolCall, ToolResult, ToolSpec
+from agent.noise import current_sigma
 
 READABLE_FILES = ("train.py", "prepare.py", "program.md", "track.json")
 MAX_RESULT_CHARS = 60_000
@@ -17,7 +19,8 @@ TOOLS = [
              {"type": "object", "properties": {"path": {"type": "string", "enum": list(READABLE_FILES)}},
               "required": ["path"]}),
     ToolSpec("list_experiments", "The history of this run as a table, newest last, the best marked with *: "
-             "id, status, val_bpb, triage class, description.",
+             "id, status, val_bpb (mean of its runs) with its standard error, runs, triage class, description; "
+             "noise rows are re-runs of a best with other seeds that measure sigma.",
              {"type": "object", "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 500,
                                                          "description": "how many of the newest (default 30)"}}}),
     ToolSpec("read_run_log", "The last lines of one experiment's training log.",
@@ -42,12 +45,23 @@ SUBMIT = "submit_experiment"
 
 
 def history_table(records: list[dict], limit: int = 30) -> str:
+    """The ledger as the proposer reads it: val_bpb is the mean of an experiment's runs, with its
+    standard error (sigma / sqrt(runs)) once a noise floor is known; noise rows are re-runs of a best."""
     best = next((r["id"] for r in reversed(records) if r["status"] == "keep"), None)
-    rows = ["id    status       val_bpb   triage         description"]
+    sigma = current_sigma(records)
+    rows = []
+    if sigma:
+        rows.append(f"sigma of val_bpb between seeds: {sigma:.6f}; a gain under 2 sigma is noise unless re-runs "
+                    "confirm it")
+    rows.append("id          status       val_bpb    +-       runs  triage         description")
     for r in records[-limit:]:
         val = f"{r['val_bpb']:.6f}" if r.get("val_bpb") is not None else "   -    "
+        runs = len(r.get("runs") or []) or 1
+        error = f"{sigma / math.sqrt(runs):.6f}" if sigma and r.get("val_bpb") is not None else "   -    "
         mark = "*" if r["id"] == best else " "
-        rows.append(f"{r['id']}{mark} {r['status']:<11} {val}  {r.get('triage', ''):<13}  {r['description']}")
+        description = r["description"] + (" (confirmed by a re-run)" if r["status"] == "keep" and runs > 1 else "")
+        rows.append(f"{r['id']:<10}{mark} {r['status']:<11}  {val}  {error}  {runs:>4}  {r.get('triage', ''):<13}  "
+                    f"{description}")
     return "\n".join(rows)
 
 

@@ -32,8 +32,10 @@ RULES = """\
 - You may change only train.py, through submit_experiment: search/replace edits, each old_string copied
   exactly from train.py and matching one place. prepare.py and track.json are frozen and hash-checked.
 - One idea per experiment. It is committed, trained for the track's fixed wall-clock budget, and kept only
-  if val_bpb (validation bits per byte, from prepare.evaluate_bpb; lower is better) beats the best so far.
-  Otherwise the branch is reset to the best commit.
+  if val_bpb (validation bits per byte, from prepare.evaluate_bpb; lower is better) beats the best so far
+  by more than the run-to-run noise: a gain above 2 sigma is kept, a smaller one is re-run with another
+  seed and kept only if the mean holds up. Otherwise the branch is reset to the best commit. The seed is
+  the harness's; an edit that changes the seeding is rejected.
 - A sandbox policy rejects edits that import network or process modules, run dynamic code, touch the
   validation or holdout data, write outside the run directory, or redefine anything imported from
   prepare.py. Faking the metric is pointless: only a better model can win.
@@ -177,7 +179,7 @@ class LLMProposer:
             return ToolResult(call.id, "edits must be a list of {old_string, new_string} strings", True), None
         edits = [Edit(e["old_string"], e["new_string"], e.get("path", "train.py")) for e in raw_edits]
         try:
-            check_policy(apply_edits(base_source, edits))
+            check_policy(apply_edits(base_source, edits), parent=base_source)
         except EditRejected as err:
             return ToolResult(call.id, f"rejected, nothing was committed: {err}", True), None
         return (ToolResult(call.id, "accepted: the change is committed and trained now"),

@@ -10,6 +10,7 @@ from agent.report.plot import comparison_png, progress_png
 from agent.report.summary import headline
 from agent.transcript import Transcript
 from agent.workspace import Workspace
+from trainer.atomic import read_json
 
 
 def write_report(workspace: Workspace) -> Path:
@@ -22,7 +23,9 @@ def write_report(workspace: Workspace) -> Path:
     out.mkdir(exist_ok=True)
     (out / "progress.png").write_bytes(png)
     index = out / "index.html"
-    index.write_text(page(workspace.tag, workspace.track, records, headline(records), png, cumulative, events))
+    confirmation = read_json(workspace.dir / "confirmation.json")
+    index.write_text(page(workspace.tag, workspace.track, records, headline(records), png, cumulative, events,
+                          confirmation))
     return index
 
 

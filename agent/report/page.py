@@ -14,6 +14,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
+from agent.ledger import NOISE
 from agent.report.summary import Headline, gains_by_program
 
 STYLE = """
@@ -55,6 +56,8 @@ def cards(h: Headline) -> str:
         (f"{h.hours:.2f} h", "wall clock"),
         (f"{100 * h.duty_cycle:.0f}%", "duty cycle (training / wall seconds)"),
         (f"{h.tokens:,} / ${h.cost_usd:.2f}", "LLM tokens / cost"),
+        (f"{h.sigma:.6f}" if h.sigma else "not measured", f"sigma of val_bpb between seeds; {h.confirmed} keep(s) "
+                                                          "confirmed by a re-run"),
     ]
     return "<div class='cards'>" + "".join(
         f"<div class='card'><b>{escape(a)}</b><span>{escape(b)}</span></div>" for a, b in items) + "</div>"
@@ -69,15 +72,45 @@ def kept_changes(records: list[dict]) -> str:
             best = r["val_bpb"]
             continue
         gain, best = best - r["val_bpb"], r["val_bpb"]
+        runs = r.get("runs") or []
+        evidence = r.get("evidence") or {}
+        how = (f"confirmed by {len(runs)} runs (seeds {', '.join(str(x['seed']) for x in runs)})" if len(runs) > 1
+               else f"one run, gain above {_value(evidence.get('threshold'))}" if evidence.get("threshold")
+               else "one run")
         config = r.get("model_config") or {}
         config_html = ", ".join(f"{escape(str(k))}={escape(str(v))}" for k, v in config.items()) or "-"
         parts.append(
             f"<div class='change' id='keep-{escape(r['id'])}'><b>{escape(r['id'])}</b> "
-            f"{escape(r['description'])} — val_bpb {_value(r['val_bpb'])} (gain {gain:.6f}) · program "
+            f"{escape(r['description'])} — val_bpb {_value(r['val_bpb'])} (gain {gain:.6f}, {escape(how)}) · program "
             f"{escape(str((r.get('program') or {}).get('name')))} · "
             f"<a href='#t-{escape(r['id'])}'>transcript</a><div class='small'>model: {config_html}</div>"
             f"{diff_html(r.get('diff', ''))}</div>")
     return "".join(parts) or "<p>No change beat the baseline yet.</p>"
+
+
+def noise_and_holdout(records: list[dict], confirmation: dict | None) -> str:
+    floors = [r for r in records if r["status"] == NOISE]
+    rows = "".join(
+        f"<tr><td>{escape(r['of'])}</td><td>{len(r['values'])}</td><td>{_value(r.get('sigma'))}</td>"
+        f"<td>{', '.join(_value(v) for v in r['values'])}</td></tr>" for r in floors)
+    parts = [("<p>Each noise floor re-runs a best commit with other seeds. A gain above 2 sigma is kept at once; "
+              "a smaller one is re-run and kept only if the mean gain exceeds 2 standard errors.</p>"
+              f"<table><tr><th>best</th><th>runs</th><th>sigma</th><th>val_bpb of the runs</th></tr>{rows}</table>")
+             if floors else "<p>No noise floor was measured (decisions compared single runs).</p>"]
+    if confirmation:
+        base, best = confirmation["baseline"], confirmation["best"]
+        parts.append(
+            "<table><tr><th></th><th>searched val (mean of runs)</th><th>val, re-scored</th><th>holdout</th></tr>"
+            + "".join(f"<tr><td>{escape(role)} {escape(c['id'])}</td><td>{_value(c['search_val'])}</td>"
+                      f"<td>{_value(c['val'])}</td><td>{_value(c['holdout'])}</td></tr>"
+                      for role, c in (("baseline", base), ("best", best)))
+            + f"<tr><td>gain</td><td>{confirmation['search_gain']:+.6f}</td><td></td>"
+              f"<td>{confirmation['holdout_gain']:+.6f}</td></tr></table>"
+            f"<p class='small'>holdout: text no decision read, scored from the saved weights "
+            f"({escape(confirmation['time'])}).</p>")
+    else:
+        parts.append("<p>Not confirmed on the holdout split yet: <code>autoresearch confirm --tag TAG</code>.</p>")
+    return "".join(parts)
 
 
 def programs_table(records: list[dict]) -> str:
@@ -146,7 +179,7 @@ def transcripts(records: list[dict], events_by_id: dict[str, list[dict]]) -> str
 
 
 def page(tag: str, track: dict, records: list[dict], h: Headline, plot_png: bytes, cumulative_diff: str,
-         events_by_id: dict[str, list[dict]]) -> str:
+         events_by_id: dict[str, list[dict]], confirmation: dict | None = None) -> str:
     plot = base64.b64encode(plot_png).decode()
     generated = time.strftime("%Y-%m-%d %H:%M")
     return f"""<!doctype html>
@@ -158,6 +191,7 @@ def page(tag: str, track: dict, records: list[dict], h: Headline, plot_png: byte
 {cards(h)}
 <img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">
 <h2>Kept changes</h2>{kept_changes(records)}
+<h2>Noise and held-out confirmation</h2>{noise_and_holdout(records, confirmation)}
 <h2>Programs</h2>{programs_table(records)}
 <h2>Every experiment</h2>{experiments_table(records)}
 <h2>Baseline to best</h2>{diff_html(cumulative_diff)}

@@ -10,12 +10,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from agent.ledger import NOISE  # noqa: E402
+from agent.noise import current_sigma  # noqa: E402
+
 LABEL_CHARS = 38
+
+
+def _experiments(records: list[dict]) -> list[dict]:
+    return [r for r in records if r["status"] != NOISE]
 
 
 def _running_best(records: list[dict]) -> tuple[list[int], list[float]]:
     xs, ys, best = [], [], None
-    for i, r in enumerate(records):
+    for i, r in enumerate(_experiments(records)):
         if r["status"] == "keep" and r.get("val_bpb") is not None:
             best = r["val_bpb"] if best is None else min(best, r["val_bpb"])
         if best is not None:
@@ -26,6 +33,7 @@ def _running_best(records: list[dict]) -> tuple[list[int], list[float]]:
 
 def progress_png(records: list[dict], title: str) -> bytes:
     fig, ax = plt.subplots(figsize=(11, 5.5), dpi=110)
+    sigma, records = current_sigma(records), _experiments(records)
     valued = [(i, r) for i, r in enumerate(records) if r.get("val_bpb") is not None]
     discards = [(i, r["val_bpb"]) for i, r in valued if r["status"] != "keep"]
     keeps = [(i, r) for i, r in valued if r["status"] == "keep"]
@@ -40,6 +48,9 @@ def progress_png(records: list[dict], title: str) -> bytes:
     xs, ys = _running_best(records)
     if xs:
         ax.step(xs, ys, where="post", color="#1f9d55", linewidth=1.6, label="best so far")
+        if sigma:
+            ax.fill_between(xs, [y - 2 * sigma for y in ys], [y + 2 * sigma for y in ys], step="post",
+                            color="#1f9d55", alpha=0.12, label=f"best ± 2 sigma (sigma {sigma:.4f})")
     crashes = [i for i, r in enumerate(records) if r["status"] in ("crash", "interrupted")]
     if crashes:
         values = [v for _, r in valued for v in [r["val_bpb"]]]

@@ -63,6 +63,7 @@ def llm_proposer(workspace, provider="anthropic", **options):
 
 def loop(workspace, proposer, experiments=1, **settings):
     messages = []
+    settings = {"noise_seeds": 0, **settings}
     why = run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=experiments, **settings),
                    say=messages.append)
     return why, messages

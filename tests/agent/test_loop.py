@@ -71,7 +71,8 @@ def first_parent_history(workspace):
 
 def test_baseline_then_three_optuna_experiments(workspace):
     proposer = InvariantChecking(OptunaProposer(workspace.dir / "optuna.journal", seed=3), workspace)
-    why = run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=4), say=lambda _: None)
+    why = run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=4, noise_seeds=0),
+                   say=lambda _: None)
     assert "ran 4 experiment(s)" in why
     records = Ledger(workspace.dir).records
     assert [r["id"] for r in records] == ["0000", "0001", "0002", "0003"]
@@ -111,7 +112,8 @@ def test_crash_resets_to_the_best_and_rejected_edits_commit_nothing(workspace):
     proposer = Scripted(("raise at start", [crash]), *[("ambiguous", [not_unique])] * 5)
     messages = []
     with pytest.raises(LoopStopped, match="the proposer failed 5 times in a row"):
-        run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=10), say=messages.append)
+        run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=10, noise_seeds=0),
+                 say=messages.append)
     records = Ledger(workspace.dir).records
     assert [r["status"] for r in records] == ["keep", "crash"]
     assert records[1]["triage"] == "fixable" and "RuntimeError: boom at start" in records[1]["reason"]

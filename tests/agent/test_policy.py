@@ -9,7 +9,7 @@ from agent.policy import check_policy
 
 TRAIN = (Path(__file__).resolve().parents[2] / "trainer" / "train.py").read_text()
 TRAIN_LINES = TRAIN.splitlines()
-IMPORT_LINE = "from prepare import MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, evaluate_bpb, make_dataloader"
+IMPORT_LINE = "from prepare import MAX_SEQ_LEN, STEP_BUDGET, TIME_BUDGET, Tokenizer, evaluate_bpb, make_dataloader"
 EVALUATE_LINE = "        val_bpb = evaluate_bpb(train_model, tokenizer, DEVICE_BATCH_SIZE)"
 LOADER_LINE = '    train_loader = make_dataloader(tokenizer, DEVICE_BATCH_SIZE, MAX_SEQ_LEN, "train", device=device)'
 HELD_OUT = "train.py may not read validation or holdout data"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.confirm import confirm
 from agent.ledger import read_records
 from agent.llm.pricing import PriceTable
 from agent.llm.select import conversation_factory
@@ -29,7 +30,8 @@ HOSTILE_THOUGHT = "Try a shorter warm-down. <script>alert('x')</script> <img src
 
 @pytest.fixture(scope="module")
 def reported(test_track, tmp_path_factory):
-    """A run of baseline + 2 experiments (one from Optuna, one from a scripted LLM) and its report."""
+    """A run of baseline, noise floor and 2 experiments (one from Optuna, one from a scripted LLM), confirmed on
+    the holdout split, and its report."""
     root = tmp_path_factory.mktemp("workspaces")
     workspace = Workspace.create("night", test_track.spec, ROOT / "prompts" / "program.md", root=root)
     with LLMServer() as server, pytest.MonkeyPatch.context() as env:
@@ -43,6 +45,7 @@ def reported(test_track, tmp_path_factory):
                           retry_base_s=0.01)
         hybrid = HybridProposer(llm, OptunaProposer(workspace.dir / "optuna.journal", seed=1), 0.5)
         run_loop(workspace, hybrid, LocalRunner(), LoopSettings(max_experiments=3), say=lambda _: None)
+    confirm(workspace)
     index = write_report(workspace)
     return workspace, index, index.read_text()
 
@@ -50,7 +53,8 @@ def reported(test_track, tmp_path_factory):
 def test_report_shows_every_experiment_kept_diff_and_transcript(reported):
     workspace, index, html = reported
     records = read_records(workspace.dir)
-    assert len(records) == 3 and (index.parent / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [r["status"] == "noise" for r in records] == [False, True, False, False]
+    assert (index.parent / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for r in records:
         assert f"id='t-{r['id']}'" in html and f"href='#t-{r['id']}'" in html
         for event in (workspace.dir / r["transcript"]).read_text().splitlines():
@@ -69,15 +73,18 @@ def test_report_shows_every_experiment_kept_diff_and_transcript(reported):
 def test_headline_numbers_match_an_independent_count(reported):
     workspace, _, html = reported
     records = [json.loads(line) for line in (workspace.dir / "experiments.jsonl").read_text().splitlines()]
-    baseline = records[0]["val_bpb"]
-    best = min(r["val_bpb"] for r in records if r["status"] == "keep")
-    proposed = records[1:]
+    floor = next(r for r in records if r["status"] == "noise")
+    experiments = [r for r in records if r["status"] != "noise"]
+    baseline = sum(floor["values"]) / len(floor["values"])  # every run of the baseline commit
+    best_record = [r for r in experiments if r["status"] == "keep"][-1]
+    best = baseline if best_record is experiments[0] else best_record["val_bpb"]
+    proposed = experiments[1:]
     keep_rate = round(100 * sum(r["status"] == "keep" for r in proposed) / len(proposed))
     start = time.mktime(time.strptime(records[0]["started"], "%Y-%m-%dT%H:%M:%S%z"))
     end = time.mktime(time.strptime(records[-1]["finished"], "%Y-%m-%dT%H:%M:%S%z"))
-    duty = round(100 * sum(float(r["summary"]["training_seconds"]) for r in records) / (end - start))
-    tokens = sum(r["llm"].get("input_tokens", 0) + r["llm"].get("output_tokens", 0) for r in records)
-    cost = sum(r["llm"].get("cost_usd", 0.0) for r in records)
+    duty = round(100 * sum(run["training_seconds"] for r in records for run in r["runs"]) / (end - start))
+    tokens = sum(r.get("llm", {}).get("input_tokens", 0) + r.get("llm", {}).get("output_tokens", 0) for r in records)
+    cost = sum(r.get("llm", {}).get("cost_usd", 0.0) for r in records)
     cards = dict(re.findall(r"<div class='card'><b>(.*?)</b><span>(.*?)</span>", html))
     flipped = {label: value for value, label in cards.items()}
     gain = 100 * (baseline - best) / baseline
@@ -86,6 +93,17 @@ def test_headline_numbers_match_an_independent_count(reported):
     assert flipped[f"keep rate ({sum(r['status'] == 'keep' for r in proposed)} kept)"] == f"{keep_rate}%"
     assert flipped["duty cycle (training / wall seconds)"] == f"{duty}%"
     assert flipped["LLM tokens / cost"] == f"{tokens:,} / ${cost:.2f}" and tokens == 2400
+    assert cards[f"{floor['sigma']:.6f}"].startswith("sigma of val_bpb between seeds")
+
+
+def test_noise_floor_and_holdout_confirmation_are_shown(reported):
+    workspace, _, html = reported
+    confirmation = json.loads((workspace.dir / "confirmation.json").read_text())
+    text = re.sub(r"<[^>]+>", " ", html)
+    floor = next(r for r in read_records(workspace.dir) if r["status"] == "noise")
+    assert all(f"{v:.6f}" in text for v in floor["values"])
+    assert f"{confirmation['holdout_gain']:+.6f}" in text and f"{confirmation['search_gain']:+.6f}" in text
+    assert f"{confirmation['best']['holdout']:.6f}" in text
 
 
 def test_the_page_works_in_a_real_browser(reported, tmp_path):

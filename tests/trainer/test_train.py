@@ -77,8 +77,8 @@ def test_test_track_run_learns_and_prints_the_summary(train, test_track, tmp_pat
     summary = parse_summary(result.stdout)
     assert [k for k in SUMMARY_KEYS if k not in summary] == []
     assert len(summary["val_bpb"].split(".")[1]) == 6
-    assert float(summary["training_seconds"]) >= test_track.spec["constants"]["time_budget"]
-    assert int(summary["num_steps"]) > 11 and summary["device"] == "cpu" and summary["depth"] == "2"
+    assert int(summary["num_steps"]) == test_track.spec["constants"]["step_budget"]
+    assert summary["device"] == "cpu" and summary["depth"] == "2"
     assert "windows: [64, 128]" in result.stdout and "attention sdpa-banded" in result.stdout
 
     from prepare import Tokenizer, evaluate_bpb
