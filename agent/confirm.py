@@ -36,8 +36,11 @@ def confirm(workspace: Workspace, timeout: float = 1800.0, python: str = sys.exe
     if not kept:
         raise ConfirmError(f"{workspace.tag} has no kept experiment yet: run the loop first")
     out: dict = dict(time=time.strftime("%Y-%m-%dT%H:%M:%S%z"), sigma=current_sigma(records))
+    scored: dict[str, dict] = {}
     for role, record in (("baseline", kept[0]), ("best", kept[-1])):
-        scores = evaluate_saved(workspace, record, timeout, python)
+        if record["id"] not in scored:  # the best may still be the baseline
+            scored[record["id"]] = evaluate_saved(workspace, record, timeout, python)
+        scores = scored[record["id"]]
         runs = commit_runs(records, record["commit"])
         out[role] = dict(id=record["id"], commit=record["commit"], description=record["description"],
                          search_val=statistics.fmean(runs) if runs else record["val_bpb"], runs=len(runs),

@@ -44,7 +44,12 @@ def _event(e: dict) -> RenderableType:
     if kind == "committed" and e.get("diff"):
         return Panel(Syntax(e["diff"], "diff", word_wrap=True), title=f"committed {e.get('commit', '')[:7]}")
     if kind == "decision":
-        return Panel(Text(f"{e.get('status')} ({e.get('triage')}): {e.get('reason')}"), title=title,
+        evidence = e.get("evidence") or {}
+        runs = ", ".join(f"seed {r.get('seed')}: {r.get('val_bpb')}" for r in e.get("runs") or [])
+        detail = (f"\nruns: {runs}" if runs else "") + (
+            f"\nrule: {evidence['rule']}; sigma {evidence.get('sigma')}, gain {evidence.get('gain')}, "
+            f"threshold {evidence.get('threshold')}" if evidence.get("rule") else "")
+        return Panel(Text(f"{e.get('status')} ({e.get('triage')}): {e.get('reason')}{detail}"), title=title,
                      border_style="bold green" if e.get("status") == "keep" else "bold red")
     fields = {k: v for k, v in e.items() if k not in ("v", "t", "type")}
     return Text(f"{kind}: {_clip(json.dumps(fields, default=str), 600)}", style="dim")

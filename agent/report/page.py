@@ -157,8 +157,14 @@ def event_html(e: dict) -> str:
     if kind == "committed":
         return f"<div class='event'><div class='small'>committed {escape(str(e.get('commit', ''))[:7])}</div></div>"
     if kind == "decision":
+        evidence = e.get("evidence") or {}
+        runs = ", ".join(f"seed {r.get('seed')}: {_value(r.get('val_bpb'))}" for r in e.get("runs") or [])
+        rule = (f"rule: {evidence['rule']} · sigma {_value(evidence.get('sigma'))} · gain "
+                f"{_value(evidence.get('gain'))} · threshold {_value(evidence.get('threshold'))}"
+                if evidence.get("rule") else "")
         return (f"<div class='event decision'>decision: {escape(str(e.get('status')))} "
-                f"({escape(str(e.get('triage')))}) — {escape(str(e.get('reason')))}</div>")
+                f"({escape(str(e.get('triage')))}) — {escape(str(e.get('reason')))}"
+                f"<div class='small'>{escape(runs)}{' · ' if runs and rule else ''}{escape(rule)}</div></div>")
     if kind == "llm_request":
         return (f"<details class='event'><summary>request to {escape(str(e.get('provider')))}:"
                 f"{escape(str(e.get('model')))} under program {escape(str(e.get('program')))} "
