@@ -127,13 +127,16 @@ def run(
         fail(str(err))
     console.print(f"stopped: {why}")
     if not why.startswith("stopped by Ctrl-C"):
-        _confirm(workspace)
+        _confirm(workspace, trainer)
     _where(workspace)
 
 
 @app.command()
-def confirm(tag: TagOption = "demo", workspaces: WorkspacesOption = None, cache: CacheOption = None) -> None:
+def confirm(tag: TagOption = "demo", workspaces: WorkspacesOption = None, cache: CacheOption = None,
+            spool: Annotated[Path | None, typer.Option(help="Evaluate on the trainer workers of this spool.")] = None,
+            ) -> None:
     """Score the baseline's and the best's saved weights on val and on the holdout split no decision read."""
+    from agent.runner import LocalRunner
     from agent.workspace import Workspace, WorkspaceError
     if cache is not None:
         import os
@@ -142,14 +145,19 @@ def confirm(tag: TagOption = "demo", workspaces: WorkspacesOption = None, cache:
         workspace = Workspace.open(tag, workspaces)
     except WorkspaceError as err:
         fail(str(err))
-    if not _confirm(workspace):
+    if spool is not None:
+        from agent.spool_runner import SpoolRunner
+        trainer = SpoolRunner(spool)
+    else:
+        trainer = LocalRunner()
+    if not _confirm(workspace, trainer):
         raise typer.Exit(1)
 
 
-def _confirm(workspace) -> bool:
+def _confirm(workspace, trainer) -> bool:
     from agent.confirm import ConfirmError, confirm
     try:
-        out = confirm(workspace)
+        out = confirm(workspace, trainer)
     except ConfirmError as err:
         console.print(f"holdout confirmation: {err}")
         return False

@@ -2,34 +2,28 @@
 
 The baseline and the best were scored on the val split, which every keep/discard decision
 read. Their saved weights are scored again, on val and on the holdout split, by
-trainer/evaluate.py in a sandboxed process of its own; confirmation.json records both gains.
+trainer/evaluate.py in a sandboxed process of its own (agent/evaluator.py); confirmation.json
+records both gains.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import statistics
-import sys
 import time
-from pathlib import Path
 
+from agent.evaluator import EvaluationFailed
 from agent.ledger import read_records
 from agent.noise import commit_runs, current_sigma
+from agent.runner import LocalRunner, Runner
 from agent.workspace import Workspace
 from trainer.atomic import write_json_atomic
-from trainer.evaluate import RESULT_PREFIX
-from trainer.sandbox import run_untrusted
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 class ConfirmError(Exception):
     """Confirmation is not possible; the message says why and what to do."""
 
 
-def confirm(workspace: Workspace, timeout: float = 1800.0, python: str = sys.executable) -> dict:
+def confirm(workspace: Workspace, runner: Runner | None = None, timeout: float = 1800.0) -> dict:
     """Scores the baseline's and the best's weights on val and holdout; writes confirmation.json."""
     records = read_records(workspace.dir)
     kept = [r for r in records if r["status"] == "keep"]
@@ -39,7 +33,7 @@ def confirm(workspace: Workspace, timeout: float = 1800.0, python: str = sys.exe
     scored: dict[str, dict] = {}
     for role, record in (("baseline", kept[0]), ("best", kept[-1])):
         if record["id"] not in scored:  # the best may still be the baseline
-            scored[record["id"]] = evaluate_saved(workspace, record, timeout, python)
+            scored[record["id"]] = evaluate_saved(workspace, runner or LocalRunner(), record, timeout)
         scores = scored[record["id"]]
         runs = commit_runs(records, record["commit"])
         out[role] = dict(id=record["id"], commit=record["commit"], description=record["description"],
@@ -51,26 +45,13 @@ def confirm(workspace: Workspace, timeout: float = 1800.0, python: str = sys.exe
     return out
 
 
-def evaluate_saved(workspace: Workspace, record: dict, timeout: float, python: str) -> dict[str, float]:
+def evaluate_saved(workspace: Workspace, runner: Runner, record: dict, timeout: float) -> dict[str, float]:
     if not record.get("checkpoint") or not (workspace.dir / record["checkpoint"]).is_file():
         raise ConfirmError(f"experiment {record['id']} has no saved weights (checkpoints/ keeps only the baseline's "
                            "and the best's, and only runs that called prepare.evaluate_bpb save them): run the "
                            "loop on to a new best, then confirm again")
-    run_dir = workspace.dir / "runs" / f"confirm-{record['id']}"
-    shutil.rmtree(run_dir, ignore_errors=True)
-    workspace.export(record["commit"], run_dir)
-    log_path = workspace.dir / "logs" / f"confirm-{record['id']}.log"
-    cache = os.environ.get("AUTORESEARCH_CACHE", str(Path("~/.cache/autoresearch").expanduser()))
-    env = {"PYTHONPATH": str(ROOT), "AUTORESEARCH_CACHE": cache}
     try:
-        outcome = run_untrusted([python, "-m", "trainer.evaluate", str(workspace.dir / record["checkpoint"]),
-                                 "--splits", "val,holdout"], run_dir, log_path, timeout, env)
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-    lines = log_path.read_text(errors="replace").splitlines()
-    result = next((line[len(RESULT_PREFIX):] for line in reversed(lines) if line.startswith(RESULT_PREFIX)), None)
-    if outcome.returncode != 0 or result is None:
-        tail = "\n".join(lines[-15:])
-        raise ConfirmError(f"evaluating experiment {record['id']} failed (exit {outcome.returncode}); the end of "
-                           f"{log_path}:\n{tail}")
-    return json.loads(result)
+        return runner.evaluate(workspace, record["commit"], workspace.dir / record["checkpoint"],
+                               f"confirm-{record['id']}", ("val", "holdout"), timeout=timeout)
+    except EvaluationFailed as err:
+        raise ConfirmError(f"confirming experiment {record['id']}: {err}") from err

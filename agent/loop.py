@@ -18,10 +18,11 @@ from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.decisions import as_float, decide, prune_checkpoints, run_entry, verified
 from agent.edits import EditRejected, apply_edits
 from agent.ledger import NOISE, Ledger
 from agent.llm.types import ProviderFatal, ProviderUnavailable
-from agent.noise import Judgement, commit_runs, current_sigma, fresh_seed, judge, sigma_of, wants_noise_floor
+from agent.noise import Judgement, commit_runs, fresh_seed, sigma_of, wants_noise_floor
 from agent.policy import check_policy
 from agent.proposers.base import Proposal, ProposalContext, Proposer, ProposerError
 from agent.recovery import record_interrupted, settle_interrupted
@@ -128,7 +129,7 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
 
     result = trained.result
     runs = [run_entry(workspace, result, settings.seed)]
-    judgement = decide(result, best, ledger.records, runs, settings)
+    judgement = decide(result, best, ledger.records, runs, settings.keep_sigmas, settings.min_delta)
     while judgement.status == "close":
         seed = fresh_seed([*ledger.records, dict(runs=runs)], settings.seed)
         transcript.event("rerun", seed=seed, reason=judgement.reason)
@@ -136,23 +137,26 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
                                      settings, transcript)
         runs.append(run_entry(workspace, again, seed))
         trained.run_seconds += again.seconds
-        judgement = decide(again, best, ledger.records, runs, settings)
+        judgement = decide(again, best, ledger.records, runs, settings.keep_sigmas, settings.min_delta)
         if judgement.status == "crash":
             judgement = Judgement("discard", f"the re-run crashed ({judgement.reason}): the gain did not reproduce",
                                   dict(candidate_runs=[r["val_bpb"] for r in runs]))
+    if judgement.status == "keep" and best is not None:
+        judgement = verified(workspace, runner, trained.commit, runs, judgement, transcript)
     status, reason = judgement.status, judgement.reason
     measured = [r["val_bpb"] for r in runs if r["val_bpb"] is not None]
     diff = "" if best is None else workspace.diff(parent, trained.commit)
     if status != "keep":
         workspace.reset_to(parent)
     record = dict(
-        id=experiment_id, parent=parent, commit=trained.commit, status=status, triage=result.verdict.triage.value,
+        id=experiment_id, parent=parent, commit=trained.commit, status=status,
+        triage=judgement.triage or result.verdict.triage.value, verified=status == "keep" and best is not None,
         reason=reason, description=proposal.description,
-        val_bpb=statistics.fmean(measured) if status != "crash" and measured else _float(result.summary.get("val_bpb")),
+        val_bpb=statistics.fmean(measured) if measured and status != "crash" else None,
         runs=runs, evidence=judgement.evidence,
         checkpoint=str(result.checkpoint.relative_to(workspace.dir)) if status == "keep" and result.checkpoint
         else None,
-        peak_vram_mb=_float(result.summary.get("peak_vram_mb")), summary=result.summary,
+        peak_vram_mb=as_float(result.summary.get("peak_vram_mb")), summary=result.summary,
         model_config=result.model_config,
         returncode=result.returncode, timed_out=result.timed_out, frozen_changed=result.frozen_changed,
         proposed_against=got.base_commit, rebased=got.rebased,
@@ -357,27 +361,6 @@ def run_with_infra_retry(workspace: Workspace, runner: Runner, commit: str, expe
     return result
 
 
-def decide(result: RunResult, best: dict | None, records: list[dict], runs: list[dict],
-           settings: LoopSettings) -> Judgement:
-    """crash, the baseline's keep, or the noise-aware verdict on the runs so far (see agent/noise.py)."""
-    verdict = result.verdict
-    if verdict.triage != Triage.OK:
-        return Judgement("crash", f"{verdict.triage.value}: {verdict.reason}")
-    measured = [r["val_bpb"] for r in runs if r["val_bpb"] is not None]
-    if best is None:
-        return Judgement("keep", f"baseline val_bpb {measured[0]:.6f}")
-    return judge(measured, commit_runs(records, best["commit"]), current_sigma(records), settings.keep_sigmas,
-                 settings.min_delta)
-
-
-def run_entry(workspace: Workspace, result: RunResult, seed: int) -> dict:
-    ok = result.verdict.triage == Triage.OK
-    return dict(seed=seed, val_bpb=_float(result.summary.get("val_bpb")) if ok else None,
-                training_seconds=_float(result.summary.get("training_seconds")),
-                triage=result.verdict.triage.value, seconds=round(result.seconds, 3),
-                log=str(result.log_path.relative_to(workspace.dir)))
-
-
 def measure_noise_floor(workspace: Workspace, ledger: Ledger, runner: Runner, settings: LoopSettings,
                         say=print) -> dict:
     """Re-runs the best commit with fresh seeds; sigma of all its runs is the noise floor from now on."""
@@ -410,27 +393,11 @@ def measure_noise_floor(workspace: Workspace, ledger: Ledger, runner: Runner, se
     return record
 
 
-def prune_checkpoints(workspace: Workspace, records: list[dict]) -> None:
-    """Keeps the weights of the baseline and of the best (what `confirm` evaluates); the rest go."""
-    kept = [r for r in records if r["status"] == "keep"]
-    wanted = {workspace.dir / r["checkpoint"] for r in kept[:1] + kept[-1:] if r.get("checkpoint")}
-    for path in (workspace.dir / "checkpoints").glob("*.pt"):
-        if path not in wanted:
-            path.unlink(missing_ok=True)
-
-
 def read_program(workspace: Workspace) -> dict:
     """The research program, re-read before every experiment so that swapping it takes effect."""
     path = Path(workspace.settings["program"])
     text = path.read_text() if path.exists() else ""
     return dict(name=path.stem, path=str(path), text=text, sha256=hashlib.sha256(text.encode()).hexdigest())
-
-
-def _float(value) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _bpb(record: dict) -> str:

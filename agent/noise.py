@@ -21,9 +21,10 @@ from agent.ledger import NOISE
 
 @dataclass
 class Judgement:
-    status: str     # keep | discard | close (run the candidate again)
+    status: str     # keep | discard | close (run the candidate again) | crash
     reason: str
     evidence: dict = field(default_factory=dict)
+    triage: str | None = None  # overrides the run's triage class (tamper found by verification)
 
 
 def judge(candidate: list[float], best: list[float], sigma: float | None, sigmas: float = 2.0,

@@ -35,6 +35,9 @@ PREPARE_CALLABLES = {"Tokenizer", "make_dataloader", "evaluate_bpb", "get_token_
 PREPARE_API = {"MAX_SEQ_LEN", "TIME_BUDGET", "STEP_BUDGET", "EVAL_TOKENS", "VOCAB_SIZE", "Tokenizer", "make_dataloader",
                "evaluate_bpb", "get_token_bytes"}
 HELD_OUT_WORDS = ("val", "holdout")
+# Settings train.py may assign on imported modules; anything else (torch.x = ..., F.cross_entropy = ...,
+# prepare.EVAL_TOKENS = ...) would change code that others rely on, the metric included.
+MODULE_SETTINGS = ("torch.backends.", "torch._inductor.config.", "torch._dynamo.config.", "torch._functorch.config.")
 WRITE_MODES = set("wax+")
 PATH_WRITERS = {"write_text", "write_bytes", "mkdir", "touch", "unlink", "rmdir", "rename", "replace",
                 "symlink_to", "hardlink_to", "chmod"}
@@ -94,6 +97,37 @@ class _Checker(ast.NodeVisitor):
         self.torch_names = {name for name, module in self.aliases.items() if module == "torch"} | {"torch"}
         self.numpy_names = {name for name, module in self.aliases.items() if module == "numpy"} | {"np"}
         self.sys_names = {name for name, module in self.aliases.items() if module == "sys"} | {"sys"}
+        self.imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
+                         if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._check_target(target)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_target(node.target)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_target(node.target)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self._check_target(target)
+        self.generic_visit(node)
+
+    def _check_target(self, target: ast.AST) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._check_target(element)
+        elif isinstance(target, (ast.Attribute, ast.Subscript)) and _base_name(target) in self.imported:
+            written = ast.unparse(target)
+            already = _base_name(target) in self.prepare_names or written.startswith("sys.modules")  # own rules
+            if not written.startswith(MODULE_SETTINGS) and not already:
+                self.flag(target, f"{written}: train.py may not assign to what it imports (only torch settings "
+                                  f"under {', '.join(p.rstrip('.') for p in MODULE_SETTINGS)})")
 
     def flag(self, node: ast.AST, message: str) -> None:
         self.violations.append((getattr(node, "lineno", 0), message))

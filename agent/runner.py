@@ -53,6 +53,11 @@ class Runner(Protocol):
     def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str,
             seed: int = 42) -> RunResult: ...
 
+    def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
+                 probe: bool = False, timeout: float = 1800.0) -> dict:
+        """trainer/evaluate.py on saved weights, where the runs run (the GPU for the spool)."""
+        ...
+
 
 def compile_cache_env(cache: Path) -> dict[str, str]:
     """torch.compile's caches (inductor FX graphs, autograd, triton) kept across runs, so that a
@@ -72,6 +77,11 @@ class LocalRunner:
 
     def __init__(self, python: str = sys.executable):
         self.python = python
+
+    def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
+                 probe: bool = False, timeout: float = 1800.0) -> dict:
+        from agent.evaluator import evaluate_checkpoint
+        return evaluate_checkpoint(workspace, commit, checkpoint, name, splits, probe, timeout, self.python)
 
     def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
         run_dir = workspace.dir / "runs" / experiment_id

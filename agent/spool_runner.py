@@ -13,6 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
+from agent.evaluator import EvaluationFailed, parse_evaluation
 from agent.runner import RunResult, keep_checkpoint, read_head_tail
 from agent.triage import Triage, Verdict, classify, parse_model_config
 from agent.workspace import Workspace
@@ -28,24 +29,9 @@ class SpoolRunner:
         self.spool, self.poll, self.dead_after = spoolfs.layout(spool), poll, dead_after
 
     def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
-        job_id = f"{workspace.tag}-{experiment_id}-{secrets.token_hex(3)}"
-        spoolfs.submit(self.spool, dict(id=job_id, workspace=str(workspace.dir), commit=commit, timeout=timeout,
-                                        seed=seed, frozen=workspace.frozen_hashes(), created=time.time()))
-        log_path = workspace.dir / "logs" / f"{experiment_id}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        try:
-            result, problem = self._wait(job_id, timeout)
-        except KeyboardInterrupt:
-            self._cancel(job_id)
-            raise
-        spool_log = self.spool / "logs" / f"{job_id}.log"
-        if spool_log.exists():
-            shutil.copyfile(spool_log, log_path)
-        else:
-            log_path.write_text("")
-        if problem is None and result.get("infra"):
-            problem = result["infra"]
+        job_id, result, problem, log_path = self._through_spool(workspace, commit, timeout, experiment_id,
+                                                                dict(seed=seed))
         if problem is not None:
             with open(log_path, "a") as log:
                 log.write(f"\n[spool] {problem}\n")
@@ -61,6 +47,38 @@ class SpoolRunner:
                          model_config=parse_model_config(head),
                          checkpoint=keep_checkpoint(self.spool / "checkpoints" / f"{job_id}.pt", workspace,
                                                     experiment_id))
+
+    def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
+                 probe: bool = False, timeout: float = 1800.0) -> dict:
+        """trainer/evaluate.py on a GPU worker (the checkpoint is read through the shared workspaces)."""
+        _, result, problem, log_path = self._through_spool(
+            workspace, commit, timeout, name, dict(kind="evaluate", checkpoint=str(checkpoint), splits=",".join(splits),
+                                                   probe=probe))
+        if problem is not None:
+            raise EvaluationFailed(f"the evaluation job for {checkpoint.name} did not finish: {problem}")
+        return parse_evaluation(log_path, result["returncode"], result["timed_out"], checkpoint)
+
+    def _through_spool(self, workspace: Workspace, commit: str, timeout: float, name: str,
+                       extra: dict) -> tuple[str, dict, str | None, Path]:
+        """Submits a job, waits for it, copies its log to logs/<name>.log: (job id, result, problem, log)."""
+        job_id = f"{workspace.tag}-{name}-{secrets.token_hex(3)}"
+        spoolfs.submit(self.spool, dict(id=job_id, workspace=str(workspace.dir), commit=commit, timeout=timeout,
+                                        frozen=workspace.frozen_hashes(), created=time.time(), **extra))
+        log_path = workspace.dir / "logs" / f"{name}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            result, problem = self._wait(job_id, timeout)
+        except KeyboardInterrupt:
+            self._cancel(job_id)
+            raise
+        spool_log = self.spool / "logs" / f"{job_id}.log"
+        if spool_log.exists():
+            shutil.copyfile(spool_log, log_path)
+        else:
+            log_path.write_text("")
+        if problem is None and result.get("infra"):
+            problem = result["infra"]
+        return job_id, result, problem, log_path
 
     def _wait(self, job_id: str, timeout: float) -> tuple[dict, str | None]:
         """(result, None), or ({}, why the job can no longer finish)."""

@@ -31,6 +31,7 @@ from trainer.sandbox import isolation_available, run_untrusted
 TRACKED = ("train.py", "prepare.py", "track.json")
 FROZEN = ("prepare.py", "track.json")
 CHECKPOINT = "checkpoint.pt"  # written by prepare.evaluate_bpb in the run directory
+PROJECT_ROOT = Path(__file__).resolve().parents[1]  # where trainer.evaluate is imported from
 
 
 class Worker:
@@ -89,13 +90,19 @@ class Worker:
         cache = Path(os.environ.get("AUTORESEARCH_CACHE", Path("~/.cache/autoresearch").expanduser()))
         read_only = [run_dir / name for name in FROZEN] + ([cache] if cache.exists() else [])
         compile_cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or self.scratch / "compile")
-        env = {"AUTORESEARCH_SEED": str(job.get("seed", 42)), "AUTORESEARCH_CACHE": str(cache),
-               "AUTORESEARCH_CHECKPOINT": CHECKPOINT,
+        if job.get("kind") == "evaluate":  # the trusted evaluator on saved weights, not train.py
+            command = [sys.executable, "-m", "trainer.evaluate", job["checkpoint"], "--splits", job["splits"]]
+            command += ["--probe"] if job.get("probe") else []
+            env = {"PYTHONPATH": str(PROJECT_ROOT)}
+        else:
+            command = [sys.executable, "train.py"]
+            env = {"AUTORESEARCH_SEED": str(job.get("seed", 42)), "AUTORESEARCH_CHECKPOINT": CHECKPOINT}
+        env |= {"AUTORESEARCH_CACHE": str(cache),
                "TORCHINDUCTOR_CACHE_DIR": str(compile_cache), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
                "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "TRITON_CACHE_DIR": str(compile_cache / "triton")}
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
-        outcome = run_untrusted([sys.executable, "train.py"], run_dir, self.spool / "logs" / f"{job['id']}.log",
+        outcome = run_untrusted(command, run_dir, self.spool / "logs" / f"{job['id']}.log",
                                 job["timeout"], env, read_only=read_only, isolate=self.isolate,
                                 on_start=lambda p: setattr(self, "process", p))
         changed = [name for name in FROZEN if _sha256(run_dir / name) != job["frozen"][name]]

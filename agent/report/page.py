@@ -76,7 +76,7 @@ def kept_changes(records: list[dict]) -> str:
         evidence = r.get("evidence") or {}
         how = (f"confirmed by {len(runs)} runs (seeds {', '.join(str(x['seed']) for x in runs)})" if len(runs) > 1
                else f"one run, gain above {_value(evidence.get('threshold'))}" if evidence.get("threshold")
-               else "one run")
+               else "one run") + (", verified from its saved weights" if r.get("verified") else "")
         config = r.get("model_config") or {}
         config_html = ", ".join(f"{escape(str(k))}={escape(str(v))}" for k, v in config.items()) or "-"
         parts.append(

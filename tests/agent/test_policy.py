@@ -127,3 +127,20 @@ def test_several_violations_are_listed_in_one_message_in_line_order():
 def test_rules_do_not_depend_on_where_the_import_is():
     source = "def cheat():\n    global evaluate_bpb\n    evaluate_bpb = lambda *a: 0.1\n\n\n" + TRAIN
     assert "- line 3: evaluate_bpb comes from prepare.py and may not be redefined" in rejection(source)
+
+
+@pytest.mark.parametrize("code,written", [
+    ("F.cross_entropy = lambda *args, **kwargs: 0.0", "F.cross_entropy"),
+    ("torch.nn.functional.cross_entropy = None", "torch.nn.functional.cross_entropy"),
+    ("nn.Module.__call__ = None", "nn.Module.__call__"),
+    ("del torch.tanh", "torch.tanh"),
+    ("math.log, x = abs, 1", "math.log"),
+])
+def test_assigning_to_what_train_py_imports_is_rejected(code, written):
+    source, line = appended(code)
+    assert f"- line {line}: {written}: train.py may not assign to what it imports" in rejection(source)
+
+
+def test_torch_settings_may_be_assigned():
+    check_policy(appended("torch.backends.cudnn.benchmark = True\ntorch._inductor.config.coordinate_descent_tuning = "
+                          "True")[0])

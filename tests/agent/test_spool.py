@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from agent.confirm import confirm
 from agent.ledger import Ledger
 from agent.loop import LoopSettings, run_loop
 from agent.proposers.optuna_search import OptunaProposer
@@ -75,6 +76,11 @@ def test_loop_through_the_spool(workspace, workers):
     run_loop(workspace, OptunaProposer(workspace.dir / "optuna.journal"), SpoolRunner(workers.spool),
              LoopSettings(max_experiments=2, noise_seeds=0), say=lambda _: None)
     records = Ledger(workspace.dir).records
+    # The saved weights travel back through the spool, and the worker scores them with the evaluator.
+    assert records[0]["checkpoint"] == "checkpoints/0000.pt" and (workspace.dir / "checkpoints/0000.pt").is_file()
+    confirmed = confirm(workspace, SpoolRunner(workers.spool))
+    assert confirmed["baseline"]["val"] == pytest.approx(records[0]["val_bpb"], abs=1e-6)
+    assert (workspace.dir / "logs" / "confirm-0000.log").read_text().count("EVALUATION ") == 1
     assert [r["triage"] for r in records] == ["ok", "ok"] and records[0]["status"] == "keep"
     assert "val_bpb:" in (workspace.dir / records[1]["log"]).read_text()
     assert sorted(p.name for p in (workers.spool / "results").iterdir()) and not list(

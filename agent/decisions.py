@@ -1,0 +1,62 @@
+"""Deciding one experiment: crash, or the noise-aware verdict on its runs (agent/noise.py),
+and for a would-be keep the trusted re-computation of its numbers (agent/verify.py); and which
+saved weights stay."""
+
+from __future__ import annotations
+
+from agent.noise import Judgement, commit_runs, current_sigma, judge
+from agent.runner import Runner, RunResult
+from agent.transcript import Transcript
+from agent.triage import Triage
+from agent.verify import verify_runs
+from agent.workspace import Workspace
+
+
+def decide(result: RunResult, best: dict | None, records: list[dict], runs: list[dict],
+           sigmas: float, min_delta: float) -> Judgement:
+    """crash, the baseline's keep, or the noise-aware verdict on the runs so far (see agent/noise.py)."""
+    verdict = result.verdict
+    if verdict.triage != Triage.OK:
+        return Judgement("crash", f"{verdict.triage.value}: {verdict.reason}")
+    measured = [r["val_bpb"] for r in runs if r["val_bpb"] is not None]
+    if best is None:
+        return Judgement("keep", f"baseline val_bpb {measured[0]:.6f}")
+    return judge(measured, commit_runs(records, best["commit"]), current_sigma(records), sigmas, min_delta)
+
+
+def verified(workspace: Workspace, runner: Runner, commit: str, runs: list[dict], judgement: Judgement,
+             transcript: Transcript) -> Judgement:
+    """The keep, once the trusted evaluator reproduced every run's number; else a tamper crash."""
+    problem, evidence = verify_runs(workspace, runner, commit, runs)
+    transcript.event("verification", passed=problem is None, problem=problem, **evidence)
+    if problem is None:
+        return Judgement("keep", judgement.reason + "; verified from the saved weights",
+                         dict(judgement.evidence, verification=evidence))
+    return Judgement("crash", f"tamper: {problem}", dict(judgement.evidence, verification=evidence),
+                     triage=Triage.TAMPER.value)
+
+
+def run_entry(workspace: Workspace, result: RunResult, seed: int) -> dict:
+    ok = result.verdict.triage == Triage.OK
+    return dict(seed=seed, val_bpb=as_float(result.summary.get("val_bpb")) if ok else None,
+                checkpoint=str(result.checkpoint.relative_to(workspace.dir)) if result.checkpoint else None,
+                training_seconds=as_float(result.summary.get("training_seconds")),
+                device=result.summary.get("device"),
+                triage=result.verdict.triage.value, seconds=round(result.seconds, 3),
+                log=str(result.log_path.relative_to(workspace.dir)))
+
+
+def prune_checkpoints(workspace: Workspace, records: list[dict]) -> None:
+    """Keeps the weights of the baseline and of the best (what `confirm` evaluates); the rest go."""
+    kept = [r for r in records if r["status"] == "keep"]
+    wanted = {workspace.dir / r["checkpoint"] for r in kept[:1] + kept[-1:] if r.get("checkpoint")}
+    for path in (workspace.dir / "checkpoints").glob("*.pt"):
+        if path not in wanted:
+            path.unlink(missing_ok=True)
+
+
+def as_float(value) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None

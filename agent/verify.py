@@ -1,0 +1,52 @@
+"""Verifying a would-be keep before it is kept.
+
+train.py prints its own score, and the code that prints it is what the proposer edits. So for
+every run of a candidate about to be kept, trainer/evaluate.py re-computes val_bpb in a fresh
+process from the weights prepare.evaluate_bpb saved, with its own implementation of the metric,
+and probes the model for lookahead. No saved weights, a lookahead, or a printed number the
+weights do not reproduce is tamper. Only would-be keeps pay for this: a fake worse number
+gains nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+from agent.evaluator import EvaluationFailed
+from agent.runner import Runner
+from agent.workspace import Workspace
+
+# |trusted - printed| allowed, by device. CPU is fp32 and differs only in summation order and the
+# printed rounding (measured below 1e-6); CUDA runs bf16 autocast and a compiled model.
+AGREEMENT = {"cpu": 1e-5, "cuda": 2e-3}
+LOOKAHEAD_LIMIT = 1e-3  # logits are softcapped at 15; a causal model moves them by 0 (CPU) or bf16 noise
+
+
+def verify_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[dict]) -> tuple[str | None, dict]:
+    """(None, evidence) when every run's number is reproduced; else (why it is tamper, evidence)."""
+    started, checks = time.monotonic(), []
+    evidence = dict(checks=checks)
+    for run in runs:
+        if run.get("val_bpb") is None:
+            continue
+        if not run.get("checkpoint"):
+            return (f"the run with seed {run['seed']} printed val_bpb {run['val_bpb']} but saved no weights through "
+                    "prepare.evaluate_bpb, so the number cannot have come from the metric"), evidence
+        name = "verify-" + run["log"].split("/")[-1].removesuffix(".log")
+        try:
+            scores = runner.evaluate(workspace, commit, workspace.dir / run["checkpoint"], name, ("val",), probe=True)
+        except EvaluationFailed as err:
+            return f"the run with seed {run['seed']} cannot be verified: {err}", evidence
+        both_cpu = scores["device"] == "cpu" and run.get("device") == "cpu"  # else bf16 somewhere
+        tolerance = AGREEMENT["cpu"] if both_cpu else AGREEMENT["cuda"]
+        gap = abs(scores["val"] - run["val_bpb"])
+        checks.append(dict(seed=run["seed"], printed=run["val_bpb"], trusted=round(scores["val"], 6),
+                           gap=gap, tolerance=tolerance, lookahead=scores["lookahead"], device=scores["device"]))
+        if scores["lookahead"] > LOOKAHEAD_LIMIT:
+            return (f"the model looks ahead: replacing the tokens after position t changes its logits at positions "
+                    f"<= t by up to {scores['lookahead']:.3g} (limit {LOOKAHEAD_LIMIT})"), evidence
+        if gap > tolerance:
+            return (f"the run with seed {run['seed']} printed val_bpb {run['val_bpb']:.6f} but its saved weights "
+                    f"score {scores['val']:.6f} (allowed difference {tolerance:g})"), evidence
+    evidence["verify_s"] = round(time.monotonic() - started, 3)
+    return None, evidence
