@@ -66,7 +66,7 @@ def run(
     base_url: Annotated[str | None, typer.Option(help="Server URL (openai-compatible, or a proxy).")] = None,
     program: Annotated[Path | None, typer.Option(help="The research program (default: the tag's).")] = None,
     min_delta: Annotated[float, typer.Option(help="A keep must also gain more than this.")] = 0.0,
-    seed: Annotated[int, typer.Option(help="The seed of every experiment's first run; re-runs get fresh ones.")] = 42,
+    seed: Annotated[int, typer.Option(help="The baseline's seed; each later run gets one not used before.")] = 42,
     noise_seeds: Annotated[int, typer.Option(
         help="Re-runs of the best that measure sigma of val_bpb (0: no noise floor, plain comparison).")] = 2,
     noise_every: Annotated[int, typer.Option(help="Measure the noise floor again after this many keeps.")] = 5,

@@ -45,7 +45,7 @@ class LoopSettings:
     max_cost_usd: float | None = None    # stop once the run's LLM spend reaches this
     outage_poll_seconds: float = 60.0    # while the LLM provider is down, try again this often
     overlap: bool = True                 # propose the next experiment while this one trains
-    seed: int = 42                       # every experiment's first run; re-runs get fresh seeds
+    seed: int = 42                       # the baseline's; every later run gets a seed not used before
     noise_seeds: int = 2                 # re-runs of the best that measure sigma (0: no noise floor)
     noise_every_keeps: int = 5           # measure the noise floor again after this many keeps
     keep_sigmas: float = 2.0             # a gain must exceed this many sigma (standard errors after re-runs)
@@ -111,8 +111,11 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
     commit = parent if best is None else workspace.commit_train(source, f"{experiment_id}: {proposal.description}")
     transcript.event("committed", commit=commit, parent=parent,
                      diff="" if best is None else workspace.diff(parent, commit))
+    # The baseline runs with the base seed; every later run with a seed no run of this tag used, so that
+    # no experiment is compared on a seed that is systematically luckier or unluckier than the mean.
+    seed = settings.seed if best is None else fresh_seed(ledger.records, settings.seed)
     in_flight = dict(id=experiment_id, commit=commit, parent=parent, description=proposal.description,
-                     started=_now(), pid=os.getpid(), proposal=proposal.meta, program=program["name"])
+                     started=_now(), pid=os.getpid(), proposal=proposal.meta, program=program["name"], seed=seed)
     ledger.begin(in_flight)
     spent = run_cost(ledger) + proposal.usage.get("cost_usd", 0.0)
     if settings.max_cost_usd is not None and spent >= settings.max_cost_usd:
@@ -128,14 +131,14 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
         raise
 
     result = trained.result
-    runs = [run_entry(workspace, result, settings.seed)]
+    runs = [run_entry(workspace, result, seed)]
     judgement = decide(result, best, ledger.records, runs, settings.keep_sigmas, settings.min_delta)
     while judgement.status == "close":
-        seed = fresh_seed([*ledger.records, dict(runs=runs)], settings.seed)
-        transcript.event("rerun", seed=seed, reason=judgement.reason)
-        again = run_with_infra_retry(workspace, runner, trained.commit, f"{experiment_id}.rerun{len(runs)}", seed,
+        rerun_seed = fresh_seed([*ledger.records, dict(runs=runs)], settings.seed)
+        transcript.event("rerun", seed=rerun_seed, reason=judgement.reason)
+        again = run_with_infra_retry(workspace, runner, trained.commit, f"{experiment_id}.rerun{len(runs)}", rerun_seed,
                                      settings, transcript)
-        runs.append(run_entry(workspace, again, seed))
+        runs.append(run_entry(workspace, again, rerun_seed))
         trained.run_seconds += again.seconds
         judgement = decide(again, best, ledger.records, runs, settings.keep_sigmas, settings.min_delta)
         if judgement.status == "crash":
@@ -299,7 +302,7 @@ def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, r
                      transcript: Transcript) -> Trained:
     """Runs the commit; after a fixable crash the proposer may submit fixes on top of it, each trained in turn."""
     experiment_id, commit = in_flight["id"], in_flight["commit"]
-    result = run_with_infra_retry(workspace, runner, commit, experiment_id, settings.seed, settings, transcript)
+    result = run_with_infra_retry(workspace, runner, commit, experiment_id, in_flight["seed"], settings, transcript)
     trained = Trained(result, commit, [], [], result.seconds)
     while (result.verdict.triage == Triage.FIXABLE and can_fix and hasattr(proposer, "fix")
            and len(trained.attempts) < settings.max_fix_attempts):
@@ -320,7 +323,7 @@ def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, r
         transcript.event("committed", commit=commit, parent=previous, fix=number, diff=workspace.diff(previous, commit))
         in_flight["commit"] = commit
         ledger.begin(in_flight)
-        result = run_with_infra_retry(workspace, runner, commit, f"{experiment_id}.fix{number}", settings.seed,
+        result = run_with_infra_retry(workspace, runner, commit, f"{experiment_id}.fix{number}", in_flight["seed"],
                                       settings, transcript)
         trained.result, trained.commit = result, commit
         trained.run_seconds += result.seconds

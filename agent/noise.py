@@ -93,6 +93,6 @@ def wants_noise_floor(records: list[dict], noise_seeds: int, every_keeps: int) -
 
 
 def fresh_seed(records: list[dict], base: int) -> int:
-    """A seed no run of this workspace used yet (experiments' first runs all use the base seed)."""
+    """A seed no run of this workspace used yet: one more than the largest used (the base seed first)."""
     used = [run["seed"] for r in records for run in r.get("runs", []) if run.get("seed") is not None]
     return max([base, *used]) + 1

@@ -88,16 +88,17 @@ def test_noise_floor_then_a_no_op_re_run_and_discarded_and_a_clear_win_kept(work
     workspace.commit_train(set_hyperparameters(workspace.file_at("train.py"), {"MATRIX_LR": 0.0}), "MATRIX_LR = 0")
     proposer = Scripted(("a comment only", "# Batch\n", "# Batch (unchanged)\n"),
                         ("MATRIX_LR 0.0 -> 0.04", MATRIX, MATRIX.replace("0.0 ", "0.04")))
-    # Seed 43 makes the baseline's first run luckier than its mean, so the no-op looks like a small gain.
-    run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=3, seed=43), say=lambda _: None)
+    # From seed 46 the seeds run 46 (baseline), 47 and 48 (noise floor), 49 (the no-op, a little below the
+    # best's mean: a close call), 50 (its re-run), 51 (the win). The test track makes each run exact.
+    run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=3, seed=46), say=lambda _: None)
 
     baseline, floor, no_op, win = Ledger(workspace.dir).records
-    assert floor["status"] == "noise" and floor["of"] == "0000" and [r["seed"] for r in floor["runs"]] == [44, 45]
+    assert floor["status"] == "noise" and floor["of"] == "0000" and [r["seed"] for r in floor["runs"]] == [47, 48]
     assert len(floor["values"]) == 3 and floor["sigma"] > 0
     assert len(set(floor["values"])) == 3  # different seeds, different runs
 
-    assert no_op["status"] == "discard" and [r["seed"] for r in no_op["runs"]] == [43, 46]
-    assert no_op["runs"][0]["val_bpb"] == baseline["val_bpb"]  # the same code and seed reproduce exactly
+    assert no_op["status"] == "discard" and [r["seed"] for r in no_op["runs"]] == [49, 50]
+    assert 0 < no_op["evidence"]["gain"] < no_op["evidence"]["threshold"]  # the re-run did not hold the gain up
     assert no_op["evidence"]["sigma"] == pytest.approx(floor["sigma"], abs=1e-6)
     assert no_op["evidence"]["best_runs"] == floor["values"] and "did not confirm" in no_op["reason"]
     assert no_op["val_bpb"] == pytest.approx(sum(r["val_bpb"] for r in no_op["runs"]) / 2)
@@ -107,7 +108,7 @@ def test_noise_floor_then_a_no_op_re_run_and_discarded_and_a_clear_win_kept(work
         "candidate_runs"]
     assert (workspace.dir / "logs" / "0001.rerun1.log").exists()
 
-    assert win["status"] == "keep" and len(win["runs"]) == 1 and "clear win" in win["reason"]
+    assert win["status"] == "keep" and [r["seed"] for r in win["runs"]] == [51] and "clear win" in win["reason"]
     assert win["evidence"]["gain"] > win["evidence"]["threshold"]
     tsv = (workspace.dir / "results.tsv").read_text().splitlines()
     assert [row.split("\t")[3] for row in tsv[1:]] == ["keep", "discard", "keep"]  # the noise floor is no experiment

@@ -19,7 +19,8 @@ FAKE_SUMMARY = MAIN + "    print('---')\n    print('val_bpb: 0.100000')\n    ret
 HALVED_METRIC = ("def halve(module):\n    original = module.cross_entropy\n"
                  "    module.cross_entropy = lambda *args, **kwargs: original(*args, **kwargs) * 0.5\n\n\n"
                  "halve(F)\n\n\n" + MAIN)
-CAUSAL = "y = F.scaled_dot_product_attention(q, k, v, is_causal=True)"
+CAUSAL = "    if window >= T:\n        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
+LOOKING_AHEAD = "    if True:  # every layer sees the whole row\n        y = F.scaled_dot_product_attention(q, k, v)\n"
 
 
 class Scripted:
@@ -43,7 +44,7 @@ def test_faked_numbers_never_keep_and_an_honest_gain_is_verified(workspace):
     proposer = Scripted(("print a fake summary and exit", MAIN, FAKE_SUMMARY),
                         ("halve the loss at run time", MAIN, HALVED_METRIC),
                         ("MATRIX_LR 0.0 -> 0.04", MATRIX, MATRIX.replace("0.0 ", "0.04")),
-                        ("let attention see the future", CAUSAL, CAUSAL.replace("True", "False")))
+                        ("let attention see the future", CAUSAL, LOOKING_AHEAD))
     run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=5, noise_seeds=0),
              say=lambda _: None)
 
