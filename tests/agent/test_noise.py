@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from agent.confirm import confirm
-from agent.edits import Edit, EditRejected
+from agent.edits import EditRejected
 from agent.ledger import Ledger
 from agent.loop import LoopSettings, run_loop
 from agent.noise import fresh_seed, judge, wants_noise_floor
 from agent.policy import check_policy
-from agent.proposers.base import Proposal
 from agent.runner import LocalRunner
+from tests.helpers.scripted import ScriptedEdits
 from trainer.hyperparameters import set_hyperparameters
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,24 +69,10 @@ def test_seeding_moved_unchanged_is_not_a_seed_edit():
     check_policy(moved, parent=TRAIN)
 
 
-class Scripted:
-    name = "scripted"
-
-    def __init__(self, *proposals):
-        self.proposals = list(proposals)
-
-    def propose(self, context, transcript):
-        description, old, new = self.proposals.pop(0)
-        return Proposal(description, [Edit(old, new)])
-
-    def observe(self, record):
-        pass
-
-
 def test_noise_floor_then_a_no_op_re_run_and_discarded_and_a_clear_win_kept(workspace):
     # The baseline cannot train its block matrices, so restoring their learning rate is a clear win.
     workspace.commit_train(set_hyperparameters(workspace.file_at("train.py"), {"MATRIX_LR": 0.0}), "MATRIX_LR = 0")
-    proposer = Scripted(("a comment only", "# Batch\n", "# Batch (unchanged)\n"),
+    proposer = ScriptedEdits(("a comment only", "# Batch\n", "# Batch (unchanged)\n"),
                         ("MATRIX_LR 0.0 -> 0.04", MATRIX, MATRIX.replace("0.0 ", "0.04")))
     # From seed 46 the seeds run 46 (baseline), 47 and 48 (noise floor), 49 (the no-op, a little below the
     # best's mean: a close call), 50 (its re-run), 51 (the win). The test track makes each run exact.

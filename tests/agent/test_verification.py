@@ -3,12 +3,11 @@ track each end as a tamper crash with the workspace reset, and an honest keep is
 
 import json
 
-from agent.edits import Edit
 from agent.ledger import Ledger
 from agent.loop import LoopSettings, run_loop
-from agent.proposers.base import Proposal
 from agent.runner import LocalRunner
 from agent.verify import AGREEMENT
+from tests.helpers.scripted import ScriptedEdits
 from trainer.hyperparameters import set_hyperparameters
 
 MATRIX = "MATRIX_LR = 0.0            # times sqrt(max(1, rows / cols))"
@@ -23,25 +22,11 @@ CAUSAL = "    if window >= T:\n        y = F.scaled_dot_product_attention(q, k, 
 LOOKING_AHEAD = "    if True:  # every layer sees the whole row\n        y = F.scaled_dot_product_attention(q, k, v)\n"
 
 
-class Scripted:
-    name = "scripted"
-
-    def __init__(self, *proposals):
-        self.proposals = list(proposals)
-
-    def propose(self, context, transcript):
-        description, old, new = self.proposals.pop(0)
-        return Proposal(description, [Edit(old, new)])
-
-    def observe(self, record):
-        pass
-
-
 def test_faked_numbers_never_keep_and_an_honest_gain_is_verified(workspace):
     workspace.commit_train(set_hyperparameters(workspace.file_at("train.py"), {"MATRIX_LR": 0.0}), "MATRIX_LR = 0")
     # With MATRIX_LR = 0 attention never leaves its zero output projection, so the lookahead comes after the
     # honest fix, when attention is alive.
-    proposer = Scripted(("print a fake summary and exit", MAIN, FAKE_SUMMARY),
+    proposer = ScriptedEdits(("print a fake summary and exit", MAIN, FAKE_SUMMARY),
                         ("halve the loss at run time", MAIN, HALVED_METRIC),
                         ("MATRIX_LR 0.0 -> 0.04", MATRIX, MATRIX.replace("0.0 ", "0.04")),
                         ("let attention see the future", CAUSAL, LOOKING_AHEAD))

@@ -1,0 +1,18 @@
+"""A proposer that submits a fixed list of one-edit changes, in order."""
+
+from agent.edits import Edit
+from agent.proposers.base import Proposal
+
+
+class ScriptedEdits:
+    name = "scripted"
+
+    def __init__(self, *changes: tuple[str, str, str]):
+        self.changes = list(changes)  # (description, old_string, new_string)
+
+    def propose(self, context, transcript):
+        description, old, new = self.changes.pop(0)
+        return Proposal(description, [Edit(old, new)])
+
+    def observe(self, record):
+        pass
