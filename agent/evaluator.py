@@ -5,13 +5,13 @@ logs/, its result parsed from the last EVALUATION line."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
 
 from agent.workspace import Workspace
 from trainer.evaluate import RESULT_PREFIX
+from trainer.prepare import cache_root
 from trainer.sandbox import run_untrusted
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ def evaluate_checkpoint(workspace: Workspace, commit: str, checkpoint: Path, nam
     shutil.rmtree(run_dir, ignore_errors=True)
     workspace.export(commit, run_dir)
     log_path = workspace.dir / "logs" / f"{name}.log"
-    cache = os.environ.get("AUTORESEARCH_CACHE", str(Path("~/.cache/autoresearch").expanduser()))
+    cache = str(cache_root())
     command = [python, "-m", "trainer.evaluate", str(checkpoint), "--splits", ",".join(splits)]
     try:
         outcome = run_untrusted(command + (["--probe"] if probe else []), run_dir, log_path, timeout,

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from agent.triage import Verdict, classify, parse_model_config
 from agent.workspace import FROZEN, Workspace
+from trainer.prepare import cache_root
 from trainer.sandbox import run_untrusted
 
 LOG_HEAD_LINES, LOG_TAIL_LINES = 40, 60
@@ -89,7 +90,7 @@ class LocalRunner:
         workspace.export(commit, run_dir)
         log_path = workspace.dir / "logs" / f"{experiment_id}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        cache = os.environ.get("AUTORESEARCH_CACHE", str(Path("~/.cache/autoresearch").expanduser()))
+        cache = str(cache_root())
         env = {"AUTORESEARCH_SEED": str(seed), "AUTORESEARCH_CACHE": cache, "AUTORESEARCH_CHECKPOINT": CHECKPOINT,
                **compile_cache_env(Path(cache))}
         outcome = run_untrusted([self.python, "train.py"], run_dir, log_path, timeout, env)

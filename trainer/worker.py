@@ -26,6 +26,7 @@ from pathlib import Path
 import git
 
 from trainer import spool as spoolfs
+from trainer.prepare import cache_root
 from trainer.sandbox import isolation_available, run_untrusted
 
 TRACKED = ("train.py", "prepare.py", "track.json")
@@ -87,7 +88,7 @@ class Worker:
             self.finish(job, dict(returncode=None, timed_out=False, seconds=0.0, frozen_changed=[],
                                   infra=f"cannot export {job['commit'][:7]} from {job['workspace']}: {err}"))
             return
-        cache = Path(os.environ.get("AUTORESEARCH_CACHE", Path("~/.cache/autoresearch").expanduser()))
+        cache = cache_root()
         read_only = [run_dir / name for name in FROZEN] + ([cache] if cache.exists() else [])
         compile_cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or self.scratch / "compile")
         if job.get("kind") == "evaluate":  # the trusted evaluator on saved weights, not train.py
