@@ -40,6 +40,7 @@ def run_entry(workspace: Workspace, result: RunResult, seed: int) -> dict:
     ok = result.verdict.triage == Triage.OK
     return dict(seed=seed, val_bpb=as_float(result.summary.get("val_bpb")) if ok else None,
                 checkpoint=str(result.checkpoint.relative_to(workspace.dir)) if result.checkpoint else None,
+                checkpoint_sha256=result.checkpoint_sha256,
                 training_seconds=as_float(result.summary.get("training_seconds")),
                 device=result.summary.get("device"),
                 triage=result.verdict.triage.value, seconds=round(result.seconds, 3),

@@ -30,6 +30,7 @@ from agent.runner import Runner, RunResult
 from agent.transcript import Transcript
 from agent.triage import Triage
 from agent.workspace import Workspace
+from trainer.prepare import SEAL_FD_VAR
 
 MAX_CONSECUTIVE_PROPOSER_FAILURES = 5
 
@@ -59,6 +60,10 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings:
              say=print) -> str:
     """Runs experiments until a limit; returns why it stopped."""
     ledger = Ledger(workspace.dir)
+    if SEAL_FD_VAR not in workspace.file_at("prepare.py", workspace.root_commit()):
+        raise LoopStopped(f"workspace {workspace.dir} was created by a version whose frozen prepare.py predates "
+                          "the validation seal, so its runs could not read val; start a new --tag (the old "
+                          "one's results stay readable by `report` and `status`)")
     with workspace.lock():
         settle_interrupted(workspace, ledger, say)
         started, done, failures = time.monotonic(), 0, 0

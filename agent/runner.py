@@ -4,8 +4,10 @@ LocalRunner: the commit's files are exported into a fresh run directory (never t
 workspace itself), `python train.py` runs there in its own session with an environment
 built from an allowlist (no API keys), its output streams to logs/<id>.log, and a hard
 timeout kills the whole process group, plus any process that escaped the group but still
-carries the run's token in its environment. After the run the frozen files of the run
-directory are hashed against the workspace's root commit.
+carries the run's token in its environment. The run sees the track's training split only and
+gets val through the seal (trainer/seal.py); where the machine allows, it runs in its own
+network and mount namespaces with the data read-only and the sealed splits hidden. After the
+run the frozen files of the run directory are hashed against the workspace's root commit.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import Protocol
 
 from agent.triage import Verdict, classify, parse_model_config
 from agent.workspace import FROZEN, Workspace
-from trainer.prepare import cache_root
-from trainer.sandbox import run_untrusted
+from trainer.prepare import cache_root, track_dir
+from trainer.sandbox import isolation_available, run_untrusted
+from trainer.seal import Seal, data_paths, hidden_paths, training_view
 
 LOG_HEAD_LINES, LOG_TAIL_LINES = 40, 60
 CHECKPOINT = "checkpoint.pt"  # prepare.evaluate_bpb saves the scored weights here, in the run directory
@@ -38,7 +41,8 @@ class RunResult:
     tail: str
     frozen_changed: list[str] = field(default_factory=list)
     model_config: dict = field(default_factory=dict)
-    checkpoint: Path | None = None   # checkpoints/<id>.pt: the weights the run scored, if it saved them
+    checkpoint: Path | None = None   # checkpoints/<id>.pt: the weights the run sealed, if it did
+    checkpoint_sha256: str | None = None  # their hash at the seal
 
     @property
     def summary(self) -> dict[str, str]:
@@ -76,8 +80,9 @@ def read_head_tail(path: Path) -> tuple[str, str]:
 class LocalRunner:
     name = "local"
 
-    def __init__(self, python: str = sys.executable):
+    def __init__(self, python: str = sys.executable, isolate: bool | None = None):
         self.python = python
+        self.isolate = isolation_available() if isolate is None else isolate
 
     def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
                  probe: bool = False, timeout: float = 1800.0) -> dict:
@@ -90,20 +95,27 @@ class LocalRunner:
         workspace.export(commit, run_dir)
         log_path = workspace.dir / "logs" / f"{experiment_id}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        cache = str(cache_root())
-        env = {"AUTORESEARCH_SEED": str(seed), "AUTORESEARCH_CACHE": cache, "AUTORESEARCH_CHECKPOINT": CHECKPOINT,
-               **compile_cache_env(Path(cache))}
-        outcome = run_untrusted([self.python, "train.py"], run_dir, log_path, timeout, env)
+        cache = cache_root()
+        track = track_dir(workspace.track["track"], cache)
+        seal = Seal(run_dir, track, CHECKPOINT, workspace.dir / "checkpoints" / f"{experiment_id}.pt")
+        env = {"AUTORESEARCH_SEED": str(seed), "AUTORESEARCH_CACHE": str(training_view(track, run_dir)),
+               "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **seal.env(), **compile_cache_env(cache)}
+        try:
+            outcome = run_untrusted([self.python, "train.py"], run_dir, log_path, timeout, env,
+                                    read_only=data_paths(cache), isolate=self.isolate, hidden=hidden_paths(cache),
+                                    pass_fds=(seal.child_fd,), on_start=lambda _: seal.started())
+        finally:
+            sealed = seal.finish()
         expected = workspace.frozen_hashes()
         changed = [path for path in FROZEN if _sha256(run_dir / path) != expected[path]]
         text = log_path.read_text(errors="replace")
         head, tail = read_head_tail(log_path)
-        checkpoint = keep_checkpoint(run_dir / CHECKPOINT, workspace, experiment_id)
         shutil.rmtree(run_dir, ignore_errors=True)
         return RunResult(returncode=outcome.returncode, timed_out=outcome.timed_out, log_path=log_path,
-                         verdict=classify(outcome.returncode, outcome.timed_out, text, changed),
+                         verdict=classify(outcome.returncode, outcome.timed_out, text, changed, sealed.problem),
                          seconds=outcome.seconds, head=head, tail=tail, frozen_changed=changed,
-                         model_config=parse_model_config(head), checkpoint=checkpoint)
+                         model_config=parse_model_config(head), checkpoint=sealed.checkpoint,
+                         checkpoint_sha256=sealed.sha256)
 
 
 def keep_checkpoint(saved: Path, workspace: Workspace, experiment_id: str) -> Path | None:

@@ -42,11 +42,13 @@ class SpoolRunner:
         text = log_path.read_text(errors="replace")
         head, tail = read_head_tail(log_path)
         return RunResult(returncode=result["returncode"], timed_out=result["timed_out"], log_path=log_path,
-                         verdict=classify(result["returncode"], result["timed_out"], text, result["frozen_changed"]),
+                         verdict=classify(result["returncode"], result["timed_out"], text, result["frozen_changed"],
+                                          result.get("seal_refused")),
                          seconds=result["seconds"], head=head, tail=tail, frozen_changed=result["frozen_changed"],
                          model_config=parse_model_config(head),
                          checkpoint=keep_checkpoint(self.spool / "checkpoints" / f"{job_id}.pt", workspace,
-                                                    experiment_id))
+                                                    experiment_id) if result.get("checkpoint_sha256") else None,
+                         checkpoint_sha256=result.get("checkpoint_sha256"))
 
     def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
                  probe: bool = False, timeout: float = 1800.0) -> dict:

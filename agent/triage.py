@@ -9,7 +9,8 @@
 | diverged      | crash (train.py printed FAIL:)                                      |
 | timeout       | crash; the runner killed the whole process group                    |
 | infra         | not the experiment's fault: retry the same commit once, then stop   |
-| tamper        | crash, flagged: frozen files changed, or exit 0 without a metric    |
+| tamper        | crash, flagged: frozen files changed, exit 0 without a metric, or   |
+|               | an attempt on the validation seal (reading val/holdout in training) |
 | interrupted   | the loop stopped during the run; recorded once, workspace reset     |
 """
 
@@ -50,6 +51,10 @@ INFRA_PATTERNS = re.compile(
     r"No space left on device|Disk quota exceeded|is not prepared in|data is missing|"
     r"no tokenizer in|was built for another track|PrepareError|ModuleNotFoundError: No module named '(?:torch|"
     r"numpy|pyarrow|tiktoken)'")
+# prepare.py marks every refusal of the seal; a training run that opens a sealed split's files itself
+# finds them missing (the runner's data view has none, an isolated run sees an empty mount).
+SEAL_BREACH = re.compile(r"\(validation seal\)|^\w*(?:Error|Exception)\b.*/(?:val|holdout)(?:/|'|\"|$)",
+                         re.MULTILINE)
 FAIL_LINE = re.compile(r"^FAIL: (.*)$", re.MULTILINE)
 EXCEPTION_LINE = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Interrupt)\b.*)$", re.MULTILINE)
 
@@ -80,10 +85,16 @@ def parse_model_config(log_text: str) -> dict:
     return {}
 
 
-def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_changed: list[str]) -> Verdict:
+def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_changed: list[str],
+             seal_refused: str | None = None) -> Verdict:
     summary = parse_summary(log_text)
     if frozen_changed:
         return Verdict(Triage.TAMPER, f"frozen files changed during the run: {', '.join(frozen_changed)}", summary)
+    if seal_refused:
+        return Verdict(Triage.TAMPER, f"the harness refused to open validation data: {seal_refused}", summary)
+    if breach := SEAL_BREACH.search(log_text):
+        return Verdict(Triage.TAMPER, f"the training process reached for validation data: "
+                                      f"{_line_of(log_text, breach.start())}", summary)
     if timed_out:
         return Verdict(Triage.TIMEOUT, "killed at the hard timeout (the whole process group)", summary)
     infra = INFRA_PATTERNS.search(log_text)

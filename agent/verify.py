@@ -2,9 +2,10 @@
 
 train.py prints its own score, and the code that prints it is what the proposer edits. So for
 every run of a candidate about to be kept, trainer/evaluate.py re-computes val_bpb in a fresh
-process from the weights prepare.evaluate_bpb saved, with its own implementation of the metric,
-and probes the model for lookahead. No saved weights, a lookahead, or a printed number the
-weights do not reproduce is tamper. Only would-be keeps pay for this: a fake worse number
+process from the weights the run sealed (trainer/seal.py: handed over before any validation
+text reached the run), with its own implementation of the metric, and probes the model for
+lookahead. No sealed weights, weights changed since the seal, a lookahead, or a printed number
+the weights do not reproduce is tamper. Only would-be keeps pay for this: a fake worse number
 gains nothing.
 """
 
@@ -15,6 +16,7 @@ import time
 from agent.evaluator import EvaluationFailed
 from agent.runner import Runner
 from agent.workspace import Workspace
+from trainer.seal import file_sha256
 
 # |trusted - printed| allowed, by device. CPU is fp32 and differs only in summation order and the
 # printed rounding (measured below 1e-6); CUDA runs bf16 autocast and a compiled model.
@@ -30,11 +32,14 @@ def verify_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[di
         if run.get("val_bpb") is None:
             continue
         if not run.get("checkpoint"):
-            return (f"the run with seed {run['seed']} printed val_bpb {run['val_bpb']} but saved no weights through "
+            return (f"the run with seed {run['seed']} printed val_bpb {run['val_bpb']} but sealed no weights through "
                     "prepare.evaluate_bpb, so the number cannot have come from the metric"), evidence
+        checkpoint = workspace.dir / run["checkpoint"]
+        if not checkpoint.is_file() or file_sha256(checkpoint) != run.get("checkpoint_sha256"):
+            return f"the weights the run with seed {run['seed']} sealed were changed or removed since", evidence
         name = "verify-" + run["log"].split("/")[-1].removesuffix(".log")
         try:
-            scores = runner.evaluate(workspace, commit, workspace.dir / run["checkpoint"], name, ("val",), probe=True)
+            scores = runner.evaluate(workspace, commit, checkpoint, name, ("val",), probe=True)
         except EvaluationFailed as err:
             return f"the run with seed {run['seed']} cannot be verified: {err}", evidence
         both_cpu = scores["device"] == "cpu" and run.get("device") == "cpu"  # else bf16 somewhere

@@ -13,8 +13,10 @@ Layout of a prepared track (``$AUTORESEARCH_CACHE/<track>/``, default cache
     train/ val/ holdout/  parquet shards with a ``text`` column
 
 When the harness sets ``AUTORESEARCH_CHECKPOINT`` (a file name in the run directory),
-evaluate_bpb saves the weights and config of the model it has just scored there: the
-trained model a later evaluation (the holdout split) starts from.
+evaluate_bpb first saves the weights and config of the model it is about to score there.
+When it also sets ``AUTORESEARCH_SEAL_FD``, the run's cache holds the training split only:
+evaluate_bpb hands the saved weights over through that socket and is answered with a
+directory holding the val split (trainer/seal.py). Until then val and holdout are sealed.
 
 Which track is in force: ``track.json`` beside this file (a workspace), else the
 ``AUTORESEARCH_TRACK`` environment variable, else ``gpu``.
@@ -61,6 +63,9 @@ SPLIT_PATTERN = (
     r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
 SPLITS = ("train", "val", "holdout")
+SEAL_FD_VAR = "AUTORESEARCH_SEAL_FD"
+SEALED = "(validation seal)"  # marks every refusal of the seal in a run's log
+_seal = {"used": False}
 ENCODE_THREADS = min(8, os.cpu_count() or 1)  # more threads than cores only slows tiktoken down
 
 
@@ -191,6 +196,9 @@ def split_files(split: str, data_dir: Path | None = None) -> list[Path]:
     """The parquet files of one split, in their pinned order, as listed in track.json."""
     if split not in SPLITS:
         raise PrepareError(f"unknown split {split!r}: choose one of {', '.join(SPLITS)}")
+    if data_dir is None and split != "train" and os.environ.get(SEAL_FD_VAR):
+        raise PrepareError(f"the {split} split is closed to a training run {SEALED}: only evaluate_bpb reads "
+                           "val, after it has handed over the weights")
     data_dir = data_dir or track_dir(TRACK)
     spec = load_track(data_dir)
     files = [data_dir / split / entry["name"] for entry in spec["files"][split]]
@@ -304,6 +312,8 @@ def evaluate_bpb(model, tokenizer: Tokenizer, batch_size: int, split: str = "val
     ln(2) * the bytes of those targets: independent of the vocabulary.
     """
     import torch
+    save_checkpoint(model)
+    data_dir = data_dir or _unsealed(split)
     params = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
     device = params.device if params is not None else torch.device("cpu")
     token_bytes = torch.from_numpy(tokenizer.token_bytes.astype(np.int64)).to(device)
@@ -326,8 +336,26 @@ def evaluate_bpb(model, tokenizer: Tokenizer, batch_size: int, split: str = "val
     if packer.epoch > 1:
         raise PrepareError(f"the {split} split ran out of documents before {total_rows} rows: "
                            "prepare the track with more data")
-    save_checkpoint(model)
     return total_nats.item() / (math.log(2) * total_bytes.item())
+
+
+def _unsealed(split: str) -> Path | None:
+    """Under a harness seal: hands the saved weights over and returns the directory it opened for split."""
+    fd = os.environ.get(SEAL_FD_VAR)
+    if not fd:
+        return None
+    if _seal["used"]:
+        raise PrepareError(f"evaluate_bpb already handed over this run's weights {SEALED}: a run is scored once")
+    _seal["used"] = True
+    import socket
+    with socket.socket(fileno=int(fd)) as channel, channel.makefile("rw", encoding="utf-8", newline="\n") as io:
+        io.write(f"seal {split}\n")
+        io.flush()
+        answer = io.readline().strip()
+    verb, _, rest = answer.partition(" ")
+    if verb != "open":
+        raise PrepareError(f"the harness did not open the {split} split {SEALED}: {rest or 'no answer'}")
+    return Path(rest)
 
 
 def save_checkpoint(model) -> None:

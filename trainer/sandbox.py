@@ -7,6 +7,7 @@ Used by the agent's LocalRunner and by the trainer-side spool worker alike.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
@@ -70,18 +71,23 @@ def kill_run(process: subprocess.Popen, token: str) -> None:
         time.sleep(0.05)
 
 
+@functools.cache
 def isolation_available() -> bool:
-    """Whether runs can get their own network and mount namespaces here (root with unshare)."""
+    """Whether runs can get their own network and mount namespaces here (root with unshare, and mounts allowed)."""
     if shutil.which("unshare") is None or os.geteuid() != 0:
         return False
-    probe = subprocess.run(["unshare", "-n", "-m", "true"], capture_output=True)
+    probe = subprocess.run(["unshare", "-n", "-m", "--", "sh", "-c", "mount -t tmpfs -o size=4k tmpfs /mnt"],
+                           capture_output=True)
     return probe.returncode == 0
 
 
-def isolated_command(command: list[str], read_only: list[Path]) -> list[str]:
-    """command in new network and mount namespaces, with the given paths bind-mounted read-only."""
-    mounts = " && ".join(f'mount --bind "{p}" "{p}" && mount -o remount,bind,ro "{p}"' for p in read_only)
-    script = (mounts + " && " if mounts else "") + 'exec "$@"'
+def isolated_command(command: list[str], read_only: list[Path], hidden: list[Path] | None = None) -> list[str]:
+    """command in new network and mount namespaces: read_only bind-mounted read-only, hidden covered by an
+    empty read-only tmpfs, then every capability dropped so that the process cannot undo a mount."""
+    mounts = [f'mount --bind "{p}" "{p}" && mount -o remount,bind,ro "{p}"' for p in read_only]
+    mounts += [f'mount -t tmpfs -o ro,size=4k tmpfs "{p}"' for p in hidden or []]
+    drop = "setpriv --bounding-set=-all --inh-caps=-all -- " if shutil.which("setpriv") else ""
+    script = " && ".join([*mounts, f'exec {drop}"$@"'])
     return ["unshare", "-n", "-m", "--", "sh", "-c", script, "sandbox", *command]
 
 
@@ -102,18 +108,19 @@ def _die_with_parent() -> None:
 
 
 def run_untrusted(command: list[str], cwd: Path, log_path: Path, timeout: float, extra_env: dict[str, str],
-                  read_only: list[Path] | None = None, isolate: bool = False,
-                  on_start=None) -> ProcessOutcome:
-    """Runs command with its output streamed to log_path; nothing it starts outlives it (nor its parent)."""
+                  read_only: list[Path] | None = None, isolate: bool = False, hidden: list[Path] | None = None,
+                  pass_fds: tuple[int, ...] = (), on_start=None) -> ProcessOutcome:
+    """Runs command with its output streamed to log_path; nothing it starts outlives it (nor its parent).
+    With isolate, read_only and hidden are mounted as isolated_command says; pass_fds stay open in it."""
     token = secrets.token_hex(8)
     env = scrubbed_environment({**extra_env, RUN_TOKEN_VAR: token})
     if isolate:
-        command = isolated_command(command, read_only or [])
+        command = isolated_command(command, read_only or [], hidden)
     start = time.perf_counter()
     timed_out = False
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=pass_fds,
                                    preexec_fn=_die_with_parent if os.name == "posix" else None)
         if on_start is not None:
             on_start(process)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -26,12 +27,13 @@ from pathlib import Path
 import git
 
 from trainer import spool as spoolfs
-from trainer.prepare import cache_root
+from trainer.prepare import cache_root, track_dir
 from trainer.sandbox import isolation_available, run_untrusted
+from trainer.seal import Seal, data_paths, hidden_paths, training_view
 
 TRACKED = ("train.py", "prepare.py", "track.json")
 FROZEN = ("prepare.py", "track.json")
-CHECKPOINT = "checkpoint.pt"  # written by prepare.evaluate_bpb in the run directory
+CHECKPOINT = "checkpoint.pt"  # written by prepare.evaluate_bpb in the run directory, moved away at the seal
 PROJECT_ROOT = Path(__file__).resolve().parents[1]  # where trainer.evaluate is imported from
 
 
@@ -89,29 +91,41 @@ class Worker:
                                   infra=f"cannot export {job['commit'][:7]} from {job['workspace']}: {err}"))
             return
         cache = cache_root()
-        read_only = [run_dir / name for name in FROZEN] + ([cache] if cache.exists() else [])
+        read_only = [run_dir / name for name in FROZEN] + data_paths(cache)
         compile_cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or self.scratch / "compile")
+        env = {"AUTORESEARCH_CACHE": str(cache)}
+        hidden, seal = [], None
         if job.get("kind") == "evaluate":  # the trusted evaluator on saved weights, not train.py
             command = [sys.executable, "-m", "trainer.evaluate", job["checkpoint"], "--splits", job["splits"]]
             command += ["--probe"] if job.get("probe") else []
-            env = {"PYTHONPATH": str(PROJECT_ROOT)}
-        else:
-            command = [sys.executable, "train.py"]
-            env = {"AUTORESEARCH_SEED": str(job.get("seed", 42)), "AUTORESEARCH_CHECKPOINT": CHECKPOINT}
-        env |= {"AUTORESEARCH_CACHE": str(cache),
-               "TORCHINDUCTOR_CACHE_DIR": str(compile_cache), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
-               "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "TRITON_CACHE_DIR": str(compile_cache / "triton")}
+            env["PYTHONPATH"] = str(PROJECT_ROOT)
+        else:  # train.py sees the training split only and gets val through the seal
+            track = track_dir(json.loads((run_dir / "track.json").read_text())["track"], cache)
+            seal = Seal(run_dir, track, CHECKPOINT, self.spool / "checkpoints" / f"{job['id']}.pt")
+            command, hidden = [sys.executable, "train.py"], hidden_paths(cache)
+            env = {"AUTORESEARCH_SEED": str(job.get("seed", 42)), "AUTORESEARCH_CHECKPOINT": CHECKPOINT,
+                   "AUTORESEARCH_CACHE": str(training_view(track, run_dir)), **seal.env()}
+        env |= {"TORCHINDUCTOR_CACHE_DIR": str(compile_cache), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
+                "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "TRITON_CACHE_DIR": str(compile_cache / "triton")}
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
-        outcome = run_untrusted(command, run_dir, self.spool / "logs" / f"{job['id']}.log",
-                                job["timeout"], env, read_only=read_only, isolate=self.isolate,
-                                on_start=lambda p: setattr(self, "process", p))
+
+        def started(process):
+            self.process = process
+            if seal is not None:
+                seal.started()
+
+        try:
+            outcome = run_untrusted(command, run_dir, self.spool / "logs" / f"{job['id']}.log",
+                                    job["timeout"], env, read_only=read_only, isolate=self.isolate, hidden=hidden,
+                                    pass_fds=(seal.child_fd,) if seal else (), on_start=started)
+        finally:
+            sealed = seal.finish() if seal else None
         changed = [name for name in FROZEN if _sha256(run_dir / name) != job["frozen"][name]]
-        if (run_dir / CHECKPOINT).is_file():
-            os.replace(run_dir / CHECKPOINT, self.spool / "checkpoints" / f"{job['id']}.pt")
         shutil.rmtree(run_dir, ignore_errors=True)
         self.finish(job, dict(returncode=outcome.returncode, timed_out=outcome.timed_out, seconds=outcome.seconds,
-                              frozen_changed=changed))
+                              frozen_changed=changed, checkpoint_sha256=sealed.sha256 if sealed else None,
+                              seal_refused=sealed.problem if sealed else None))
 
     def finish(self, job: dict, result: dict) -> None:
         spoolfs.write_json_atomic(self.spool / "results" / f"{job['id']}.json",

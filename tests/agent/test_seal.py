@@ -1,0 +1,101 @@
+"""The validation seal with a real training-side process: val opens only after the weights are handed
+over, once, and the number evaluate_bpb computes from the opened copy is the metric's number."""
+
+import hashlib
+import sys
+import textwrap
+
+import pytest
+
+from agent.runner import CHECKPOINT
+from trainer import prepare
+from trainer.sandbox import isolation_available, run_untrusted
+from trainer.seal import Seal, data_paths, hidden_paths, training_view
+
+# A model that evaluate_bpb can score: the same logits at every position (zeros: the uniform distribution).
+RUN = textwrap.dedent('''
+    import sys
+    import torch
+    from prepare import PrepareError, Tokenizer, evaluate_bpb, split_files
+
+    class Unigram(torch.nn.Module):
+        def __init__(self, vocab):
+            super().__init__()
+            self.logits = torch.nn.Parameter(torch.zeros(vocab))
+
+        def forward(self, inputs, targets, reduction="none"):
+            logits = self.logits.expand(targets.numel(), -1)
+            return torch.nn.functional.cross_entropy(logits, targets.reshape(-1), reduction=reduction)
+
+    for split in ("val", "holdout"):
+        try:
+            split_files(split)
+        except PrepareError as err:
+            print("CLOSED", split, err)
+    tokenizer = Tokenizer.from_directory()
+    model = Unigram(tokenizer.get_vocab_size())
+    print("BPB", repr(evaluate_bpb(model, tokenizer, 8)))
+    try:
+        evaluate_bpb(model, tokenizer, 8)
+    except PrepareError as err:
+        print("AGAIN", err)
+    for path in sys.argv[1:]:  # the real cache, which an isolated run must not read or change
+        try:
+            print("SAW", path, sorted(p.name for p in __import__("pathlib").Path(path).iterdir()))
+            open(path + "/written", "w").close()
+            print("WROTE", path)
+        except OSError as err:
+            print("DENIED", path, type(err).__name__)
+''')
+
+
+def run_sealed(workspace, test_track, tmp_path, isolate, *argv):
+    run_dir = tmp_path / "run"
+    workspace.export(workspace.head(), run_dir)
+    (run_dir / "probe.py").write_text(RUN)
+    cache = test_track.directory.parent
+    seal = Seal(run_dir, test_track.directory, CHECKPOINT, tmp_path / "sealed" / "0001.pt")
+    env = {"AUTORESEARCH_CACHE": str(training_view(test_track.directory, run_dir)),
+           "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **seal.env()}
+    try:
+        outcome = run_untrusted([sys.executable, "probe.py", *argv], run_dir, tmp_path / "run.log", 120, env,
+                                read_only=data_paths(cache), isolate=isolate, hidden=hidden_paths(cache),
+                                pass_fds=(seal.child_fd,), on_start=lambda _: seal.started())
+    finally:
+        sealed = seal.finish()
+    log = (tmp_path / "run.log").read_text()
+    assert outcome.returncode == 0, log
+    return sealed, log, run_dir
+
+
+def test_val_opens_once_after_the_weights_are_sealed(workspace, test_track, tmp_path):
+    sealed, log, run_dir = run_sealed(workspace, test_track, tmp_path, False)
+
+    assert log.count(prepare.SEALED) >= 3, log  # val and holdout closed before the seal, a second seal refused
+    assert "CLOSED val" in log and "CLOSED holdout" in log and "AGAIN" in log
+    assert sorted(p.name for p in (run_dir / "data" / "test").iterdir()) == ["tokenizer", "track.json", "train"]
+    assert sealed.problem is None and sealed.checkpoint == tmp_path / "sealed" / "0001.pt"
+    assert sealed.sha256 == hashlib.sha256(sealed.checkpoint.read_bytes()).hexdigest()
+    assert sorted(p.name for p in (run_dir / "opened" / "test").iterdir()) == ["track.json", "val"]
+
+    # The number from the opened copy is the metric on the cache's own val split.
+    import torch
+    vocab = prepare.Tokenizer.from_directory(test_track.directory).get_vocab_size()
+    uniform = torch.nn.Module()
+    uniform.logits = torch.nn.Parameter(torch.zeros(vocab))
+    uniform.forward = lambda inputs, targets, reduction="none": torch.nn.functional.cross_entropy(
+        uniform.logits.expand(targets.numel(), -1), targets.reshape(-1), reduction=reduction)
+    expected = prepare.evaluate_bpb(uniform, prepare.Tokenizer.from_directory(test_track.directory), 8,
+                                    data_dir=test_track.directory)
+    printed = float(next(line for line in log.splitlines() if line.startswith("BPB")).split()[1])
+    assert printed == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.skipif(not isolation_available(), reason="needs root and unshare for mount namespaces")
+def test_an_isolated_run_cannot_find_the_sealed_splits_in_the_real_cache(workspace, test_track, tmp_path):
+    val, train = test_track.directory / "val", test_track.directory / "train"
+    _, log, _ = run_sealed(workspace, test_track, tmp_path, True, str(val), str(train))
+
+    assert f"SAW {val} []" in log  # an empty mount over the real val directory
+    assert f"DENIED {train} OSError" in log and "WROTE" not in log  # the data is read-only
+    assert "BPB" in log and not (train / "written").exists()
