@@ -1,7 +1,7 @@
 """Running trainer/evaluate.py on a commit's saved weights: an exported copy of the commit as
-cwd, a sandboxed process of its own (allowlisted environment, hard timeout; where the machine
-allows, no network, the data read-only and no capabilities), its log in logs/, its result
-parsed from the last EVALUATION line."""
+cwd, a process of its own (allowlisted environment, hard timeout; it never imports train.py and
+sandboxes the model server that does), its log in logs/, its result parsed from the last
+EVALUATION line."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from pathlib import Path
 from agent.workspace import Workspace
 from trainer.evaluate import RESULT_PREFIX
 from trainer.prepare import cache_root
-from trainer.sandbox import isolation_available, run_untrusted
-from trainer.seal import data_paths
+from trainer.sandbox import run_untrusted
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,12 +28,12 @@ def evaluate_checkpoint(workspace: Workspace, commit: str, checkpoint: Path, nam
     shutil.rmtree(run_dir, ignore_errors=True)
     workspace.export(commit, run_dir)
     log_path = workspace.dir / "logs" / f"{name}.log"
+    log_path.parent.mkdir(exist_ok=True)
     cache = cache_root()
     command = [python, "-m", "trainer.evaluate", str(checkpoint), "--splits", ",".join(splits)]
     try:
         outcome = run_untrusted(command + (["--probe"] if probe else []), run_dir, log_path, timeout,
-                                {"PYTHONPATH": str(ROOT), "AUTORESEARCH_CACHE": str(cache)},
-                                read_only=data_paths(cache), isolate=isolation_available())
+                                {"PYTHONPATH": str(ROOT), "AUTORESEARCH_CACHE": str(cache)})
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     return parse_evaluation(log_path, outcome.returncode, outcome.timed_out, checkpoint)

@@ -22,6 +22,9 @@ from trainer.seal import file_sha256
 # printed rounding (measured below 1e-6); CUDA runs bf16 autocast and a compiled model.
 AGREEMENT = {"cpu": 1e-5, "cuda": 2e-3}
 LOOKAHEAD_LIMIT = 1e-3  # logits are softcapped at 15; a causal model moves them by 0 (CPU) or bf16 noise
+# nats per token between what the model server reported and what its own logits give: the same forward
+# pass, so only float32 against float64 rounding (audit), or the same batch run twice (repeat)
+CONSISTENCY_LIMIT = 1e-3
 
 
 def verify_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[dict]) -> tuple[str | None, dict]:
@@ -46,7 +49,14 @@ def verify_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[di
         tolerance = AGREEMENT["cpu"] if both_cpu else AGREEMENT["cuda"]
         gap = abs(scores["val"] - run["val_bpb"])
         checks.append(dict(seed=run["seed"], printed=run["val_bpb"], trusted=round(scores["val"], 6),
-                           gap=gap, tolerance=tolerance, lookahead=scores["lookahead"], device=scores["device"]))
+                           gap=gap, tolerance=tolerance, lookahead=scores["lookahead"], audit=scores["audit"],
+                           audited_tokens=scores["audited_tokens"], repeat=scores["repeat"], device=scores["device"]))
+        if scores["audit"] > CONSISTENCY_LIMIT:
+            return (f"the model's reported losses are not what its logits give: up to {scores['audit']:.3g} nats "
+                    f"apart on {scores['audited_tokens']} audited tokens (limit {CONSISTENCY_LIMIT})"), evidence
+        if scores["repeat"] > CONSISTENCY_LIMIT:
+            return (f"the model scores the same rows differently after seeing more text: up to "
+                    f"{scores['repeat']:.3g} nats apart (limit {CONSISTENCY_LIMIT})"), evidence
         if scores["lookahead"] > LOOKAHEAD_LIMIT:
             return (f"the model looks ahead: replacing the tokens after position t changes its logits at positions "
                     f"<= t by up to {scores['lookahead']:.3g} (limit {LOOKAHEAD_LIMIT})"), evidence

@@ -1,16 +1,26 @@
-"""The harness's own evaluation of a trained model, from the weights its run saved.
+"""The harness's own evaluation of a trained model, from the weights its run sealed.
 
 Run from an exported commit (train.py and the frozen prepare.py as cwd) in a fresh process:
 
     python -m trainer.evaluate CHECKPOINT --splits val,holdout [--probe]
 
-It lives in the project, not the workspace, so train.py can neither import nor patch it.
-The metric functions and the data readers are taken before train.py is imported; the model is
-rebuilt through train.py's model contract (``GPTConfig(**config)``, ``build_model(config,
-device)``, ``model(inputs)`` returns logits) and loaded with the saved weights. Bits per byte
-are computed here from the logits, over the same rows evaluate_bpb scores. ``--probe`` also
-measures how much the logits at positions <= t move when tokens after t are replaced: a model
-that looks ahead moves them. The last line printed is ``EVALUATION {json}``.
+This process never imports train.py. It reads the rows, computes the metric and judges the
+answers of the model, which runs in a process of its own (trainer/model_server.py) that imports
+train.py and answers one batch at a time. Where the machine allows, that process runs with
+val, holdout and the raw downloads hidden, the data read-only, no network and no capabilities,
+and this one cannot be read by it (not dumpable): the model sees only the rows it is sent.
+
+What the model server says is checked:
+- audit: once it has reported the per-token losses of a batch, it is asked for its logits at
+  AUDIT_POSITIONS random positions of every row, and those losses are re-computed here. To
+  gain anything a misreport must touch many tokens, so it is caught almost surely.
+- repeat: the first batch is scored again at the end; a model that adapts to the text it has
+  been shown scores it differently.
+- probe (``--probe``): the tokens after position t are replaced with text from another row; the
+  logits at positions <= t must not move. A model that looks ahead moves them.
+
+Bits per byte are computed here: nats over targets that are real bytes / (ln 2 x their bytes),
+over the same rows evaluate_bpb scores. The last line printed is ``EVALUATION {json}``.
 """
 
 from __future__ import annotations
@@ -18,13 +28,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import secrets
+import subprocess
 import sys
-from contextlib import nullcontext
 from pathlib import Path
 
 RESULT_PREFIX = "EVALUATION "
 BATCH_ROWS = 16
+AUDIT_POSITIONS = 8  # per row of every batch
 PROBE_ROWS = 4
+SERVER_LOG = "model_server.log"  # in the run directory; its end is printed if the server fails
+
+
+class ServerFailed(Exception):
+    """The model server died or answered outside the protocol."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,79 +51,155 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--splits", default="val,holdout", help="comma-separated: val, holdout")
     parser.add_argument("--probe", action="store_true", help="also run the causality probe")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(Path.cwd()))  # the exported commit's train.py and prepare.py
+    not_dumpable()
+    sys.path.insert(0, str(Path.cwd()))  # the exported commit's frozen prepare.py (never its train.py)
 
+    import numpy as np
     import torch
-    cross_entropy = torch.nn.functional.cross_entropy  # held before train.py can touch anything
 
     import prepare
-    data = Data(prepare)
     tokenizer = prepare.Tokenizer.from_directory()
-
-    import train
-
-    state = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
-    if not state.get("config"):
-        print(f"{args.checkpoint} has no model config: the model must keep its dataclass `config`")
-        return 2
-    device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-    model = train.build_model(train.GPTConfig(**state["config"]), device)
-    model.load_state_dict(state["state_dict"])
-    model.eval()
-    autocast = torch.amp.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
-    out: dict = dict(device=device.type)
-    with torch.no_grad(), autocast:
-        for split in args.splits.split(","):
-            out[split] = bits_per_byte(model, tokenizer, data, split, device, cross_entropy)
-            print(f"{split}: {out[split]:.6f}", flush=True)
-        if args.probe:
-            out["lookahead"] = lookahead(model, tokenizer, data, device, state["config"]["vocab_size"])
-            print(f"lookahead: {out['lookahead']:.3g}", flush=True)
+    token_bytes = tokenizer.token_bytes.astype(np.int64)
+    splits = args.splits.split(",")
+    rows = {split: packed_rows(prepare, tokenizer, split) for split in splits}
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    out: dict = dict(device=device, audit=0.0, audited_tokens=0, repeat=0.0)
+    try:
+        with ModelServer(args.checkpoint, device, tokenizer.get_vocab_size()) as server:
+            for split in splits:
+                batches = [rows[split][i:i + BATCH_ROWS] for i in range(0, len(rows[split]), BATCH_ROWS)]
+                losses = []
+                for batch in batches:
+                    losses.append(server.ask("losses", batch))
+                    out["audit"] = max(out["audit"], audit(server, batch, losses[-1]))
+                    out["audited_tokens"] += batch.shape[0] * AUDIT_POSITIONS
+                out[split] = bits_per_byte(np.concatenate(losses), rows[split], token_bytes)
+                print(f"{split}: {out[split]:.6f}", flush=True)
+                again = server.ask("losses", batches[0])
+                out["repeat"] = max(out["repeat"], float(abs(again - losses[0]).max()))
+            print(f"audit: {out['audit']:.3g} over {out['audited_tokens']} tokens; repeat: {out['repeat']:.3g}",
+                  flush=True)
+            if args.probe:
+                out["lookahead"] = lookahead(server, rows["val"][:PROBE_ROWS] if "val" in rows
+                                             else packed_rows(prepare, tokenizer, "val", PROBE_ROWS))
+                print(f"lookahead: {out['lookahead']:.3g}", flush=True)
+    except ServerFailed as err:
+        print(f"the model server failed: {err}")
+        log = Path(SERVER_LOG)
+        for line in (log.read_text(errors="replace").splitlines()[-30:] if log.exists() else []):
+            print(f"model| {line}")
+        return 1
     print(RESULT_PREFIX + json.dumps(out))
     return 0
 
 
-class Data:
-    """prepare.py's data readers and constants, taken once."""
-
-    def __init__(self, prepare):
-        self.packer, self.documents, self.files = prepare.BestFitPacker, prepare.iter_documents, prepare.split_files
-        self.rows, self.seq_len = prepare.EVAL_TOKENS // prepare.MAX_SEQ_LEN, prepare.MAX_SEQ_LEN
-
-    def packed(self, tokenizer, split: str):
-        return self.packer(tokenizer, self.documents(self.files(split)), self.seq_len + 1)
+def not_dumpable() -> None:
+    """Other processes of this user without CAP_SYS_PTRACE (the model server) cannot read this one's memory."""
+    import ctypes
+    try:
+        ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        pass
 
 
-def bits_per_byte(model, tokenizer, data: Data, split: str, device, cross_entropy) -> float:
-    """The track's metric: nats over targets that are real bytes / (ln 2 x their bytes)."""
+def packed_rows(prepare, tokenizer, split: str, count: int | None = None):
+    """The first rows of a split as evaluate_bpb packs them (MAX_SEQ_LEN + 1 tokens each)."""
+    packer = prepare.BestFitPacker(tokenizer, prepare.iter_documents(prepare.split_files(split)),
+                                   prepare.MAX_SEQ_LEN + 1)
+    return packer.rows(count or prepare.EVAL_TOKENS // prepare.MAX_SEQ_LEN)
+
+
+def bits_per_byte(losses, rows, token_bytes) -> float:
+    nbytes = token_bytes[rows[:, 1:]]
+    return float((losses.astype("float64") * (nbytes > 0)).sum() / (math.log(2) * nbytes.sum()))
+
+
+def cross_entropy(logits, targets):
+    """Nats of each target under its logits (... x vocab), computed here in float64."""
+    import numpy as np
     import torch
-    token_bytes = torch.from_numpy(tokenizer.token_bytes.astype("int64")).to(device)
-    packer = data.packed(tokenizer, split)
-    nats = torch.zeros((), dtype=torch.float64, device=device)
-    total_bytes = torch.zeros((), dtype=torch.int64, device=device)
-    for start in range(0, data.rows, BATCH_ROWS):
-        rows = torch.from_numpy(packer.rows(min(BATCH_ROWS, data.rows - start)).astype("int64")).to(device)
-        inputs, targets = rows[:, :-1], rows[:, 1:]
-        logits = model(inputs).float()
-        loss = cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="none")
-        nbytes = token_bytes[targets].reshape(-1)
-        nats += (loss.double() * (nbytes > 0)).sum()
-        total_bytes += nbytes.sum()
-    return nats.item() / (math.log(2) * total_bytes.item())
+    logits = torch.from_numpy(np.array(logits, dtype=np.float64))
+    targets = torch.from_numpy(targets.astype("int64"))
+    chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return (torch.logsumexp(logits, dim=-1) - chosen).numpy()
 
 
-def lookahead(model, tokenizer, data: Data, device, vocab_size: int) -> float:
-    """The largest change of a logit at positions <= t when every token after t is replaced."""
-    import torch
-    inputs = torch.from_numpy(data.packed(tokenizer, "val").rows(PROBE_ROWS).astype("int64")).to(device)[:, :-1]
+def audit(server: ModelServer, batch, reported) -> float:
+    """The largest difference between a reported loss and the one re-computed from the server's logits,
+    at AUDIT_POSITIONS positions per row that the server learns only after reporting."""
+    import numpy as np
+    draw = secrets.SystemRandom()
+    positions = np.array([sorted(draw.sample(range(batch.shape[1] - 1), AUDIT_POSITIONS))
+                          for _ in range(batch.shape[0])], dtype=np.int64)
+    logits = server.ask("picked", positions)
+    targets = np.take_along_axis(batch[:, 1:], positions, axis=1)
+    return float(abs(cross_entropy(logits, targets) - np.take_along_axis(reported, positions, axis=1)).max())
+
+
+def lookahead(server: ModelServer, rows) -> float:
+    """The largest change of a logit at positions <= t when the tokens after t come from another row."""
+    import numpy as np
+    before = server.ask("logits", rows)
     worst = 0.0
-    generator = torch.Generator().manual_seed(0)
-    for t in (0, inputs.size(1) // 2, inputs.size(1) - 2):
-        changed = inputs.clone()
-        changed[:, t + 1:] = torch.randint(vocab_size, changed[:, t + 1:].shape, generator=generator).to(device)
-        before, after = model(inputs).float()[:, :t + 1], model(changed).float()[:, :t + 1]
-        worst = max(worst, (before - after).abs().max().item())
+    for t in (0, rows.shape[1] // 2, rows.shape[1] - 3):
+        changed = rows.copy()
+        changed[:, t + 1:] = np.roll(rows, 1, axis=0)[:, t + 1:]
+        after = server.ask("logits", changed)
+        worst = max(worst, float(abs(before[:, :t + 1] - after[:, :t + 1]).max()))
     return worst
+
+
+class ModelServer:
+    """trainer/model_server.py in its sandbox, and the client side of its protocol."""
+
+    def __init__(self, checkpoint: Path, device: str, vocab: int):
+        from trainer.prepare import cache_root
+        from trainer.sandbox import isolated_command, isolation_available
+        from trainer.seal import data_paths, hidden_paths
+        command = [sys.executable, "-m", "trainer.model_server", str(checkpoint), "--device", device]
+        if isolation_available():
+            cache = cache_root()
+            command = isolated_command(command, data_paths(cache), hidden_paths(cache))
+        self.vocab = vocab
+        with open(SERVER_LOG, "wb") as log:
+            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                            env=os.environ.copy())
+
+    def __enter__(self) -> ModelServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def ask(self, op: str, rows):
+        """The server's answer for rows (count x cols tokens), checked for the shape the protocol says."""
+        import numpy as np
+        count, cols = rows.shape
+        try:
+            self.process.stdin.write(json.dumps(dict(op=op, rows=count, cols=cols)).encode() + b"\n")
+            self.process.stdin.write(rows.astype("<i4").tobytes())
+            self.process.stdin.flush()
+            header = self.process.stdout.readline(1000)
+            shape = [int(n) for n in json.loads(header)["shape"]] if header else None
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ServerFailed(f"no valid answer to {op} ({err})") from err
+        expected = {"losses": [count, cols - 1], "picked": [count, cols], "logits": [count, cols - 1]}[op]
+        if shape is None or shape[:2] != expected or len(shape) != (2 if op == "losses" else 3) \
+                or (op != "losses" and not self.vocab <= shape[-1] <= 1 << 20):
+            raise ServerFailed(f"answered {op} with shape {shape}, expected {expected}"
+                               + ("" if op == "losses" else " x a vocabulary"))
+        size = 4 * math.prod(shape)
+        data = self.process.stdout.read(size)
+        if len(data) != size:
+            raise ServerFailed(f"answered {op} with {len(data)} of {size} bytes")
+        return np.frombuffer(data, dtype="<f4").reshape(shape)
 
 
 if __name__ == "__main__":

@@ -95,7 +95,9 @@ class Worker:
         compile_cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or self.scratch / "compile")
         env = {"AUTORESEARCH_CACHE": str(cache)}
         hidden, seal = [], None
-        if job.get("kind") == "evaluate":  # the trusted evaluator on saved weights, not train.py
+        isolate = self.isolate
+        if job.get("kind") == "evaluate":  # the trusted evaluator, which sandboxes the model server itself
+            isolate = False
             command = [sys.executable, "-m", "trainer.evaluate", job["checkpoint"], "--splits", job["splits"]]
             command += ["--probe"] if job.get("probe") else []
             env["PYTHONPATH"] = str(PROJECT_ROOT)
@@ -117,7 +119,7 @@ class Worker:
 
         try:
             outcome = run_untrusted(command, run_dir, self.spool / "logs" / f"{job['id']}.log",
-                                    job["timeout"], env, read_only=read_only, isolate=self.isolate, hidden=hidden,
+                                    job["timeout"], env, read_only=read_only, isolate=isolate, hidden=hidden,
                                     pass_fds=(seal.child_fd,) if seal else (), on_start=started)
         finally:
             sealed = seal.finish() if seal else None
