@@ -30,7 +30,7 @@ def verified(workspace: Workspace, runner: Runner, commit: str, runs: list[dict]
     problem, evidence = verify_runs(workspace, runner, commit, runs)
     transcript.event("verification", passed=problem is None, problem=problem, **evidence)
     if problem is None:
-        return Judgement("keep", judgement.reason + "; verified from the saved weights",
+        return Judgement("keep", judgement.reason + "; verified from the sealed weights",
                          dict(judgement.evidence, verification=evidence))
     return Judgement("crash", f"tamper: {problem}", dict(judgement.evidence, verification=evidence),
                      triage=Triage.TAMPER.value)

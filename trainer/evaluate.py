@@ -53,19 +53,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     not_dumpable()
     sys.path.insert(0, str(Path.cwd()))  # the exported commit's frozen prepare.py (never its train.py)
+    device = "cuda" if cuda_devices() else "cpu"
+    server = ModelServer(args.checkpoint, device)  # starts while the rows are read
 
     import numpy as np
-    import torch
 
     import prepare
     tokenizer = prepare.Tokenizer.from_directory()
     token_bytes = tokenizer.token_bytes.astype(np.int64)
     splits = args.splits.split(",")
     rows = {split: packed_rows(prepare, tokenizer, split) for split in splits}
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     out: dict = dict(device=device, audit=0.0, audited_tokens=0, repeat=0.0)
     try:
-        with ModelServer(args.checkpoint, device, tokenizer.get_vocab_size()) as server:
+        with server:
+            server.vocab = tokenizer.get_vocab_size()
             for split in splits:
                 batches = [rows[split][i:i + BATCH_ROWS] for i in range(0, len(rows[split]), BATCH_ROWS)]
                 losses = []
@@ -102,6 +103,19 @@ def not_dumpable() -> None:
         pass
 
 
+def cuda_devices() -> int:
+    """How many CUDA devices the driver shows this process, asked without importing torch."""
+    import ctypes
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int(0)
+    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
+
+
 def packed_rows(prepare, tokenizer, split: str, count: int | None = None):
     """The first rows of a split as evaluate_bpb packs them (MAX_SEQ_LEN + 1 tokens each)."""
     packer = prepare.BestFitPacker(tokenizer, prepare.iter_documents(prepare.split_files(split)),
@@ -117,11 +131,10 @@ def bits_per_byte(losses, rows, token_bytes) -> float:
 def cross_entropy(logits, targets):
     """Nats of each target under its logits (... x vocab), computed here in float64."""
     import numpy as np
-    import torch
-    logits = torch.from_numpy(np.array(logits, dtype=np.float64))
-    targets = torch.from_numpy(targets.astype("int64"))
-    chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    return (torch.logsumexp(logits, dim=-1) - chosen).numpy()
+    logits = logits.astype(np.float64)
+    top = logits.max(axis=-1, keepdims=True)
+    log_total = np.log(np.exp(logits - top).sum(axis=-1)) + top[..., 0]
+    return log_total - np.take_along_axis(logits, targets[..., None].astype(np.int64), axis=-1)[..., 0]
 
 
 def audit(server: ModelServer, batch, reported) -> float:
@@ -152,7 +165,7 @@ def lookahead(server: ModelServer, rows) -> float:
 class ModelServer:
     """trainer/model_server.py in its sandbox, and the client side of its protocol."""
 
-    def __init__(self, checkpoint: Path, device: str, vocab: int):
+    def __init__(self, checkpoint: Path, device: str):
         from trainer.prepare import cache_root
         from trainer.sandbox import isolated_command, isolation_available
         from trainer.seal import data_paths, hidden_paths
@@ -160,7 +173,7 @@ class ModelServer:
         if isolation_available():
             cache = cache_root()
             command = isolated_command(command, data_paths(cache), hidden_paths(cache))
-        self.vocab = vocab
+        self.vocab = 1  # the smallest vocabulary a logits answer may have; set once the tokenizer is read
         with open(SERVER_LOG, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                             env=os.environ.copy())
@@ -169,14 +182,8 @@ class ModelServer:
         return self
 
     def __exit__(self, *exc) -> None:
-        try:
-            self.process.stdin.close()
-            self.process.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        self.process.kill()  # nothing it does after the last answer matters
+        self.process.wait()
 
     def ask(self, op: str, rows):
         """The server's answer for rows (count x cols tokens), checked for the shape the protocol says."""
