@@ -12,7 +12,6 @@ cache's own val and holdout directories are hidden as well.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import socket
@@ -20,6 +19,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainer.download import file_sha256
 from trainer.prepare import SEAL_FD_VAR
 
 SEALED_SPLITS = ("val", "holdout")
@@ -124,10 +124,3 @@ class Seal:
         self.result.problem = self.result.problem or why
         return f"refused {why}"
 
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
