@@ -528,7 +528,8 @@ def compile_report() -> tuple[int, int, list[str]]:
     from torch._dynamo.utils import counters, get_compilation_metrics
     breaks = counters["graph_break"]
     recompiles = [m.recompile_reason for m in get_compilation_metrics() if m.recompile_reason]
-    reasons = [f"graph break: {r.splitlines()[0]}" for r in breaks] + [f"recompile: {r}" for r in recompiles]
+    reasons = ["graph break: " + " ".join(r.splitlines()[:2]).strip() for r in breaks]  # what, then why
+    reasons += [f"recompile: {r}" for r in recompiles]
     return sum(breaks.values()), len(recompiles), reasons
 
 
@@ -578,6 +579,9 @@ def main() -> None:
 
     optimizer = MuonAdamW(model, device, compile_steps=on_cuda)
     compile_model = on_cuda or (device.type == "cpu" and COMPILE_ON_CPU)
+    if compile_model:
+        from torch._dynamo.utils import set_compilation_metrics_limit
+        set_compilation_metrics_limit(100_000)  # torch keeps the last 64 compiles; compile_report counts all
     train_model = torch.compile(model, dynamic=False) if compile_model else model
     train_loader = make_dataloader(tokenizer, DEVICE_BATCH_SIZE, MAX_SEQ_LEN, "train", device=device)
     x, y, epoch = next(train_loader)
