@@ -119,7 +119,7 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on_cuda
     tokenizer = train.Tokenizer.from_directory()
     config = train.config_from_hyperparameters(tokenizer.get_vocab_size())
-    attention, attend = train.choose_attention(device, train.MAX_SEQ_LEN, train.layer_windows(config))
+    attention, attend, _ = train.choose_attention(device, train.MAX_SEQ_LEN, train.layer_windows(config))
 
     def fresh_model():
         torch.manual_seed(train.SEED)

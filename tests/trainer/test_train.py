@@ -205,3 +205,48 @@ def test_schedules(train):
     assert train.muon_momentum(0) == pytest.approx(0.85) and train.muon_momentum(150) == pytest.approx(0.90)
     assert train.muon_momentum(10_000) == pytest.approx(0.95)
     assert math.isclose(train.MATRIX_LR, 0.04)
+
+
+@pytest.fixture(scope="module")
+def gpu_check():
+    """benchmarks/gpu_check.py, the helper behind scripts/gpu_check.sh."""
+    import importlib.util
+    path = TRAINER.parent / "benchmarks" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_check_workspace_shortens_the_budget_and_fails_loudly_when_it_cannot(gpu_check, test_track, tmp_path):
+    workspace = gpu_check.workspace_for("test", test_track.directory, tmp_path / "ws", 17)
+    lines = (workspace / "train.py").read_text().splitlines()
+    anchor = next(i for i, line in enumerate(lines) if line.startswith("from prepare import "))
+    assert lines[anchor + 1].startswith("TIME_BUDGET = 17  ")
+    assert any(line.startswith("COMPILE_ON_CPU = True") for line in lines)  # the CPU walk-through compiles
+    assert (workspace / "prepare.py").read_bytes() == (TRAINER / "prepare.py").read_bytes()
+    assert json.loads((workspace / "track.json").read_text())["fingerprint"] == test_track.spec["fingerprint"]
+    wrapped = (TRAINER / "train.py").read_text().replace("from prepare import MAX_SEQ_LEN,", "from prepare import (\n"
+                                                         "    MAX_SEQ_LEN,").replace("make_dataloader\n", "make_dataloader)\n", 1)
+    with pytest.raises(SystemExit, match="no longer imports the budget"):
+        gpu_check.workspace_for("test", test_track.directory, tmp_path / "ws2", 17, source=wrapped)
+
+
+def test_gpu_check_source_holds_enough_evaluation_text(gpu_check, tmp_path):
+    from trainer import corpus
+    from trainer.preparation import prepare_track
+    from trainer.prepare import track_constants
+    constants = track_constants("test")
+    chars = gpu_check.write_synthetic_source(tmp_path / "source", constants)
+    needed = constants["eval_tokens"] * gpu_check.CHARS_PER_TOKEN_BOUND
+    assert min(chars["val"], chars["holdout"]) >= needed
+    rows = [json.loads(line)["text"] for line in (tmp_path / "source" / "copies.jsonl").open()]
+    assert all(corpus.split_of(row) != "train" for row in rows if not row.startswith("# copy 0\n"))
+    prepared = prepare_track("test", source=str(tmp_path / "source"), cache=tmp_path / "cache", show_progress=False)
+    assert prepared.spec["eval_rows"] == constants["eval_tokens"] // constants["max_seq_len"]  # val was enough
+
+
+def test_gpu_check_reads_the_last_summary(gpu_check):
+    log = "---\nval_bpb: 9.0\nstep 1\n---\nval_bpb: 1.234567\nattention_skipped: r/x: OSError: offline\n"
+    assert gpu_check.parse_summary(log) == {"val_bpb": "1.234567", "attention_skipped": "r/x: OSError: offline"}
+    assert gpu_check.parse_summary("no summary") == {}
