@@ -227,7 +227,8 @@ def test_gpu_check_workspace_shortens_the_budget_and_fails_loudly_when_it_cannot
     assert (workspace / "prepare.py").read_bytes() == (TRAINER / "prepare.py").read_bytes()
     assert json.loads((workspace / "track.json").read_text())["fingerprint"] == test_track.spec["fingerprint"]
     wrapped = (TRAINER / "train.py").read_text().replace("from prepare import MAX_SEQ_LEN,", "from prepare import (\n"
-                                                         "    MAX_SEQ_LEN,").replace("make_dataloader\n", "make_dataloader)\n", 1)
+                                                         "    MAX_SEQ_LEN,")
+    wrapped = wrapped.replace("make_dataloader\n", "make_dataloader)\n", 1)
     with pytest.raises(SystemExit, match="no longer imports the budget"):
         gpu_check.workspace_for("test", test_track.directory, tmp_path / "ws2", 17, source=wrapped)
 
