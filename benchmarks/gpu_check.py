@@ -152,13 +152,13 @@ def probe_kernels(train, device, windows: list[int]) -> list[KernelProbe]:
     return probes
 
 
-def write_synthetic_source(folder: Path, constants: dict, train_copies: int = 1) -> dict[str, int]:
+def write_synthetic_source(folder: Path, constants: dict, margin: float = 1.1, train_copies: int = 1) -> dict[str, int]:
     """A .jsonl source whose val and holdout splits each hold the track's evaluation tokens: the standard
     library's documents under numbered headers (each copy is a new document, split by its own hash);
     train keeps only the first copies, enough for the tokenizer. Returns characters per split."""
     from trainer import corpus
     documents = [doc for text, _ in corpus.stdlib_units() for doc in corpus.chunk_text(text, constants["doc_chars"])]
-    needed = constants["eval_tokens"] * CHARS_PER_TOKEN_BOUND * 1.1
+    needed = constants["eval_tokens"] * CHARS_PER_TOKEN_BOUND * margin
     chars = dict.fromkeys(("train", "val", "holdout"), 0)
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "copies.jsonl", "w", encoding="utf-8") as out:
@@ -328,11 +328,18 @@ def main() -> int:
         say(f"  {key}: {value}")
 
     from trainer.preparation import describe, prepare_track
-    from trainer.prepare import track_constants
+    from trainer.prepare import PrepareError, track_constants
     say(f"== data: track {track} from copies of the standard library's sources")
     start = time.perf_counter()
-    chars = write_synthetic_source(root / "source", track_constants(track))
-    prepared = prepare_track(track, source=str(root / "source"), cache=cache, show_progress=False)
+    for margin in (1.1, 2.5):  # the second time with more copies, should the text tokenize coarser than assumed
+        chars = write_synthetic_source(root / "source", track_constants(track), margin)
+        try:
+            prepared = prepare_track(track, source=str(root / "source"), cache=cache, show_progress=False)
+            break
+        except PrepareError as err:
+            if margin > 2 or "too small" not in str(err):
+                raise
+            say(f"  {err}: writing more copies")
     report.data_seconds = time.perf_counter() - start
     say(f"  characters written per split: {chars}")
     quote(describe(prepared))

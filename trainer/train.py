@@ -251,7 +251,6 @@ def build_model(config: GPTConfig, device="cpu", attend=None) -> GPT:
 
 ATTENTION_TOLERANCE = 1e-2  # relative error of a bf16 kernel against float32; one key more or less gives ~0.5
 FLASH_ATTENTION_REPOS = {9: ("varunneal/flash-attention-3", "kernels-community/flash-attn3")}  # by major capability
-_band_masks: dict = {}
 
 
 def visible(q_idx, kv_idx, window):
@@ -259,11 +258,9 @@ def visible(q_idx, kv_idx, window):
 
 
 def banded_causal_mask(T: int, window: int, device) -> torch.Tensor:
-    key = (T, window, str(device))
-    if key not in _band_masks:
-        i = torch.arange(T, device=device)
-        _band_masks[key] = visible(i[:, None], i[None, :], window)
-    return _band_masks[key]
+    """Built on every call: a cache in a global dict would make torch.compile recompile when it fills."""
+    i = torch.arange(T, device=device)
+    return visible(i[:, None], i[None, :], window)
 
 
 def sdpa_attention(q, k, v, window):

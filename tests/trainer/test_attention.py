@@ -103,6 +103,25 @@ def test_reference_shapes_give_half_the_sequence_plus_one_key(train):
     assert mask.sum(-1).max() == 1025 and mask[2047, 1023] and not mask[2047, 1022]
 
 
+def test_the_model_gives_the_same_logits_with_every_kernel(train):
+    config = train.GPTConfig(sequence_len=32, vocab_size=64, n_layer=4, n_head=2, n_embd=64, window_pattern="SSSL")
+    fa3 = train.load_flash_attention_3("r", hub({"r": types.SimpleNamespace(flash_attn_func=FakeFlash())}))
+    with warnings.catch_warnings(), torch.no_grad():  # FlexAttention has no backward on CPU
+        warnings.simplefilter("ignore")
+        kernels = [None, train.make_flex_attention(32, train.layer_windows(config), CPU), fa3]
+        models = [train.build_model(config, attend=attend).eval() for attend in kernels]
+        generator = torch.Generator().manual_seed(5)
+        weights = {name: torch.randn(p.shape, generator=generator) * 0.3 for name, p in models[0].named_parameters()}
+        idx = torch.randint(0, 64, (2, 32), generator=generator)
+        logits = []
+        for model in models:
+            model.load_state_dict(weights, strict=False)
+            logits.append(model(idx))
+    assert torch.allclose(logits[0], logits[1], atol=1e-4)
+    assert torch.allclose(logits[0], logits[2], atol=0.1)  # the stand-in rounds probabilities to bf16
+    assert (logits[0] - logits[2]).abs().max() > 0  # and it did run
+
+
 def test_hopper_falls_back_to_the_community_build_and_says_why(train):
     community = FakeFlash()
     get_kernel = hub({"varunneal/flash-attention-3": OFFLINE,
