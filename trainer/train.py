@@ -17,8 +17,7 @@ import sys
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 
-# Before torch starts CUDA: grow memory segments instead of fragmenting them (each fp32 copy of the
-# logits is ~8.6 GB at the defaults). PYTORCH_ALLOC_CONF is the name torch >= 2.9 reads first.
+# Before torch starts: growable CUDA segments (an fp32 copy of the logits is ~8.6 GB); torch >= 2.9 reads the first.
 if not (os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF")):
     os.environ.update(PYTORCH_ALLOC_CONF="expandable_segments:True", PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
 
@@ -302,8 +301,7 @@ def load_flash_attention_3(repo: str, get_kernel=None):
 
 
 def attention_error(attend, device, seq_len: int, windows: list[int]) -> float:
-    """The largest relative error (|difference| / |reference|) of attend on bf16 inputs against float32 SDPA:
-    at the model's windows, and at short ones where a kernel that counts its window differently cannot hide."""
+    """Largest |attend - float32 SDPA| / |SDPA| on bf16 inputs, at the model's windows and at 1 and 3 (see above)."""
     generator = torch.Generator(device=device).manual_seed(0)
     worst = 0.0
     for T, window in [(seq_len, w) for w in sorted(set(windows))] + [(min(seq_len, 128), 1), (min(seq_len, 128), 3)]:
@@ -466,9 +464,8 @@ def muon_momentum(step: int) -> float:
 # Setup: device, precision, peak FLOPs
 # ---------------------------------------------------------------------------
 
-# Dense bf16 tensor-core peak FLOP/s with fp32 accumulation (what autocast matmuls use), no sparsity; more
-# specific names first. Data-centre datasheets print the 2:4-sparse figure: halved here. GeForce cards: the
-# whitepapers' "BF16 Tensor TFLOPS with FP32 Accumulate" (their dense/sparse pairs: 4090 165.2/330.4, 3090 71/142).
+# Dense bf16 tensor-core peak FLOP/s with fp32 accumulation (as autocast matmuls run), no sparsity. Datasheets print
+# 2:4-sparse figures (halved here); GeForce whitepapers' dense/sparse "BF16 ... FP32 Accumulate": 4090 165.2/330.4.
 PEAK_BF16_FLOPS = (
     ("GB200", 2.5e15), ("B200", 2.25e15),  # GB200 NVL72 and DGX B200 datasheets, per GPU
     ("H200 NVL", 835.5e12), ("H100 NVL", 835.5e12), ("H100 PCIe", 756e12), ("H800 PCIe", 756e12),  # datasheets
@@ -481,7 +478,7 @@ PEAK_BF16_FLOPS = (
 
 
 def peak_flops_of(device_name: str) -> float | None:
-    """Matched on whole words ('A40' is not 'RTX A4000'); None where no dense figure is published."""
+    """First match on whole words ('A40' is not 'RTX A4000'), so specific names come first; None: no figure."""
     name = f" {device_name.replace('-', ' ')} "
     return next((flops for key, flops in PEAK_BF16_FLOPS if f" {key} " in name), None)
 
@@ -533,13 +530,12 @@ def compile_report() -> tuple[int, int, list[str]]:
 def describe_model(model: GPT, attention: str) -> str:
     c = model.config
     groups = {name: sum(p.numel() for p in params) for name, params in model.param_groups().items()}
-    lines = [f"model: depth {c.n_layer}, width {c.n_embd}, heads {c.n_head} x {c.head_dim}, "
-             f"vocab {c.vocab_size}, seq {c.sequence_len}, attention {attention}",
-             f"windows: {model.windows}",
-             f"value embeddings on layers: {sorted(int(i) for i in model.value_embeds)}",
-             "params: " + ", ".join(f"{k} {v / 1e6:.3f}M" for k, v in groups.items())
-             + f", total {sum(groups.values()) / 1e6:.3f}M"]
-    return "\n".join(lines)
+    return "\n".join([f"model: depth {c.n_layer}, width {c.n_embd}, heads {c.n_head} x {c.head_dim}, "
+                      f"vocab {c.vocab_size}, seq {c.sequence_len}, attention {attention}",
+                      f"windows: {model.windows}",
+                      f"value embeddings on layers: {sorted(int(i) for i in model.value_embeds)}",
+                      "params: " + ", ".join(f"{k} {v / 1e6:.3f}M" for k, v in groups.items())
+                      + f", total {sum(groups.values()) / 1e6:.3f}M"])
 
 
 # ---------------------------------------------------------------------------
