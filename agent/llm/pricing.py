@@ -30,4 +30,5 @@ class PriceTable:
         fresh = max(0, usage.input_tokens - read - written)
         read_rate = price.cache_read if price.cache_read is not None else price.input
         write_rate = price.cache_write_1h if price.cache_write_1h is not None else price.input
-        return (fresh * price.input + read * read_rate + written * write_rate + usage.output_tokens * price.output) / 1e6
+        output = usage.output_tokens * price.output
+        return (fresh * price.input + read * read_rate + written * write_rate + output) / 1e6

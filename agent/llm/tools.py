@@ -87,7 +87,8 @@ def parse_arguments(call: ToolCall) -> BaseModel:
     if model is None:
         raise BadToolCall(f"there is no tool {call.name!r}; the tools are {', '.join(ARGUMENTS)}")
     if UNPARSED in call.arguments:
-        raise BadToolCall(f"the arguments of {call.name} are not a JSON object: {str(call.arguments[UNPARSED])[:200]!r}")
+        raw = str(call.arguments[UNPARSED])[:200]
+        raise BadToolCall(f"the arguments of {call.name} are not a JSON object: {raw!r}; send them as JSON")
     try:
         return model.model_validate(call.arguments)
     except ValidationError as err:

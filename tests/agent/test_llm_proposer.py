@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
 CHANGE = {"description": "WARMDOWN_RATIO 0.5 -> 0.4",
           "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.4 ")}]}
-MODELS = {"anthropic": "anthropic:claude-sonnet-4-5", "openai": "openai:gpt-4.1"}
+MODELS = {"anthropic": "anthropic:claude-sonnet-4-5", "opus": "anthropic:claude-opus-4-8", "openai": "openai:gpt-5.6",
+          "compatible": "openai-compatible:qwen3-coder"}
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +58,8 @@ def server(monkeypatch):
 
 def llm_proposer(workspace, provider="anthropic", **options):
     options.setdefault("outage_window_s", 10.0)  # an unscripted request fails the test, not hangs it
-    return LLMProposer(conversation_factory(MODELS[provider]), workspace.dir, PriceTable(), retry_base_s=0.01,
-                       **options)
+    return LLMProposer(conversation_factory(MODELS[provider], cache_key="llm"), workspace.dir, PriceTable(),
+                       retry_base_s=0.01, **options)
 
 
 def loop(workspace, proposer, experiments=1, **settings):
@@ -74,7 +75,7 @@ def events(workspace, experiment_id):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize("provider", ["anthropic", "opus", "openai", "compatible"])
 def test_reads_train_py_then_submits_a_change(workspace, server, provider):
     server.script(tool_call("read_file", {"path": "train.py"}, thinking="First I read the schedule."),
                   tool_call("submit_experiment", CHANGE, text="Shorter warm-down."))
@@ -83,17 +84,41 @@ def test_reads_train_py_then_submits_a_change(workspace, server, provider):
     assert record["id"] == "0001" and record["status"] in ("keep", "discard")
     assert record["description"] == CHANGE["description"] and "+WARMDOWN_RATIO = 0.4" in record["diff"]
     assert record["proposer"] == "llm" and record["proposal"]["model"] == MODELS[provider].split(":")[1]
-    assert record["llm"]["calls"] == 2 and record["llm"]["output_tokens"] == 400 and record["llm"]["cost_usd"] > 0
+    assert record["llm"]["calls"] == 2 and record["llm"]["output_tokens"] == 400
+    assert (record["llm"]["cost_usd"] > 0) is (provider != "compatible")  # a self-hosted model has no price
     kinds = [e["type"] for e in events(workspace, "0001")]
     assert kinds.count("tool_call") == 2 and kinds.count("tool_result") == 2 and kinds[-1] == "decision"
-    assert "thinking" in kinds
+    thoughts = [e["text"] for e in events(workspace, "0001") if e["type"] == "thinking"]
+    assert thoughts == ["First I read the schedule."]
+    replies = [e for e in events(workspace, "0001") if e["type"] == "assistant"]
+    assert all(r["request_id"].startswith("req_") and r["service_model"] for r in replies)
+    assert "sk-" not in json.dumps(events(workspace, "0001"))
     read = next(e for e in events(workspace, "0001") if e["type"] == "tool_result")
     assert "# === HYPERPARAMETERS (track: test)" in read["content"]
+    assert server.refusals == []
     first = server.requests[0].body
-    system = first["system"] if provider == "anthropic" else first["messages"][0]["content"]
+    system = {"anthropic": lambda: first["system"][0]["text"], "opus": lambda: first["system"][0]["text"],
+              "openai": lambda: first["instructions"], "compatible": lambda: first["messages"][0]["content"]}[provider]()
     assert "Research program" in system and "Fixed rules of this service" in system
-    tools = {t["name"] if provider == "anthropic" else t["function"]["name"] for t in first["tools"]}
+    tools = {t["function"]["name"] if provider == "compatible" else t["name"] for t in first["tools"]}
     assert tools == {"read_file", "list_experiments", "read_run_log", "show_diff", "submit_experiment"}
+    second = server.requests[1].body
+    if provider in ("anthropic", "opus"):
+        assert first["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+        assert second["messages"][-1]["content"][-1]["cache_control"]["ttl"] == "1h"
+        assert second["messages"][1]["content"][0]["type"] == "thinking"  # sent back, signature included
+        assert server.requests[1].usage["cache_read_input_tokens"] > 0  # the system prompt and tools were read
+        thinking = {"anthropic": {"type": "enabled", "budget_tokens": 4000},
+                    "opus": {"type": "adaptive", "display": "summarized"}}[provider]
+        assert first["thinking"] == thinking and "temperature" not in first
+        assert replies[1]["usage"]["cache_read_tokens"] > 0 and replies[1]["params"]["stream"] is True
+    elif provider == "openai":
+        assert first["store"] is False and first["reasoning"]["summary"] == "auto"
+        assert first["include"] == ["reasoning.encrypted_content"] and first["prompt_cache_key"] == "llm"
+        assert [i.get("type", i.get("role")) for i in second["input"][1:]] == [
+            "reasoning", "function_call", "function_call_output", "user"]  # the user turn: tool calls left
+    else:
+        assert "max_tokens" in first and "max_completion_tokens" not in first
     assert server.pending == 0
     shown = subprocess.run([sys.executable, "-m", "agent.cli", "transcript", "--tag", "llm", "0001",
                             "--workspaces", str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
