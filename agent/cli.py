@@ -252,6 +252,7 @@ def _status_view(workspace):
     from rich.text import Text
 
     from agent.ledger import read_records
+    from agent.proposal_failures import read_failures
     from agent.report.summary import headline, parse_time
     from trainer.atomic import read_json
     records = read_records(workspace.dir)
@@ -278,6 +279,11 @@ def _status_view(workspace):
             lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
         if h.tokens:
             lines.append(Text(f"LLM: {h.tokens:,} tokens, ${h.cost_usd:.2f} so far"))
+    failed = read_failures(workspace.dir)
+    if failed:
+        spent = sum(float(f.usage.get("cost_usd", 0.0)) for f in failed)
+        lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
+                          f"for {failed[-1].experiment_id}: {failed[-1].reason[:200]}"))
     current = read_json(workspace.dir / "current.json")
     if current:
         elapsed = time.time() - parse_time(current["started"])
