@@ -13,13 +13,14 @@ import pytest
 from agent.ledger import Ledger
 from agent.llm.pricing import PriceTable
 from agent.llm.select import conversation_factory
-from agent.loop import LoopSettings, LoopStopped, run_loop
+from agent.loop import LoopSettings, LoopStopped, run_cost, run_loop
+from agent.proposal_failures import read_failures
 from agent.proposers.hybrid import HybridProposer
 from agent.proposers.llm import LLMProposer
 from agent.proposers.optuna_search import OptunaProposer
 from agent.runner import LocalRunner
 from agent.workspace import Workspace
-from tests.helpers.llm_server import LLMServer, error, tool_call
+from tests.helpers.llm_server import LLMServer, error, tool_call, tool_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
@@ -98,7 +99,8 @@ def test_reads_train_py_then_submits_a_change(workspace, server, provider):
     assert server.refusals == []
     first = server.requests[0].body
     system = {"anthropic": lambda: first["system"][0]["text"], "opus": lambda: first["system"][0]["text"],
-              "openai": lambda: first["instructions"], "compatible": lambda: first["messages"][0]["content"]}[provider]()
+              "openai": lambda: first["instructions"],
+              "compatible": lambda: first["messages"][0]["content"]}[provider]()
     assert "Research program" in system and "Fixed rules of this service" in system
     tools = {t["function"]["name"] if provider == "compatible" else t["name"] for t in first["tools"]}
     assert tools == {"read_file", "list_experiments", "read_run_log", "show_diff", "submit_experiment"}
@@ -228,3 +230,46 @@ def test_a_missing_key_or_model_is_a_clear_error(workspace, monkeypatch):
     bad = subprocess.run([sys.executable, "-m", "agent.cli", "run", "--tag", "llm", "--proposer", "llm",
                           "--workspaces", str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and "needs --model PROVIDER:MODEL" in bad.stdout
+
+
+def test_malformed_tool_calls_and_a_one_off_400_cost_at_most_one_proposal(workspace, server):
+    """gpt-5.6 on the Responses API: three malformed calls come back as tool errors the model acts on; a 400
+    while the next experiment is proposed fails that proposal only (recorded, with its spend) and the night
+    goes on."""
+    server.script(tool_calls([("read_file", {"path": 7}), ("rm_rf", {"path": "/"})], thinking="Let me look."),
+                  tool_call("list_experiments", "{limit: ten"),
+                  tool_call("submit_experiment", CHANGE),
+                  error(400, body={"error": {"message": "Invalid 'input[3]': bad", "type": "invalid_request_error",
+                                             "param": "input", "code": None}}),
+                  tool_call("submit_experiment", {"description": "FINAL_LR_FRAC 0.0 -> 0.05", "edits": [
+                      {"old_string": "FINAL_LR_FRAC = 0.0", "new_string": "FINAL_LR_FRAC = 0.05"}]}))
+    why, messages = loop(workspace, llm_proposer(workspace, "openai"), experiments=2)
+    assert why.startswith("ran 2 experiment(s)") and server.pending == 0 and server.refusals == []
+    records = Ledger(workspace.dir).records
+    assert [r["id"] for r in records] == ["0000", "0001", "0002"]
+    assert records[2]["description"] == "FINAL_LR_FRAC 0.0 -> 0.05"
+    errors = [e["content"] for e in events(workspace, "0001") if e["type"] == "tool_result" and e["is_error"]]
+    assert len(errors) == 3
+    assert "invalid arguments for read_file: path: Input should be 'train.py'" in errors[0]
+    assert "there is no tool 'rm_rf'" in errors[1] and "not a JSON object" in errors[2]
+    outputs = [i["output"] for i in server.requests[1].body["input"] if i.get("type") == "function_call_output"]
+    assert outputs[0].startswith("ERROR: invalid arguments") and len(outputs) == 2
+    failed = read_failures(workspace.dir)
+    assert [(f.experiment_id, f.kind, f.in_a_row) for f in failed] == [("0002", "failed", 1)]
+    assert "refused the request (400" in failed[0].reason and failed[0].usage.get("calls", 0) == 0
+    assert any(m.startswith("proposal failed (1 in a row)") for m in messages)
+    shown = subprocess.run([sys.executable, "-m", "agent.cli", "status", "--tag", "llm",
+                            "--workspaces", str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
+    assert "proposals without an experiment: 1" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_failed_proposals_spend_counts_towards_the_cap(workspace, server):
+    """A proposal that reads (and pays) but never submits, five times over, stops the night with the reason;
+    the spend of the failed proposals is the run's spend."""
+    server.script(*[tool_call("read_file", {"path": "train.py"}, usage=(100_000, 1000))] * 5)
+    with pytest.raises(LoopStopped, match="failed 5 times in a row; last error: no valid submit_experiment"):
+        loop(workspace, llm_proposer(workspace, max_tool_calls=1), experiments=3)
+    failed = read_failures(workspace.dir)
+    assert len(failed) == 5 and all(f.usage["calls"] == 1 for f in failed)
+    assert sum(f.usage["cost_usd"] for f in failed) == pytest.approx(5 * (0.3 + 0.015))
+    assert run_cost(Ledger(workspace.dir)) == pytest.approx(5 * 0.315)
