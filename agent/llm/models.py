@@ -153,7 +153,12 @@ def read_price_overrides(path: Path) -> dict[str, Prices]:
         if not isinstance(raw, dict):
             raise PricingError(f"{path} must hold a JSON object of model name -> prices")
         return {name.lower(): Prices.model_validate(prices) for name, prices in raw.items()}
-    except (OSError, json.JSONDecodeError, ValidationError) as err:
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors())
+        raise PricingError(f"cannot use --pricing {path}: {problems}. Expected e.g. "
+                           '{"my-model": {"input": 3.0, "output": 15.0, "cache_read": 0.3}} '
+                           "(USD per million tokens)") from err
+    except (OSError, json.JSONDecodeError) as err:
         raise PricingError(f"cannot use --pricing {path}: {err}. Expected e.g. "
                            '{"my-model": {"input": 3.0, "output": 15.0, "cache_read": 0.3}} '
                            "(USD per million tokens)") from err
