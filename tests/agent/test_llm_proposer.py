@@ -13,12 +13,14 @@ import pytest
 from agent.ledger import Ledger
 from agent.llm.pricing import PriceTable
 from agent.llm.select import conversation_factory
-from agent.loop import LoopSettings, LoopStopped, run_cost, run_loop
+from agent.loop import LoopSettings, LoopStopped, proposal_context, read_program, run_cost, run_loop
 from agent.proposal_failures import read_failures
 from agent.proposers.hybrid import HybridProposer
 from agent.proposers.llm import LLMProposer
+from agent.proposers.base import ProposerError
 from agent.proposers.optuna_search import OptunaProposer
 from agent.runner import LocalRunner
+from agent.transcript import Transcript
 from agent.workspace import Workspace
 from tests.helpers.llm_server import LLMServer, error, tool_call, tool_calls
 
@@ -273,3 +275,44 @@ def test_failed_proposals_spend_counts_towards_the_cap(workspace, server):
     assert len(failed) == 5 and all(f.usage["calls"] == 1 for f in failed)
     assert sum(f.usage["cost_usd"] for f in failed) == pytest.approx(5 * (0.3 + 0.015))
     assert run_cost(Ledger(workspace.dir)) == pytest.approx(5 * 0.315)
+
+
+def propose(workspace, proposer, tmp_path):
+    """One proposal without training anything; returns it (or raises) and the transcript's events."""
+    ledger = Ledger(workspace.dir)
+    context = proposal_context(workspace, ledger, ledger.next_id(), ledger.best(), read_program(workspace),
+                               workspace.file_at("train.py"))
+    transcript = Transcript(tmp_path / "proposal.jsonl")
+    try:
+        return proposer.propose(context, transcript), transcript.events()
+    except ProposerError as err:
+        return err, transcript.events()
+
+
+def test_a_context_too_long_is_retried_once_with_old_tool_results_cut(workspace, server, tmp_path):
+    too_long = {"type": "error", "error": {"type": "invalid_request_error",
+                                           "message": "prompt is too long: 1000123 tokens > 1000000 maximum"}}
+    server.script(tool_call("read_file", {"path": "train.py"}), tool_call("read_file", {"path": "prepare.py"}),
+                  error(400, body=too_long), tool_call("submit_experiment", CHANGE))
+    proposal, seen = propose(workspace, llm_proposer(workspace, "opus"), tmp_path)
+    assert proposal.description == CHANGE["description"] and server.pending == 0
+    retried = server.requests[-1].body["messages"]
+    assert retried[2]["content"][0]["content"] == "[cut to fit the context window]"
+    assert "evaluate_bpb" in retried[4]["content"][0]["content"]  # the newest result (prepare.py) is kept
+    assert [e["trimmed"] for e in seen if e["type"] == "refused"] == [False]
+
+
+def test_the_model_is_told_the_calls_left_and_the_proposal_ends_at_the_limit(workspace, server, tmp_path):
+    server.script(*[tool_call("show_diff", {"experiment_id": "0000"})] * 3)
+    err, _ = propose(workspace, llm_proposer(workspace, "opus", max_tool_calls=3), tmp_path)
+    assert isinstance(err, ProposerError) and "within 3 tool calls" in str(err) and err.usage["calls"] == 3
+    notes = [r.body["messages"][-1]["content"][-1]["text"] for r in server.requests[1:]]
+    assert notes == ["2 tool calls left.", "This is your last tool call: call submit_experiment now with your best "
+                                           "change."]
+
+
+def test_a_proposal_over_its_token_budget_fails_with_its_spend(workspace, server, tmp_path):
+    server.script(*[tool_call("read_file", {"path": "train.py"}, usage=(60_000, 1_000))] * 2)
+    err, _ = propose(workspace, llm_proposer(workspace, "opus", max_proposal_tokens=100_000), tmp_path)
+    assert isinstance(err, ProposerError) and "over its budget of 100,000" in str(err)
+    assert err.usage["calls"] == 2 and err.usage["cost_usd"] == pytest.approx(2 * (0.3 + 0.025))
