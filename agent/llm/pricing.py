@@ -26,9 +26,11 @@ class PriceTable:
         price = self.price(model)
         if price is None:
             return 0.0
-        read, written = usage.cache_read_tokens, usage.cache_write_tokens
-        fresh = max(0, usage.input_tokens - read - written)
+        read, written_1h = usage.cache_read_tokens, usage.cache_write_1h_tokens
+        written_5m = max(0, usage.cache_write_tokens - written_1h)
+        fresh = max(0, usage.input_tokens - read - usage.cache_write_tokens)
         read_rate = price.cache_read if price.cache_read is not None else price.input
-        write_rate = price.cache_write_1h if price.cache_write_1h is not None else price.input
+        rate_1h = price.cache_write_1h if price.cache_write_1h is not None else price.input
+        rate_5m = price.cache_write_5m if price.cache_write_5m is not None else price.input
         output = usage.output_tokens * price.output
-        return (fresh * price.input + read * read_rate + written * write_rate + output) / 1e6
+        return (fresh * price.input + read * read_rate + written_5m * rate_5m + written_1h * rate_1h + output) / 1e6

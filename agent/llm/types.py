@@ -36,13 +36,14 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0   # part of input_tokens
     cache_write_tokens: int = 0  # part of input_tokens
+    cache_write_1h_tokens: int = 0  # the part of the cache writes with the 1-hour lifetime
     thinking_tokens: int = 0
     cost_usd: float = 0.0
     calls: int = 0
 
     def add(self, other: Usage) -> None:
-        for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "thinking_tokens",
-                     "cost_usd", "calls"):
+        for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                     "cache_write_1h_tokens", "thinking_tokens", "cost_usd", "calls"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def as_dict(self) -> dict:

@@ -109,7 +109,7 @@ def test_reads_train_py_then_submits_a_change(workspace, server, provider):
     second = server.requests[1].body
     if provider in ("anthropic", "opus"):
         assert first["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
-        assert second["messages"][-1]["content"][-1]["cache_control"]["ttl"] == "1h"
+        assert second["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
         assert second["messages"][1]["content"][0]["type"] == "thinking"  # sent back, signature included
         assert server.requests[1].usage["cache_read_input_tokens"] > 0  # the system prompt and tools were read
         thinking = {"anthropic": {"type": "enabled", "budget_tokens": 4000},

@@ -2,8 +2,8 @@
 
 Tokens are estimated as a quarter of the JSON length of each piece of the prompt. Anthropic caches
 only what the request marks: at each cache_control breakpoint it looks back (up to 20 blocks) for the
-longest prefix it has stored, reads that, and writes the prefix up to the last breakpoint; the
-reported input_tokens exclude both. OpenAI caches automatically, per prompt_cache_key, in steps of
+longest prefix it has stored, reads that, and writes the rest up to the last breakpoint, each stretch
+at the lifetime of the breakpoint that ends it; the reported input_tokens exclude both. OpenAI caches automatically, per prompt_cache_key, in steps of
 128 tokens once the prompt reaches 1024; input_tokens include the cached ones. Prefixes shorter than
 1024 tokens are never cached. Entries do not expire (a night's prefix is refreshed on every read).
 """
@@ -75,11 +75,14 @@ class PromptCache:
                     read_upto = max(read_upto, i)
                     break
         usage.read = sizes[read_upto] if read_upto >= 0 else 0
-        last = breakpoints[-1]
-        if last > read_upto and sizes[last] >= MIN_CACHEABLE:
-            usage.written = sizes[last] - usage.read
-            if (marks[last] or {}).get("ttl") == "1h":
-                usage.written_1h = usage.written
+        written_upto = usage.read  # each breakpoint writes the stretch after the one before, at its own lifetime
+        for point in breakpoints:
+            if point <= read_upto or sizes[point] < MIN_CACHEABLE:
+                continue
+            stretch, written_upto = sizes[point] - written_upto, sizes[point]
+            usage.written += stretch
+            if (marks[point] or {}).get("ttl") == "1h":
+                usage.written_1h += stretch
         for point in breakpoints:
             if sizes[point] >= MIN_CACHEABLE:
                 self.anthropic.add(hashes[point])
