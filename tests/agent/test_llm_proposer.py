@@ -15,9 +15,9 @@ from agent.llm.pricing import PriceTable
 from agent.llm.select import conversation_factory
 from agent.loop import LoopSettings, LoopStopped, proposal_context, read_program, run_cost, run_loop
 from agent.proposal_failures import read_failures
+from agent.proposers.base import ProposerError
 from agent.proposers.hybrid import HybridProposer
 from agent.proposers.llm import LLMProposer
-from agent.proposers.base import ProposerError
 from agent.proposers.optuna_search import OptunaProposer
 from agent.runner import LocalRunner
 from agent.transcript import Transcript

@@ -3,8 +3,9 @@
 Tokens are estimated as a quarter of the JSON length of each piece of the prompt. Anthropic caches
 only what the request marks: at each cache_control breakpoint it looks back (up to 20 blocks) for the
 longest prefix it has stored, reads that, and writes the rest up to the last breakpoint, each stretch
-at the lifetime of the breakpoint that ends it; the reported input_tokens exclude both. OpenAI caches automatically, per prompt_cache_key, in steps of
-128 tokens once the prompt reaches 1024; input_tokens include the cached ones. Prefixes shorter than
+at the lifetime of the breakpoint that ends it; the reported input_tokens exclude both. OpenAI caches
+automatically, per prompt_cache_key, in steps of 128 tokens once the prompt reaches 1024; input_tokens
+include the cached ones. Prefixes shorter than
 1024 tokens are never cached. Entries do not expire (a night's prefix is refreshed on every read).
 """
 
