@@ -40,9 +40,12 @@ def test_thinking_modes_by_family():
 
 
 def test_cost_prices_cache_reads_and_writes_apart():
-    usage = Usage(input_tokens=10_000, cache_read_tokens=8_000, cache_write_tokens=1_000, output_tokens=1_000)
+    usage = Usage(input_tokens=10_000, cache_read_tokens=8_000, cache_write_tokens=1_000, cache_write_1h_tokens=1_000,
+                  output_tokens=1_000)
     # 1000 fresh x $5 + 8000 read x $0.50 + 1000 written (1 h) x $10 + 1000 out x $25, per million
     assert PriceTable().cost("claude-opus-4-8", usage) == pytest.approx(0.044)
+    usage.cache_write_1h_tokens = 400  # the other 600 written for 5 minutes, at $6.25
+    assert PriceTable().cost("claude-opus-4-8", usage) == pytest.approx(0.044 - 600 * (10 - 6.25) / 1e6)
     assert PriceTable().cost("gpt-5.6", Usage(input_tokens=10_000, cache_read_tokens=8_000)) == pytest.approx(0.014)
     assert PriceTable().cost("my-model", usage) == 0.0 and PriceTable().price("my-model") is None
 
