@@ -11,9 +11,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from agent.llm.anthropic_provider import AnthropicConversation
 from agent.llm.models import ModelInfo, model_info
 from agent.llm.openai_provider import ChatConversation, ResponsesConversation
+from agent.llm.retry import KEY_VARIABLES
 from agent.llm.types import Conversation, ProviderFatal
 
 PROVIDERS = ("anthropic", "openai", "openai-compatible")
+__all__ = ["KEY_VARIABLES", "PROVIDERS", "conversation_factory", "parse_model", "unknown_model_warning"]
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
