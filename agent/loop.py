@@ -337,6 +337,7 @@ def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, r
             check_policy(source, parent=fixed_from)
         except (ProposerError, EditRejected, ProviderUnavailable, ProviderFatal) as err:
             transcript.event("fix_failed", reason=str(err))  # the crash stands; a dead provider stops the next turn
+            trained.fix_usage.append(getattr(err, "usage", None) or {})  # its spend counts all the same
             break
         number = len(trained.attempts)
         trained.fix_usage.append(fix.usage)

@@ -2,9 +2,12 @@
 
 System prompt = the research program + the service's fixed rules. First user message = the
 state of the run. The model reads with the read-only tools and ends its turn with a valid
-submit_experiment; invalid submissions come back as tool results (at most MAX_REFLECTIONS),
-and a turn that needs more than max_tool_calls calls is a proposer failure. After a fixable
-crash the same conversation gets the log tail and may submit a fix on top of its change.
+submit_experiment. Every tool call is validated against its argument model; a malformed call or
+an invalid submission comes back as a tool error (at most MAX_REFLECTIONS invalid submissions).
+Each tool result tells the model how many calls are left; the proposal fails at max_tool_calls
+calls or past its token budget. A refused request fails the proposal (a context that is too long
+is retried once with old tool results cut); the spend goes with the ProposerError. After a
+fixable crash the same conversation gets the log tail and may submit a fix on top of its change.
 Every request, reply, thought, tool call and result goes to the transcript as it happens.
 """
 
