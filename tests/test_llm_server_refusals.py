@@ -35,7 +35,7 @@ def refused_by_claude(server, match: str, **request):
             stream.get_final_message()
     assert caught.value.body["error"]["type"] == "invalid_request_error"
     assert server.pending == before + 1  # a refusal consumes no reply
-    server._queue.clear()
+    server.clear()
 
 
 @pytest.mark.parametrize("request_, match", [
@@ -83,7 +83,7 @@ def test_thinking_must_come_back_with_its_signature_before_the_tool_use(server):
     ok = claude(server).messages.create(model="claude-opus-4-8", max_tokens=4096, messages=returned, tools=[TOOL],
                                         thinking=ADAPTIVE)
     assert ok.content[0].text == "done"
-    server._queue.clear()
+    server.clear()
 
 
 def test_streamed_reply_with_thinking_and_a_tool_call(server):

@@ -67,9 +67,10 @@ class AnthropicConversation:
             reply = stream.get_final_message()
             request_id = stream.request_id
         content = [block.model_dump(exclude_none=True) for block in reply.content]
-        # Only blocks with content go back: an empty text block is refused by the service.
-        self.messages.append({"role": "assistant",
-                              "content": [b for b in content if b["type"] != "text" or b.get("text")]})
+        # Only blocks with content go back: an empty text block (or message) is refused by the service.
+        kept = [b for b in content if b["type"] != "text" or b.get("text")]
+        if kept:
+            self.messages.append({"role": "assistant", "content": kept})
         usage = reply.usage
         read, written = usage.cache_read_input_tokens or 0, usage.cache_creation_input_tokens or 0
         details = getattr(usage, "output_tokens_details", None)

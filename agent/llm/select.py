@@ -52,8 +52,9 @@ def conversation_factory(model_spec: str, base_url: str | None = None, thinking_
                          cache_key: str | None = None) -> Callable[[], Conversation]:
     """A function that opens a fresh conversation per experiment; fails now if a key is missing."""
     provider, info = parse_model(model_spec)
-    if effort is not None and effort not in EFFORTS:
-        raise ProviderFatal(f"--effort must be one of {', '.join(EFFORTS)}, got {effort!r}")
+    allowed = EFFORTS[2:] if provider == "anthropic" else EFFORTS[:-1]
+    if effort is not None and effort not in allowed:
+        raise ProviderFatal(f"--effort for {provider} must be one of {', '.join(allowed)}, got {effort!r}")
     env = ProviderEnvironment()
     if provider == "anthropic":
         if env.anthropic_api_key is None:

@@ -223,6 +223,9 @@ class LLMProposer:
             check_policy(apply_edits(base_source, edits), parent=base_source)
         except EditRejected as err:
             return ToolResult(call.id, f"rejected, nothing was committed: {err}", True), None
+        except Exception as err:  # noqa: BLE001 - whatever the edits did to the checks, the model is told
+            return ToolResult(call.id, f"rejected, nothing was committed: the edits could not be checked "
+                                       f"({type(err).__name__}: {err})", True), None
         return (ToolResult(call.id, "accepted: the change is committed and trained now"),
                 Proposal(description.splitlines()[0][:200], edits))
 

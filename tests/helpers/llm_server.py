@@ -172,6 +172,11 @@ class LLMServer:
         with self._lock:
             self._queue.extend(replies)
 
+    def clear(self) -> None:
+        """Drop the replies not consumed yet."""
+        with self._lock:
+            self._queue.clear()
+
     @property
     def pending(self) -> int:
         """How many scripted replies are still unconsumed."""

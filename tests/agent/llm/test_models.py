@@ -65,8 +65,8 @@ def test_pricing_file_adds_and_overrides_and_a_bad_one_says_how(tmp_path):
 def test_unknown_models_get_a_warning():
     assert unknown_model_warning("anthropic:claude-opus-4-8") is None
     assert "not in the model table" in unknown_model_warning("openai-compatible:my-llama")
-    with pytest.raises(ProviderFatal, match="--effort must be one of"):
-        conversation_factory("anthropic:claude-opus-4-8", effort="ultra")
+    with pytest.raises(ProviderFatal, match="--effort for anthropic must be one of low, medium, high, xhigh, max"):
+        conversation_factory("anthropic:claude-opus-4-8", effort="minimal")
 
 
 QUOTA = {"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "param": None,
