@@ -202,7 +202,7 @@ def test_a_changed_program_steers_the_next_experiment(workspace, server):
     first, second = Ledger(workspace.dir).records[1:]
     assert (first["program"]["name"], second["program"]["name"]) == ("program", "simplify")
     assert first["program"]["sha256"] != second["program"]["sha256"]
-    systems = [r.body["system"] for r in server.requests]
+    systems = [r.body["system"][0]["text"] for r in server.requests]
     assert (ROOT / "prompts" / "simplify.md").read_text().strip()[:200] in systems[1]
 
 
