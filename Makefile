@@ -2,7 +2,10 @@
 VENV ?= .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint
+.PHONY: run test lint live-check
+
+# One experiment against the real service (costs a few cents; needs its key): make live-check MODEL=openai:gpt-5.6
+MODEL ?= anthropic:claude-opus-4-8
 
 run: $(STAMP)
 	$(VENV)/bin/autoresearch run --tag demo --track cpu --max-experiments 4
@@ -10,6 +13,9 @@ run: $(STAMP)
 test: $(STAMP)
 	bash scripts/test_browser.sh
 	$(VENV)/bin/python -m pytest -q
+
+live-check: $(STAMP)
+	AUTORESEARCH_LIVE_MODEL=$(MODEL) $(VENV)/bin/python -m pytest -q -rs -s tests/live
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -76,9 +76,14 @@ def run(
     max_cost_usd: Annotated[float | None, typer.Option(
         help="Stop once the LLM spend of the tag reaches this.")] = None,
     max_tool_calls: Annotated[int, typer.Option(help="Tool calls an LLM may make per proposal.")] = 20,
-    thinking_budget: Annotated[int, typer.Option(help="Extended-thinking tokens (Anthropic models with it).")] = 4000,
+    thinking_budget: Annotated[int, typer.Option(
+        help="Thinking tokens for Anthropic models that only take a budget (4.5 and older).")] = 4000,
+    effort: Annotated[str | None, typer.Option(
+        help="Reasoning effort: low, medium, high, xhigh, max (Anthropic adaptive thinking; OpenAI also none, "
+             "minimal). Default: the model's own.")] = None,
     pricing: Annotated[Path | None, typer.Option(
-        help="JSON price table (USD per Mtok) to extend the built-in.")] = None,
+        help='JSON prices, USD per million tokens, e.g. {"my-model": {"input": 3, "output": 15, '
+             '"cache_read": 0.3}}; extends and overrides the model table.')] = None,
     hybrid_share: Annotated[float, typer.Option(help="Share of hybrid experiments proposed by Optuna.")] = 0.3,
     outage_minutes: Annotated[float, typer.Option(help="Retry a silent LLM provider this long, then pause.")] = 30.0,
     overlap: Annotated[bool, typer.Option(help="Propose the next experiment while the current one trains.")] = True,
@@ -107,7 +112,7 @@ def run(
     if program is not None:
         _set_program(workspace, program)
     chosen = _make_proposer(proposer, workspace, model, base_url, max_tool_calls, thinking_budget, pricing,
-                            hybrid_share, outage_minutes)
+                            hybrid_share, outage_minutes, effort=effort, max_cost_usd=max_cost_usd)
     settings = LoopSettings(max_experiments=max_experiments, max_hours=max_hours, min_delta=min_delta,
                             grace_seconds=grace_seconds, max_cost_usd=max_cost_usd, overlap=overlap, seed=seed,
                             noise_seeds=noise_seeds, noise_every_keeps=noise_every, keep_sigmas=keep_sigmas)
@@ -169,23 +174,31 @@ def _confirm(workspace, trainer) -> bool:
 
 
 def _make_proposer(kind: str, workspace, model: str | None, base_url: str | None, max_tool_calls: int,
-                   thinking_budget: int, pricing: Path | None, hybrid_share: float, outage_minutes: float):
+                   thinking_budget: int, pricing: Path | None, hybrid_share: float, outage_minutes: float, *,
+                   effort: str | None = None, max_cost_usd: float | None = None):
     from agent.proposers.optuna_search import OptunaProposer
     optuna = OptunaProposer(workspace.dir / "optuna.journal")
     if kind == "optuna":
         return optuna
     from agent.llm.pricing import PriceTable
-    from agent.llm.select import conversation_factory
+    from agent.llm.select import conversation_factory, parse_model, unknown_model_warning
     from agent.llm.types import ProviderFatal
     from agent.proposers.hybrid import HybridProposer
     from agent.proposers.llm import LLMProposer
     if model is None:
-        fail(f"--proposer {kind} needs --model PROVIDER:MODEL (e.g. anthropic:claude-sonnet-4-5)")
+        fail(f"--proposer {kind} needs --model PROVIDER:MODEL (e.g. anthropic:claude-opus-4-8)")
     try:
-        factory = conversation_factory(model, base_url, thinking_budget)
+        factory = conversation_factory(model, base_url, thinking_budget, effort=effort, cache_key=workspace.tag)
         prices = PriceTable(pricing)
+        name = parse_model(model)[1].name
     except (ProviderFatal, OSError, ValueError) as err:
         fail(str(err))
+    warning = unknown_model_warning(model)
+    if warning:
+        console.print(f"[yellow]{warning}[/yellow]")
+    if max_cost_usd is not None and prices.price(name) is None:
+        fail(f"--max-cost-usd cannot be enforced: {model} has no price. Give one with --pricing FILE, e.g. "
+             f'{{"{name}": {{"input": 3.0, "output": 15.0, "cache_read": 0.3}}}} (USD per million tokens)')
     llm = LLMProposer(factory, workspace.dir, prices, max_tool_calls=max_tool_calls,
                       outage_window_s=outage_minutes * 60)
     return llm if kind == "llm" else HybridProposer(llm, optuna, hybrid_share)
@@ -252,6 +265,7 @@ def _status_view(workspace):
     from rich.text import Text
 
     from agent.ledger import read_records
+    from agent.proposal_failures import read_failures
     from agent.report.summary import headline, parse_time
     from trainer.atomic import read_json
     records = read_records(workspace.dir)
@@ -278,6 +292,11 @@ def _status_view(workspace):
             lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
         if h.tokens:
             lines.append(Text(f"LLM: {h.tokens:,} tokens, ${h.cost_usd:.2f} so far"))
+    failed = read_failures(workspace.dir)
+    if failed:
+        spent = sum(float(f.usage.get("cost_usd", 0.0)) for f in failed)
+        lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
+                          f"for {failed[-1].experiment_id}: {failed[-1].reason[:200]}"))
     current = read_json(workspace.dir / "current.json")
     if current:
         elapsed = time.time() - parse_time(current["started"])

@@ -24,6 +24,7 @@ from agent.ledger import NOISE, Ledger
 from agent.llm.types import ProviderFatal, ProviderUnavailable
 from agent.noise import Judgement, commit_runs, fresh_seed, sigma_of, wants_noise_floor
 from agent.policy import check_policy
+from agent.proposal_failures import FailedProposal, failures_cost, record_failure
 from agent.proposers.base import Proposal, ProposalContext, Proposer, ProposerError
 from agent.recovery import record_interrupted, settle_interrupted
 from agent.runner import Runner, RunResult
@@ -69,13 +70,16 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings:
         started, done, failures = time.monotonic(), 0, 0
         ahead: Ahead | None = None  # the next proposal, made while the current experiment trains
         while True:
+            why = None
             if settings.max_experiments is not None and done >= settings.max_experiments:
-                return f"ran {done} experiment(s), the limit for this run"
-            if settings.max_hours is not None and time.monotonic() - started >= settings.max_hours * 3600:
-                return f"reached the {settings.max_hours} h limit"
-            spent = run_cost(ledger)
-            if settings.max_cost_usd is not None and spent >= settings.max_cost_usd:
-                return f"reached the cost cap of ${settings.max_cost_usd:.2f} (spent ${spent:.2f})"
+                why = f"ran {done} experiment(s), the limit for this run"
+            elif settings.max_hours is not None and time.monotonic() - started >= settings.max_hours * 3600:
+                why = f"reached the {settings.max_hours} h limit"
+            elif settings.max_cost_usd is not None and run_cost(ledger) >= settings.max_cost_usd:
+                why = f"reached the cost cap of ${settings.max_cost_usd:.2f} (spent ${run_cost(ledger):.2f})"
+            if why is not None:
+                abandon(ahead, why, workspace.dir)  # a proposal made ahead is paid for even if never run
+                return why
             if wants_noise_floor(ledger.records, settings.noise_seeds, settings.noise_every_keeps):
                 measure_noise_floor(workspace, ledger, runner, settings, say)
             last = settings.max_experiments is not None and done + 1 >= settings.max_experiments
@@ -85,6 +89,9 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings:
             except (ProposerError, EditRejected) as err:
                 ahead = None
                 failures += 1
+                record_failure(workspace.dir, FailedProposal(
+                    experiment_id=ledger.next_id(), kind="failed", reason=str(err), in_a_row=failures,
+                    usage=getattr(err, "usage", {})))
                 say(f"proposal failed ({failures} in a row): {err}")
                 if failures >= MAX_CONSECUTIVE_PROPOSER_FAILURES:
                     raise LoopStopped(f"the proposer failed {failures} times in a row; last error: {err}") from err
@@ -132,7 +139,7 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
                                    can_fix=best is not None, transcript=transcript)
     except KeyboardInterrupt:
         record_interrupted(workspace, ledger, in_flight, best, transcript)
-        abandon(next_ahead, "the loop was interrupted")
+        abandon(next_ahead, "the loop was interrupted", workspace.dir)
         raise
 
     result = trained.result
@@ -184,7 +191,7 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
     if best is not None:
         proposer.observe(record)
     if result.verdict.triage == Triage.INFRA:
-        abandon(next_ahead, "the loop stopped on an infra failure")
+        abandon(next_ahead, "the loop stopped on an infra failure", workspace.dir)
         raise LoopStopped(f"experiment {experiment_id} failed twice for a reason outside the experiment: "
                           f"{result.verdict.reason}. Fix the machine or the data (see {record['log']}), then run "
                           "again: the loop resumes from the best commit")
@@ -233,6 +240,9 @@ def obtain_proposal(workspace: Workspace, ledger: Ledger, proposer: Proposer, ex
             return Obtained(proposal, source, ahead.base_commit, True, seconds, waited)
         except EditRejected as err:
             transcript.event("rebase_failed", onto=best["commit"], message=str(err))
+            record_failure(workspace.dir, FailedProposal(experiment_id=experiment_id, kind="rejected",
+                                                         reason=f"no longer applies to the best: {err}",
+                                                         usage=proposal.usage))
             proposer.observe(dict(id=experiment_id, status="rejected", proposal=proposal.meta))
     started = time.monotonic()
     context = proposal_context(workspace, ledger, experiment_id, best, program, workspace.file_at("train.py"))
@@ -288,9 +298,15 @@ def look_ahead_proposal(workspace: Workspace, ledger: Ledger, proposer: Proposer
     return Ahead(experiment_id, parent, future, transcript)
 
 
-def abandon(ahead: Ahead | None, why: str) -> None:
-    if ahead is not None:
-        ahead.transcript.event("proposal_abandoned", reason=why)
+def abandon(ahead: Ahead | None, why: str, workspace_dir: Path | None = None) -> None:
+    if ahead is None:
+        return
+    ahead.transcript.event("proposal_abandoned", reason=why)
+    done = ahead.future.done() and ahead.future.exception() is None
+    if workspace_dir is not None and done:
+        proposal, _ = ahead.future.result()
+        record_failure(workspace_dir, FailedProposal(experiment_id=ahead.experiment_id, kind="abandoned",
+                                                     reason=why, usage=proposal.usage))
 
 
 @dataclass
@@ -321,6 +337,7 @@ def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, r
             check_policy(source, parent=fixed_from)
         except (ProposerError, EditRejected, ProviderUnavailable, ProviderFatal) as err:
             transcript.event("fix_failed", reason=str(err))  # the crash stands; a dead provider stops the next turn
+            trained.fix_usage.append(getattr(err, "usage", None) or {})  # its spend counts all the same
             break
         number = len(trained.attempts)
         trained.fix_usage.append(fix.usage)
@@ -343,7 +360,9 @@ def _timings(got: Obtained, trained: Trained, total: float) -> dict:
 
 
 def run_cost(ledger: Ledger) -> float:
-    return sum((r.get("llm") or {}).get("cost_usd", 0.0) for r in ledger.records)
+    """LLM spend of the run: its experiments' and that of proposals that produced none."""
+    return (sum((r.get("llm") or {}).get("cost_usd", 0.0) for r in ledger.records)
+            + failures_cost(ledger.jsonl.parent))
 
 
 def _sum_usage(*usages: dict) -> dict:

@@ -34,6 +34,11 @@ def _event(e: dict) -> RenderableType:
         usage = e.get("usage")
         extra = f"  tokens in {usage['input_tokens']} out {usage['output_tokens']}, ${usage['cost_usd']:.4f}" \
             if usage else ""
+        if usage and (usage.get("cache_read_tokens") or usage.get("cache_write_tokens")):
+            extra += f" (cache read {usage.get('cache_read_tokens', 0)}, written {usage.get('cache_write_tokens', 0)})"
+        if e.get("service_model"):
+            extra += f"  [dim]{escape(str(e['service_model']))} {escape(str(e.get('request_id') or ''))} " \
+                     f"{escape(str(e.get('stop_reason') or ''))}[/dim]"
         return Panel(Text(_clip(e.get("text", "")) or "(no text)"), title=title + extra, border_style="cyan")
     if kind == "tool_call":
         return Panel(Syntax(json.dumps(e.get("arguments", {}), indent=2), "json", word_wrap=True),

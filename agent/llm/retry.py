@@ -1,9 +1,11 @@
-"""Retrying provider calls: transient failures wait and retry, fatal ones stop at once.
+"""Retrying provider calls: transient failures wait and retry; the rest are sorted by what they mean.
 
-Rate limits (429, honouring Retry-After), overload (529, 503), other 5xx, connection errors
-and timeouts are retried with capped exponential backoff for up to the outage window;
-then ProviderUnavailable. Authentication, permission, bad requests (a context that is too
-long included) and unknown models raise ProviderFatal with a message that says what to do.
+Rate limits (429, honouring Retry-After), overload (529, 503), other 5xx, connection errors and
+timeouts are retried with capped exponential backoff for up to the outage window; then
+ProviderUnavailable. A bad key (401), no permission (403), an unknown model (404) or an exhausted
+account (402, billing and quota errors) raise ProviderFatal, which ends the night with what to do.
+Any other refusal (4xx) raises RequestRefused (ContextTooLong for a conversation that outgrew the
+context window): it fails that one proposal.
 """
 
 from __future__ import annotations
@@ -14,18 +16,32 @@ import anthropic
 import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
-from agent.llm.types import ProviderFatal, ProviderUnavailable
+from agent.llm.types import ContextTooLong, ProviderFatal, ProviderUnavailable, RequestRefused
 
 TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 CONNECTION_ERRORS = (anthropic.APIConnectionError, openai.APIConnectionError)
 STATUS_ERRORS = (anthropic.APIStatusError, openai.APIStatusError)
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY"}
+EXHAUSTED = ("credit balance", "insufficient_quota", "billing", "exceeded your current quota")
+TOO_LONG = ("prompt is too long", "context_length_exceeded", "maximum context length", "context window",
+            "too many tokens")
+
+
+def _detail(error) -> str:
+    return f"{getattr(error, 'code', None) or ''} {error}".lower()
+
+
+def is_exhausted(error: BaseException) -> bool:
+    if not isinstance(error, STATUS_ERRORS):
+        return False
+    return error.status_code == 402 or any(marker in _detail(error) for marker in EXHAUSTED)
 
 
 def is_transient(error: BaseException) -> bool:
     if isinstance(error, CONNECTION_ERRORS):
         return True
-    return isinstance(error, STATUS_ERRORS) and error.status_code in TRANSIENT_STATUS
+    return (isinstance(error, STATUS_ERRORS) and error.status_code in TRANSIENT_STATUS
+            and not is_exhausted(error))
 
 
 def retry_after_seconds(error: BaseException) -> float | None:
@@ -59,17 +75,24 @@ def call_with_retries(call: Callable, provider: str, on_retry: Callable[[dict], 
             raise ProviderUnavailable(f"{provider} did not answer for {outage_window_s:.0f} s "
                                       f"(last: {type(error).__name__}: {str(error)[:200]})") from error
         if isinstance(error, STATUS_ERRORS):
-            raise ProviderFatal(fatal_message(provider, error)) from error
+            raise classify(provider, error) from error
         raise
 
 
-def fatal_message(provider: str, error) -> str:
+def classify(provider: str, error) -> Exception:
+    """ProviderFatal for what no later request can fix; RequestRefused (or ContextTooLong) for the rest."""
     status, detail = error.status_code, str(error)[:300]
     if status == 401:
-        return (f"{provider} rejected the API key (401: {detail}); set {KEY_VARIABLES.get(provider, 'the key')} "
-                "to a valid key")
+        return ProviderFatal(f"{provider} rejected the API key (401: {detail}); set "
+                             f"{KEY_VARIABLES.get(provider, 'the key')} to a valid key")
     if status == 403:
-        return f"{provider} denied permission (403: {detail}); check the key's access to this model"
+        return ProviderFatal(f"{provider} denied permission (403: {detail}); check the key's access to this model")
     if status == 404:
-        return f"{provider} does not know this model or endpoint (404: {detail}); check --model and --base-url"
-    return f"{provider} refused the request ({status}: {detail})"
+        return ProviderFatal(f"{provider} does not know this model or endpoint (404: {detail}); check --model "
+                             "and --base-url")
+    if is_exhausted(error):
+        return ProviderFatal(f"{provider} says the account has no credit left ({status}: {detail}); add credit or "
+                             "raise the limit in the provider's console, then run again")
+    if status == 413 or any(marker in _detail(error) for marker in TOO_LONG):
+        return ContextTooLong(f"{provider}: the conversation is too long for the model ({status}: {detail})")
+    return RequestRefused(f"{provider} refused the request ({status}: {detail})")

@@ -5,43 +5,107 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Literal
 
-from agent.llm.types import ToolCall, ToolResult, ToolSpec
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.llm.types import UNPARSED, ToolCall, ToolResult, ToolSpec
 from agent.noise import current_sigma
 
 READABLE_FILES = ("train.py", "prepare.py", "program.md", "track.json")
 MAX_RESULT_CHARS = 60_000
-
-TOOLS = [
-    ToolSpec("read_file", "Read one file of the experiment (read-only): train.py as it is at the best commit, "
-             "prepare.py (frozen: data, tokenizer, dataloader, evaluate_bpb), program.md (your research "
-             "program) or track.json (the track's constants and data).",
-             {"type": "object", "properties": {"path": {"type": "string", "enum": list(READABLE_FILES)}},
-              "required": ["path"]}),
-    ToolSpec("list_experiments", "The history of this run as a table, newest last, the best marked with *: "
-             "id, status, val_bpb (mean of its runs) with its standard error, runs, triage class, description; "
-             "noise rows are re-runs of a best with other seeds that measure sigma.",
-             {"type": "object", "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 500,
-                                                         "description": "how many of the newest (default 30)"}}}),
-    ToolSpec("read_run_log", "The last lines of one experiment's training log.",
-             {"type": "object", "properties": {"experiment_id": {"type": "string"},
-                                               "tail_lines": {"type": "integer", "minimum": 1, "maximum": 400}},
-              "required": ["experiment_id"]}),
-    ToolSpec("show_diff", "What one experiment changed in train.py, as a unified diff.",
-             {"type": "object", "properties": {"experiment_id": {"type": "string"}}, "required": ["experiment_id"]}),
-    ToolSpec("submit_experiment", "Submit the ONE change to try, as search/replace edits on train.py. Each "
-             "old_string must match exactly one place of train.py (copy it exactly, with enough lines to be "
-             "unique); edits apply in order, all or none. This ends your turn when the edits are valid; "
-             "otherwise the tool result says precisely what to fix.",
-             {"type": "object", "properties": {
-                 "description": {"type": "string", "description": "one line: what changes, with the numbers"},
-                 "edits": {"type": "array", "minItems": 1, "items": {
-                     "type": "object", "properties": {"old_string": {"type": "string"},
-                                                      "new_string": {"type": "string"}},
-                     "required": ["old_string", "new_string"]}}},
-              "required": ["description", "edits"]}),
-]
 SUBMIT = "submit_experiment"
+
+
+class ReadFileArgs(BaseModel):
+    """Read one file of the experiment (read-only): train.py as it is at the best commit, prepare.py (frozen:
+    data, tokenizer, dataloader, evaluate_bpb), program.md (your research program) or track.json (the
+    track's constants and data)."""
+    model_config = ConfigDict(extra="forbid")
+    path: Literal["train.py", "prepare.py", "program.md", "track.json"]
+
+
+class ListExperimentsArgs(BaseModel):
+    """The history of this run as a table, newest last, the best marked with *: id, status, val_bpb (mean of
+    its runs) with its standard error, runs, triage class, description; noise rows are re-runs of a best
+    with other seeds that measure sigma."""
+    model_config = ConfigDict(extra="forbid")
+    limit: int = Field(30, ge=1, le=500, description="how many of the newest (default 30)")
+
+
+class ReadRunLogArgs(BaseModel):
+    """The last lines of one experiment's training log."""
+    model_config = ConfigDict(extra="forbid")
+    experiment_id: str
+    tail_lines: int = Field(60, ge=1, le=400)
+
+
+class ShowDiffArgs(BaseModel):
+    """What one experiment changed in train.py, as a unified diff."""
+    model_config = ConfigDict(extra="forbid")
+    experiment_id: str
+
+
+class EditArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    old_string: str
+    new_string: str
+
+
+class SubmitArgs(BaseModel):
+    """Submit the ONE change to try, as search/replace edits on train.py. Each old_string must match exactly
+    one place of train.py (copy it exactly, with enough lines to be unique); edits apply in order, all or
+    none. This ends your turn when the edits are valid; otherwise the tool result says precisely what to
+    fix."""
+    model_config = ConfigDict(extra="forbid")
+    description: str = Field(min_length=1, description="one line: what changes, with the numbers")
+    edits: list[EditArgs] = Field(min_length=1)
+
+
+ARGUMENTS: dict[str, type[BaseModel]] = {"read_file": ReadFileArgs, "list_experiments": ListExperimentsArgs,
+                                         "read_run_log": ReadRunLogArgs, "show_diff": ShowDiffArgs,
+                                         SUBMIT: SubmitArgs}
+
+
+def _spec(name: str, model: type[BaseModel]) -> ToolSpec:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    schema.pop("description", None)
+    return ToolSpec(name, " ".join(model.__doc__.split()), schema)
+
+
+TOOLS = [_spec(name, model) for name, model in ARGUMENTS.items()]
+
+
+class BadToolCall(ValueError):
+    """A call the model can correct: the message says what was wrong."""
+
+
+def parse_arguments(call: ToolCall) -> BaseModel:
+    """The call's arguments validated by its tool's model, or BadToolCall naming every problem."""
+    model = ARGUMENTS.get(call.name)
+    if model is None:
+        raise BadToolCall(f"there is no tool {call.name!r}; the tools are {', '.join(ARGUMENTS)}")
+    if UNPARSED in call.arguments:
+        raw = str(call.arguments[UNPARSED])[:200]
+        raise BadToolCall(f"the arguments of {call.name} are not a JSON object: {raw!r}; send them as JSON")
+    try:
+        return model.model_validate(call.arguments)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                             for e in err.errors())
+        raise BadToolCall(f"invalid arguments for {call.name}: {problems}. Call it again with corrected "
+                          "arguments") from err
+
+
+def bounded(text: str, limit: int = MAX_RESULT_CHARS) -> str:
+    """Head and tail of a long tool output, with a note of what was cut in between."""
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit // 2], text[-limit // 2:]
+    cut = len(text) - len(head) - len(tail)
+    return f"{head}\n[... {cut} characters cut here (of {len(text)}); ask for less to see them ...]\n{tail}"
+
 
 
 def history_table(records: list[dict], limit: int = 30) -> str:
@@ -72,13 +136,17 @@ class ToolBox:
         self.dir, self.files, self.records = workspace_dir, files, records
 
     def run(self, call: ToolCall) -> ToolResult:
+        """A read-only tool's answer; a bad call or a failure inside the tool comes back as a tool error."""
         try:
-            content = getattr(self, f"_{call.name}")(**call.arguments)
-        except (AttributeError, TypeError) as err:
-            return ToolResult(call.id, f"cannot call {call.name} with {call.arguments}: {err}", is_error=True)
+            arguments = parse_arguments(call)
+            content = getattr(self, f"_{call.name}")(**arguments.model_dump())
+        except BadToolCall as err:
+            return ToolResult(call.id, str(err), is_error=True)
         except LookupError as err:
             return ToolResult(call.id, str(err.args[0]), is_error=True)
-        return ToolResult(call.id, content[-MAX_RESULT_CHARS:])
+        except Exception as err:  # noqa: BLE001 - the model gets the failure, the night goes on
+            return ToolResult(call.id, f"{call.name} failed: {type(err).__name__}: {err}", is_error=True)
+        return ToolResult(call.id, bounded(content))
 
     def _read_file(self, path: str) -> str:
         if path not in self.files:

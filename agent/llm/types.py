@@ -13,6 +13,9 @@ class ToolSpec:
     parameters: dict  # JSON schema of the arguments
 
 
+UNPARSED = "__unparsed__"  # the key holding arguments that were not a JSON object
+
+
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -31,13 +34,16 @@ class ToolResult:
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
-    cached_tokens: int = 0
+    cache_read_tokens: int = 0   # part of input_tokens
+    cache_write_tokens: int = 0  # part of input_tokens
+    cache_write_1h_tokens: int = 0  # the part of the cache writes with the 1-hour lifetime
     thinking_tokens: int = 0
     cost_usd: float = 0.0
     calls: int = 0
 
     def add(self, other: Usage) -> None:
-        for name in ("input_tokens", "output_tokens", "cached_tokens", "thinking_tokens", "cost_usd", "calls"):
+        for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                     "cache_write_1h_tokens", "thinking_tokens", "cost_usd", "calls"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def as_dict(self) -> dict:
@@ -47,15 +53,25 @@ class Usage:
 @dataclass
 class AssistantTurn:
     text: str
-    thinking: list[str]
+    thinking: list[str]           # thinking text or reasoning summaries, as the service returned them
     tool_calls: list[ToolCall]
     usage: Usage
     stop_reason: str | None = None
-    extra: dict = field(default_factory=dict)
+    service_model: str | None = None  # the model as the service named it in its reply
+    request_id: str | None = None
+    params: dict = field(default_factory=dict)  # the request's parameters other than its content (never keys)
 
 
 class ProviderFatal(Exception):
-    """A request that retrying cannot fix (bad key, no permission, bad request, unknown model)."""
+    """The night cannot go on: a bad key, no permission, an unknown model or an exhausted account."""
+
+
+class RequestRefused(Exception):
+    """The service refused this one request (any other 4xx); it fails the proposal, not the night."""
+
+
+class ContextTooLong(RequestRefused):
+    """The conversation outgrew the model's context window."""
 
 
 class ProviderUnavailable(Exception):
@@ -76,3 +92,6 @@ class Conversation(Protocol):
     def add_tool_results(self, results: list[ToolResult]) -> None: ...
 
     def add_user(self, text: str) -> None: ...
+
+    def trim(self) -> bool:
+        """Shortens old tool results so the conversation fits again; False if there was nothing to cut."""

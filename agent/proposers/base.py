@@ -30,7 +30,12 @@ class Proposal:
 
 
 class ProposerError(Exception):
-    """The proposer could not produce an experiment; the loop records it and goes on or stops."""
+    """The proposer could not produce an experiment; the loop records it and goes on or stops.
+    usage: the LLM tokens and cost the failed attempt spent (they count towards the cost cap)."""
+
+    def __init__(self, message: str, usage: dict | None = None):
+        super().__init__(message)
+        self.usage = usage or {}
 
 
 class Proposer(Protocol):

@@ -2,9 +2,12 @@
 
 System prompt = the research program + the service's fixed rules. First user message = the
 state of the run. The model reads with the read-only tools and ends its turn with a valid
-submit_experiment; invalid submissions come back as tool results (at most MAX_REFLECTIONS),
-and a turn that needs more than max_tool_calls calls is a proposer failure. After a fixable
-crash the same conversation gets the log tail and may submit a fix on top of its change.
+submit_experiment. Every tool call is validated against its argument model; a malformed call or
+an invalid submission comes back as a tool error (at most MAX_REFLECTIONS invalid submissions).
+Each tool result tells the model how many calls are left; the proposal fails at max_tool_calls
+calls or past its token budget. A refused request fails the proposal (a context that is too long
+is retried once with old tool results cut); the spend goes with the ProposerError. After a
+fixable crash the same conversation gets the log tail and may submit a fix on top of its change.
 Every request, reply, thought, tool call and result goes to the transcript as it happens.
 """
 
@@ -18,8 +21,8 @@ from pathlib import Path
 from agent.edits import Edit, EditRejected, apply_edits
 from agent.llm.pricing import PriceTable
 from agent.llm.retry import call_with_retries
-from agent.llm.tools import SUBMIT, TOOLS, ToolBox, history_table
-from agent.llm.types import AssistantTurn, Conversation, ToolCall, ToolResult, Usage
+from agent.llm.tools import SUBMIT, TOOLS, BadToolCall, ToolBox, history_table, parse_arguments
+from agent.llm.types import AssistantTurn, ContextTooLong, Conversation, RequestRefused, ToolCall, ToolResult, Usage
 from agent.policy import check_policy
 from agent.proposers.base import Proposal, ProposalContext, ProposerError
 from agent.transcript import Transcript
@@ -81,11 +84,13 @@ class LLMProposer:
     name = "llm"
 
     def __init__(self, open_conversation: Callable[[], Conversation], workspace_dir: Path, prices: PriceTable,
-                 max_tool_calls: int = 20, outage_window_s: float = 1800.0, retry_base_s: float = 1.0):
+                 max_tool_calls: int = 20, outage_window_s: float = 1800.0, retry_base_s: float = 1.0,
+                 max_proposal_tokens: int = 3_000_000):
         self.open_conversation = open_conversation
         self.workspace_dir = workspace_dir
         self.prices = prices
         self.max_tool_calls = max_tool_calls
+        self.max_proposal_tokens = max_proposal_tokens  # input + output tokens of one proposal, all calls
         self.outage_window_s, self.retry_base_s = outage_window_s, retry_base_s
         self.sessions: dict[str, tuple[Conversation, ToolBox]] = {}  # per experiment, for its fixes
 
@@ -119,69 +124,108 @@ class LLMProposer:
 
     def _converse(self, conversation: Conversation, toolbox: ToolBox, base_source: str,
                   transcript: Transcript) -> Proposal:
-        usage, calls, reflections = Usage(), 0, 0
+        usage = Usage()
+        try:
+            return self._tool_loop(conversation, toolbox, base_source, transcript, usage)
+        except ProposerError as err:
+            err.usage = usage.as_dict()
+            raise
+        except RequestRefused as err:
+            raise ProposerError(str(err), usage.as_dict()) from err
+
+    def _tool_loop(self, conversation: Conversation, toolbox: ToolBox, base_source: str, transcript: Transcript,
+                   usage: Usage) -> Proposal:
+        calls, reflections = 0, 0
         while True:
+            if usage.input_tokens + usage.output_tokens > self.max_proposal_tokens:
+                raise ProposerError(f"the proposal used {usage.input_tokens + usage.output_tokens:,} tokens, over "
+                                    f"its budget of {self.max_proposal_tokens:,}, without a valid submission")
             turn = self._step(conversation, transcript, usage)
             if not turn.tool_calls:
                 calls += 1
                 if calls > self.max_tool_calls:
                     raise ProposerError(f"no valid submit_experiment within {self.max_tool_calls} tool calls")
-                conversation.add_user("Use the tools, and end your turn by calling submit_experiment with one change.")
+                conversation.add_user("Use the tools, and end your turn by calling submit_experiment with one change. "
+                                      + self._calls_left(calls))
                 continue
             results, accepted = [], None
             for call in turn.tool_calls:
                 calls += 1
                 transcript.event("tool_call", id=call.id, name=call.name, arguments=call.arguments)
-                if calls > self.max_tool_calls:
-                    raise ProposerError(f"no valid submit_experiment within {self.max_tool_calls} tool calls")
                 if accepted is not None:
                     result = ToolResult(call.id, "skipped: this turn already submitted an experiment", True)
+                elif calls > self.max_tool_calls:
+                    result = ToolResult(call.id, "not run: no tool calls are left", True)
                 elif call.name == SUBMIT:
                     result, accepted = self._submit(call, base_source)
                     if accepted is None:
                         reflections += 1
-                        if reflections > MAX_REFLECTIONS:
-                            raise ProposerError(
-                                f"{reflections} invalid submissions in one turn; last: {result.content}")
                 else:
                     result = toolbox.run(call)
                 transcript.event("tool_result", id=call.id, name=call.name, is_error=result.is_error,
                                  content=result.content)
                 results.append(result)
-            conversation.add_tool_results(results)
+            # Every call of the turn is answered, even when the proposal ends here.
+            conversation.add_tool_results(results, None if accepted is not None else self._calls_left(calls))
             if accepted is not None:
                 accepted.meta.update(provider=conversation.provider, model=conversation.model, tool_calls=calls,
                                      reflections=reflections)
                 accepted.usage = usage.as_dict()
                 return accepted
+            if reflections > MAX_REFLECTIONS:
+                raise ProposerError(f"{reflections} invalid submissions in one turn; last: {results[-1].content}")
+            if calls >= self.max_tool_calls:
+                raise ProposerError(f"no valid submit_experiment within {self.max_tool_calls} tool calls")
+
+    def _calls_left(self, calls: int) -> str:
+        left = self.max_tool_calls - calls
+        if left <= 1:
+            return "This is your last tool call: call submit_experiment now with your best change."
+        return f"{left} tool calls left."
 
     def _step(self, conversation: Conversation, transcript: Transcript, usage: Usage) -> AssistantTurn:
-        transcript.event("request", provider=conversation.provider, model=conversation.model, number=usage.calls + 1)
-        turn = call_with_retries(conversation.step, conversation.provider,
-                                 on_retry=lambda info: transcript.event("retry", **info),
-                                 outage_window_s=self.outage_window_s, base_s=self.retry_base_s)
+        trimmed = False
+        while True:
+            transcript.event("request", provider=conversation.provider, model=conversation.model,
+                             number=usage.calls + 1)
+            try:
+                turn = call_with_retries(conversation.step, conversation.provider,
+                                         on_retry=lambda info: transcript.event("retry", **info),
+                                         outage_window_s=self.outage_window_s, base_s=self.retry_base_s)
+                break
+            except ContextTooLong as err:
+                transcript.event("refused", reason=str(err), trimmed=trimmed)
+                if trimmed or not conversation.trim():
+                    raise
+                trimmed = True  # once: old tool results are cut and the request sent again
+            except RequestRefused as err:
+                transcript.event("refused", reason=str(err))
+                raise
         turn.usage.cost_usd = self.prices.cost(conversation.model, turn.usage)
         usage.add(turn.usage)
         for thought in turn.thinking:
             transcript.event("thinking", text=thought)
         transcript.event("assistant", text=turn.text, stop_reason=turn.stop_reason, usage=turn.usage.as_dict(),
-                         priced=self.prices.price(conversation.model) is not None)
+                         priced=self.prices.price(conversation.model) is not None, service_model=turn.service_model,
+                         request_id=turn.request_id, params=turn.params)
         return turn
 
     def _submit(self, call: ToolCall, base_source: str) -> tuple[ToolResult, Proposal | None]:
-        description = str(call.arguments.get("description", "")).strip()
-        raw_edits = call.arguments.get("edits")
+        try:
+            arguments = parse_arguments(call)
+        except BadToolCall as err:
+            return ToolResult(call.id, f"{err}; nothing was committed", True), None
+        description = arguments.description.strip()
         if not description:
             return ToolResult(call.id, "submit_experiment needs a one-line description of the change", True), None
-        if not isinstance(raw_edits, list) or not all(
-                isinstance(e, dict) and isinstance(e.get("old_string"), str) and isinstance(e.get("new_string"), str)
-                for e in raw_edits):
-            return ToolResult(call.id, "edits must be a list of {old_string, new_string} strings", True), None
-        edits = [Edit(e["old_string"], e["new_string"], e.get("path", "train.py")) for e in raw_edits]
+        edits = [Edit(e.old_string, e.new_string) for e in arguments.edits]
         try:
             check_policy(apply_edits(base_source, edits), parent=base_source)
         except EditRejected as err:
             return ToolResult(call.id, f"rejected, nothing was committed: {err}", True), None
+        except Exception as err:  # noqa: BLE001 - whatever the edits did to the checks, the model is told
+            return ToolResult(call.id, f"rejected, nothing was committed: the edits could not be checked "
+                                       f"({type(err).__name__}: {err})", True), None
         return (ToolResult(call.id, "accepted: the change is committed and trained now"),
                 Proposal(description.splitlines()[0][:200], edits))
 

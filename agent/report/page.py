@@ -63,6 +63,19 @@ def cards(h: Headline) -> str:
         f"<div class='card'><b>{escape(a)}</b><span>{escape(b)}</span></div>" for a, b in items) + "</div>"
 
 
+def failed_proposals(failures: list) -> str:
+    """Proposals that produced no experiment (agent.proposal_failures.FailedProposal) and what they cost."""
+    if not failures:
+        return ""
+    spent = sum(float(f.usage.get("cost_usd", 0.0)) for f in failures)
+    rows = "".join(f"<tr><td>{escape(f.experiment_id)}</td><td>{escape(f.kind)}</td>"
+                   f"<td>${float(f.usage.get('cost_usd', 0.0)):.4f}</td><td>{escape(f.reason[:500])}</td></tr>"
+                   for f in failures)
+    return (f"<details><summary>{len(failures)} proposal(s) without an experiment, ${spent:.2f} (counted in the "
+            f"cost cap)</summary><table><tr><th>for</th><th>kind</th><th>cost</th><th>reason</th></tr>{rows}"
+            "</table></details>")
+
+
 def kept_changes(records: list[dict]) -> str:
     parts, best = [], None
     for r in records:
@@ -185,7 +198,8 @@ def transcripts(records: list[dict], events_by_id: dict[str, list[dict]]) -> str
 
 
 def page(tag: str, track: dict, records: list[dict], h: Headline, plot_png: bytes, cumulative_diff: str,
-         events_by_id: dict[str, list[dict]], confirmation: dict | None = None) -> str:
+         events_by_id: dict[str, list[dict]], confirmation: dict | None = None,
+         failures: list | None = None) -> str:
     plot = base64.b64encode(plot_png).decode()
     generated = time.strftime("%Y-%m-%d %H:%M")
     return f"""<!doctype html>
@@ -194,7 +208,7 @@ def page(tag: str, track: dict, records: list[dict], h: Headline, plot_png: byte
 <h1>{escape(tag)}</h1>
 <div class="meta">track {escape(str(track.get('track')))} · data {escape(str(track.get('fingerprint', ''))[:12])}
  · generated {generated}</div>
-{cards(h)}
+{cards(h)}{failed_proposals(failures or [])}
 <img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">
 <h2>Kept changes</h2>{kept_changes(records)}
 <h2>Noise and held-out confirmation</h2>{noise_and_holdout(records, confirmation)}

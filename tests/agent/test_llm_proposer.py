@@ -13,19 +13,23 @@ import pytest
 from agent.ledger import Ledger
 from agent.llm.pricing import PriceTable
 from agent.llm.select import conversation_factory
-from agent.loop import LoopSettings, LoopStopped, run_loop
+from agent.loop import LoopSettings, LoopStopped, proposal_context, read_program, run_cost, run_loop
+from agent.proposal_failures import read_failures
+from agent.proposers.base import ProposerError
 from agent.proposers.hybrid import HybridProposer
 from agent.proposers.llm import LLMProposer
 from agent.proposers.optuna_search import OptunaProposer
 from agent.runner import LocalRunner
+from agent.transcript import Transcript
 from agent.workspace import Workspace
-from tests.helpers.llm_server import LLMServer, error, tool_call
+from tests.helpers.llm_server import LLMServer, error, tool_call, tool_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
 CHANGE = {"description": "WARMDOWN_RATIO 0.5 -> 0.4",
           "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.4 ")}]}
-MODELS = {"anthropic": "anthropic:claude-sonnet-4-5", "openai": "openai:gpt-4.1"}
+MODELS = {"anthropic": "anthropic:claude-sonnet-4-5", "opus": "anthropic:claude-opus-4-8", "openai": "openai:gpt-5.6",
+          "compatible": "openai-compatible:qwen3-coder"}
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +61,8 @@ def server(monkeypatch):
 
 def llm_proposer(workspace, provider="anthropic", **options):
     options.setdefault("outage_window_s", 10.0)  # an unscripted request fails the test, not hangs it
-    return LLMProposer(conversation_factory(MODELS[provider]), workspace.dir, PriceTable(), retry_base_s=0.01,
-                       **options)
+    return LLMProposer(conversation_factory(MODELS[provider], cache_key="llm"), workspace.dir, PriceTable(),
+                       retry_base_s=0.01, **options)
 
 
 def loop(workspace, proposer, experiments=1, **settings):
@@ -74,7 +78,7 @@ def events(workspace, experiment_id):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize("provider", ["anthropic", "opus", "openai", "compatible"])
 def test_reads_train_py_then_submits_a_change(workspace, server, provider):
     server.script(tool_call("read_file", {"path": "train.py"}, thinking="First I read the schedule."),
                   tool_call("submit_experiment", CHANGE, text="Shorter warm-down."))
@@ -83,17 +87,42 @@ def test_reads_train_py_then_submits_a_change(workspace, server, provider):
     assert record["id"] == "0001" and record["status"] in ("keep", "discard")
     assert record["description"] == CHANGE["description"] and "+WARMDOWN_RATIO = 0.4" in record["diff"]
     assert record["proposer"] == "llm" and record["proposal"]["model"] == MODELS[provider].split(":")[1]
-    assert record["llm"]["calls"] == 2 and record["llm"]["output_tokens"] == 400 and record["llm"]["cost_usd"] > 0
+    assert record["llm"]["calls"] == 2 and record["llm"]["output_tokens"] == 400
+    assert (record["llm"]["cost_usd"] > 0) is (provider != "compatible")  # a self-hosted model has no price
     kinds = [e["type"] for e in events(workspace, "0001")]
     assert kinds.count("tool_call") == 2 and kinds.count("tool_result") == 2 and kinds[-1] == "decision"
-    assert "thinking" in kinds
+    thoughts = [e["text"] for e in events(workspace, "0001") if e["type"] == "thinking"]
+    assert thoughts == ["First I read the schedule."]
+    replies = [e for e in events(workspace, "0001") if e["type"] == "assistant"]
+    assert all(r["request_id"].startswith("req_") and r["service_model"] for r in replies)
+    assert "sk-" not in json.dumps(events(workspace, "0001"))
     read = next(e for e in events(workspace, "0001") if e["type"] == "tool_result")
     assert "# === HYPERPARAMETERS (track: test)" in read["content"]
+    assert server.refusals == []
     first = server.requests[0].body
-    system = first["system"] if provider == "anthropic" else first["messages"][0]["content"]
+    system = {"anthropic": lambda: first["system"][0]["text"], "opus": lambda: first["system"][0]["text"],
+              "openai": lambda: first["instructions"],
+              "compatible": lambda: first["messages"][0]["content"]}[provider]()
     assert "Research program" in system and "Fixed rules of this service" in system
-    tools = {t["name"] if provider == "anthropic" else t["function"]["name"] for t in first["tools"]}
+    tools = {t["function"]["name"] if provider == "compatible" else t["name"] for t in first["tools"]}
     assert tools == {"read_file", "list_experiments", "read_run_log", "show_diff", "submit_experiment"}
+    second = server.requests[1].body
+    if provider in ("anthropic", "opus"):
+        assert first["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+        assert second["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
+        assert second["messages"][1]["content"][0]["type"] == "thinking"  # sent back, signature included
+        assert server.requests[1].usage["cache_read_input_tokens"] > 0  # the system prompt and tools were read
+        thinking = {"anthropic": {"type": "enabled", "budget_tokens": 4000},
+                    "opus": {"type": "adaptive", "display": "summarized"}}[provider]
+        assert first["thinking"] == thinking and "temperature" not in first
+        assert replies[1]["usage"]["cache_read_tokens"] > 0 and replies[1]["params"]["stream"] is True
+    elif provider == "openai":
+        assert first["store"] is False and first["reasoning"]["summary"] == "auto"
+        assert first["include"] == ["reasoning.encrypted_content"] and first["prompt_cache_key"] == "llm"
+        assert [i.get("type", i.get("role")) for i in second["input"][1:]] == [
+            "reasoning", "function_call", "function_call_output", "user"]  # the user turn: tool calls left
+    else:
+        assert "max_tokens" in first and "max_completion_tokens" not in first
     assert server.pending == 0
     shown = subprocess.run([sys.executable, "-m", "agent.cli", "transcript", "--tag", "llm", "0001",
                             "--workspaces", str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
@@ -173,7 +202,7 @@ def test_a_changed_program_steers_the_next_experiment(workspace, server):
     first, second = Ledger(workspace.dir).records[1:]
     assert (first["program"]["name"], second["program"]["name"]) == ("program", "simplify")
     assert first["program"]["sha256"] != second["program"]["sha256"]
-    systems = [r.body["system"] for r in server.requests]
+    systems = [r.body["system"][0]["text"] for r in server.requests]
     assert (ROOT / "prompts" / "simplify.md").read_text().strip()[:200] in systems[1]
 
 
@@ -203,3 +232,100 @@ def test_a_missing_key_or_model_is_a_clear_error(workspace, monkeypatch):
     bad = subprocess.run([sys.executable, "-m", "agent.cli", "run", "--tag", "llm", "--proposer", "llm",
                           "--workspaces", str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and "needs --model PROVIDER:MODEL" in bad.stdout
+
+
+def test_malformed_tool_calls_and_a_one_off_400_cost_at_most_one_proposal(workspace, server):
+    """gpt-5.6 on the Responses API: three malformed calls come back as tool errors the model acts on; a 400
+    while the next experiment is proposed fails that proposal only (recorded, with its spend) and the night
+    goes on."""
+    server.script(tool_calls([("read_file", {"path": 7}), ("rm_rf", {"path": "/"})], thinking="Let me look."),
+                  tool_call("list_experiments", "{limit: ten"),
+                  tool_call("submit_experiment", CHANGE),
+                  error(400, body={"error": {"message": "Invalid 'input[3]': bad", "type": "invalid_request_error",
+                                             "param": "input", "code": None}}),
+                  tool_call("submit_experiment", {"description": "FINAL_LR_FRAC 0.0 -> 0.05", "edits": [
+                      {"old_string": "FINAL_LR_FRAC = 0.0", "new_string": "FINAL_LR_FRAC = 0.05"}]}))
+    why, messages = loop(workspace, llm_proposer(workspace, "openai"), experiments=2)
+    assert why.startswith("ran 2 experiment(s)") and server.pending == 0 and server.refusals == []
+    records = Ledger(workspace.dir).records
+    assert [r["id"] for r in records] == ["0000", "0001", "0002"]
+    assert records[2]["description"] == "FINAL_LR_FRAC 0.0 -> 0.05"
+    errors = [e["content"] for e in events(workspace, "0001") if e["type"] == "tool_result" and e["is_error"]]
+    assert len(errors) == 3
+    assert "invalid arguments for read_file: path: Input should be 'train.py'" in errors[0]
+    assert "there is no tool 'rm_rf'" in errors[1] and "not a JSON object" in errors[2]
+    outputs = [i["output"] for i in server.requests[1].body["input"] if i.get("type") == "function_call_output"]
+    assert outputs[0].startswith("ERROR: invalid arguments") and len(outputs) == 2
+    failed = read_failures(workspace.dir)
+    assert [(f.experiment_id, f.kind, f.in_a_row) for f in failed] == [("0002", "failed", 1)]
+    assert "refused the request (400" in failed[0].reason and failed[0].usage.get("calls", 0) == 0
+    assert any(m.startswith("proposal failed (1 in a row)") for m in messages)
+    shown = subprocess.run([sys.executable, "-m", "agent.cli", "status", "--tag", "llm",
+                            "--workspaces", str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
+    assert "proposals without an experiment: 1" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_failed_proposals_spend_counts_towards_the_cap(workspace, server):
+    """A proposal that reads (and pays) but never submits, five times over, stops the night with the reason;
+    the spend of the failed proposals is the run's spend."""
+    server.script(*[tool_call("read_file", {"path": "train.py"}, usage=(100_000, 1000))] * 5)
+    with pytest.raises(LoopStopped, match="failed 5 times in a row; last error: no valid submit_experiment"):
+        loop(workspace, llm_proposer(workspace, max_tool_calls=1), experiments=3)
+    failed = read_failures(workspace.dir)
+    assert len(failed) == 5 and all(f.usage["calls"] == 1 for f in failed)
+    assert sum(f.usage["cost_usd"] for f in failed) == pytest.approx(5 * (0.3 + 0.015))
+    assert run_cost(Ledger(workspace.dir)) == pytest.approx(5 * 0.315)
+
+
+def propose(workspace, proposer, tmp_path):
+    """One proposal without training anything; returns it (or raises) and the transcript's events."""
+    ledger = Ledger(workspace.dir)
+    context = proposal_context(workspace, ledger, ledger.next_id(), ledger.best(), read_program(workspace),
+                               workspace.file_at("train.py"))
+    transcript = Transcript(tmp_path / "proposal.jsonl")
+    try:
+        return proposer.propose(context, transcript), transcript.events()
+    except ProposerError as err:
+        return err, transcript.events()
+
+
+def test_a_context_too_long_is_retried_once_with_old_tool_results_cut(workspace, server, tmp_path):
+    too_long = {"type": "error", "error": {"type": "invalid_request_error",
+                                           "message": "prompt is too long: 1000123 tokens > 1000000 maximum"}}
+    server.script(tool_call("read_file", {"path": "train.py"}), tool_call("read_file", {"path": "prepare.py"}),
+                  error(400, body=too_long), tool_call("submit_experiment", CHANGE))
+    proposal, seen = propose(workspace, llm_proposer(workspace, "opus"), tmp_path)
+    assert proposal.description == CHANGE["description"] and server.pending == 0
+    retried = server.requests[-1].body["messages"]
+    assert retried[2]["content"][0]["content"] == "[cut to fit the context window]"
+    assert "evaluate_bpb" in retried[4]["content"][0]["content"]  # the newest result (prepare.py) is kept
+    assert [e["trimmed"] for e in seen if e["type"] == "refused"] == [False]
+
+
+def test_the_model_is_told_the_calls_left_and_the_proposal_ends_at_the_limit(workspace, server, tmp_path):
+    server.script(*[tool_call("show_diff", {"experiment_id": "0000"})] * 3)
+    err, _ = propose(workspace, llm_proposer(workspace, "opus", max_tool_calls=3), tmp_path)
+    assert isinstance(err, ProposerError) and "within 3 tool calls" in str(err) and err.usage["calls"] == 3
+    notes = [r.body["messages"][-1]["content"][-1]["text"] for r in server.requests[1:]]
+    assert notes == ["2 tool calls left.", "This is your last tool call: call submit_experiment now with your best "
+                                           "change."]
+
+
+def test_a_proposal_over_its_token_budget_fails_with_its_spend(workspace, server, tmp_path):
+    server.script(*[tool_call("read_file", {"path": "train.py"}, usage=(60_000, 1_000))] * 2)
+    err, _ = propose(workspace, llm_proposer(workspace, "opus", max_proposal_tokens=100_000), tmp_path)
+    assert isinstance(err, ProposerError) and "over its budget of 100,000" in str(err)
+    assert err.usage["calls"] == 2 and err.usage["cost_usd"] == pytest.approx(2 * (0.3 + 0.025))
+
+
+def test_a_cost_cap_needs_a_price_for_the_model(workspace, tmp_path):
+    command = [sys.executable, "-m", "agent.cli", "run", "--tag", "llm", "--proposer", "llm", "--model",
+               "openai-compatible:my-llama", "--base-url", "http://127.0.0.1:9/v1", "--max-cost-usd", "5",
+               "--max-experiments", "0", "--workspaces", str(workspace.dir.parent)]
+    refused = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert refused.returncode == 2 and "not in the model table" in refused.stdout
+    assert "--max-cost-usd cannot be enforced: openai-compatible:my-llama has no price" in refused.stdout
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"my-llama": {"input": 0.5, "output": 1.5}}))
+    priced = subprocess.run(command + ["--pricing", str(prices)], capture_output=True, text=True, cwd=ROOT)
+    assert "cannot be enforced" not in priced.stdout and "ran 0 experiment(s)" in priced.stdout, priced.stdout

@@ -1,19 +1,22 @@
-"""A loopback stand-in for the Anthropic Messages and OpenAI Chat Completions APIs.
+"""A loopback stand-in for the Anthropic Messages, OpenAI Chat Completions and OpenAI Responses APIs.
 
-``LLMServer`` answers ``POST /v1/messages`` (Anthropic) and ``POST /v1/chat/completions``
-(OpenAI), non-streaming, by replaying scripted replies from one shared queue. A reply is
-built once (``text``, ``tool_call``, ``tool_calls``, ``error``) and rendered in the wire
-format of whichever API consumes it, so tests can drive the real SDK clients over HTTP::
+``LLMServer`` answers ``POST /v1/messages`` (Anthropic; streamed as server-sent events when the
+request asks for ``stream``), ``POST /v1/chat/completions`` and ``POST /v1/responses`` (OpenAI) by
+replaying scripted replies from one shared queue. A reply is built once (``text``, ``tool_call``,
+``tool_calls``, ``error``) and rendered in the wire format of whichever API consumes it, so tests can
+drive the real SDK clients over HTTP::
 
     with LLMServer() as server:
         server.script(tool_call("edit", {"path": "train.py"}), text("done"))
         client = anthropic.Anthropic(api_key="test", base_url=server.anthropic_base_url())
 
-Usage numbers are billing buckets: ``usage=(input, output)`` counts fresh (uncached) input
-and all output tokens, ``cached`` the input tokens read from the cache, ``thinking_tokens``
-the part of the output spent on reasoning. Anthropic reports them as ``input_tokens=input``,
-``cache_read_input_tokens=cached``; OpenAI as ``prompt_tokens=input + cached`` with
-``prompt_tokens_details.cached_tokens=cached``.
+Like the services, it refuses what they refuse (tests/helpers/llm_rules.py), with their status and
+error shape, before a scripted reply is consumed. Usage: with ``usage=None`` (the default) input
+tokens are measured from the request and the prompt cache is simulated (tests/helpers/llm_cache.py):
+Anthropic reports ``input_tokens`` without the cache reads and writes, which come in
+``cache_read_input_tokens`` and ``cache_creation_input_tokens``; OpenAI reports all prompt tokens with
+the cached part in ``cached_tokens``. With ``usage=(input, output)`` the numbers are billing buckets
+given by the test: fresh input, all output, and ``cached`` input read from the cache.
 """
 
 from __future__ import annotations
@@ -27,7 +30,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-PATHS = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai"}
+from tests.helpers.llm_cache import PromptCache
+from tests.helpers.llm_rules import Refusal, check_anthropic, check_chat, check_responses
+
+PATHS = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai", "/v1/responses": "responses"}
+DEFAULT_OUTPUT_TOKENS = 200
 
 # status: (anthropic error type, openai error type, openai code, message)
 ERRORS = {
@@ -45,11 +52,12 @@ ERRORS = {
 
 @dataclass(frozen=True)
 class Reply:
-    """An assistant turn: optional thinking, optional text, zero or more ``(name, arguments)`` tool calls."""
+    """An assistant turn: optional thinking, optional text, zero or more ``(name, arguments)`` tool calls;
+    arguments given as a string are sent as they are (OpenAI only: Anthropic always sends JSON)."""
     text: str | None = None
     thinking: str | None = None
-    calls: tuple[tuple[str, dict], ...] = ()
-    usage: tuple[int, int] = (1000, 200)
+    calls: tuple[tuple[str, dict | str], ...] = ()
+    usage: tuple[int, int] | None = None
     cached: int = 0
     thinking_tokens: int | None = None
 
@@ -64,36 +72,41 @@ class Error:
 
 @dataclass
 class Recorded:
-    """One request received: ``api`` is "anthropic", "openai" or None (unknown path); ``status`` what was answered."""
+    """One request received: ``api`` is "anthropic", "openai", "responses" or None (unknown path); ``status`` what
+    was answered; ``usage`` the usage reported (of a successful answer)."""
     api: str | None
     path: str
     headers: dict[str, str]
     body: Any
     status: int = 0
+    usage: dict | None = None
+    refusal: str | None = None
 
 
-def _reply(text_: str | None, thinking: str | None, calls: list[tuple[str, dict]], usage: tuple[int, int],
-           cached: int, thinking_tokens: int | None) -> Reply:
-    if thinking_tokens is not None and thinking_tokens > usage[1]:
+def _reply(text_: str | None, thinking: str | None, calls: list[tuple[str, dict | str]],
+           usage: tuple[int, int] | None, cached: int, thinking_tokens: int | None) -> Reply:
+    output = usage[1] if usage is not None else DEFAULT_OUTPUT_TOKENS
+    if thinking_tokens is not None and thinking_tokens > output:
         raise ValueError("thinking_tokens is part of the output tokens and cannot exceed them")
-    return Reply(text_, thinking, tuple((name, dict(arguments)) for name, arguments in calls),
-                 tuple(usage), cached, thinking_tokens)
+    return Reply(text_, thinking, tuple((name, arguments if isinstance(arguments, str) else dict(arguments))
+                                        for name, arguments in calls),
+                 tuple(usage) if usage is not None else None, cached, thinking_tokens)
 
 
-def text(content: str, thinking: str | None = None, *, usage: tuple[int, int] = (1000, 200), cached: int = 0,
+def text(content: str, thinking: str | None = None, *, usage: tuple[int, int] | None = None, cached: int = 0,
          thinking_tokens: int | None = None) -> Reply:
     """A final assistant message with ``content`` and no tool calls."""
     return _reply(content, thinking, [], usage, cached, thinking_tokens)
 
 
-def tool_call(name: str, arguments: dict, text: str | None = None, thinking: str | None = None, *,
-              usage: tuple[int, int] = (1000, 200), cached: int = 0, thinking_tokens: int | None = None) -> Reply:
+def tool_call(name: str, arguments: dict | str, text: str | None = None, thinking: str | None = None, *,
+              usage: tuple[int, int] | None = None, cached: int = 0, thinking_tokens: int | None = None) -> Reply:
     """An assistant message calling one tool, optionally with text before the call."""
     return _reply(text, thinking, [(name, arguments)], usage, cached, thinking_tokens)
 
 
-def tool_calls(calls: list[tuple[str, dict]], text: str | None = None, thinking: str | None = None, *,
-               usage: tuple[int, int] = (1000, 200), cached: int = 0, thinking_tokens: int | None = None) -> Reply:
+def tool_calls(calls: list[tuple[str, dict | str]], text: str | None = None, thinking: str | None = None, *,
+               usage: tuple[int, int] | None = None, cached: int = 0, thinking_tokens: int | None = None) -> Reply:
     """An assistant message calling several tools in one turn, in order."""
     if not calls:
         raise ValueError("tool_calls needs at least one call")
@@ -110,9 +123,17 @@ def error_body(api: str | None, status: int, message: str | None = None) -> dict
     fallback = ("invalid_request_error", "invalid_request_error", None, "Error") if status < 500 else ERRORS[500]
     anthropic_type, openai_type, code, default = ERRORS.get(status, fallback)
     message = message or default
-    if api == "openai":
+    if api in ("openai", "responses"):
         return {"error": {"message": message, "type": openai_type, "param": None, "code": code}}
     return {"type": "error", "error": {"type": anthropic_type, "message": message}}
+
+
+
+def refusal_body(api: str, refusal: Refusal) -> dict:
+    if api == "anthropic":
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": refusal.message}}
+    return {"error": {"message": refusal.message, "type": "invalid_request_error", "param": refusal.param,
+                      "code": refusal.code}}
 
 
 class LLMServer:
@@ -121,10 +142,14 @@ class LLMServer:
     def __init__(self, latency: float = 0.0) -> None:
         self.latency = latency  # seconds each successful reply takes, like a model thinking
         self.requests: list[Recorded] = []
+        self.cache = PromptCache()
         self._queue: deque[Reply | Error] = deque()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
+        self._signatures: dict[str, str] = {}         # thinking text -> signature issued with it
+        self._thinking_of_call: dict[str, str] = {}   # tool_use id -> signature of its turn's thinking
+        self._encrypted: dict[str, str] = {}          # reasoning item id -> encrypted content issued with it
 
     @property
     def url(self) -> str:
@@ -136,7 +161,7 @@ class LLMServer:
         return self.url
 
     def openai_base_url(self) -> str:
-        """For ``OPENAI_BASE_URL``; the SDK appends ``/chat/completions``."""
+        """For ``OPENAI_BASE_URL``; the SDK appends ``/chat/completions`` or ``/responses``."""
         return self.url + "/v1"
 
     def script(self, *replies: Reply | Error) -> None:
@@ -147,11 +172,21 @@ class LLMServer:
         with self._lock:
             self._queue.extend(replies)
 
+    def clear(self) -> None:
+        """Drop the replies not consumed yet."""
+        with self._lock:
+            self._queue.clear()
+
     @property
     def pending(self) -> int:
         """How many scripted replies are still unconsumed."""
         with self._lock:
             return len(self._queue)
+
+    @property
+    def refusals(self) -> list[str]:
+        """The messages of every request refused by the rules, in order."""
+        return [r.refusal for r in self.requests if r.refusal]
 
     def __enter__(self) -> LLMServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -163,6 +198,14 @@ class LLMServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
+    def _check(self, api: str, body: dict) -> Refusal | None:
+        with self._lock:
+            if api == "anthropic":
+                return check_anthropic(body, self._signatures, self._thinking_of_call)
+            if api == "openai":
+                return check_chat(body)
+            return check_responses(body, self._encrypted)
+
     def _record(self, request: Recorded, consume: bool) -> Reply | Error | None:
         """Record ``request`` and, if ``consume``, pop the reply it gets (None when the queue is empty)."""
         with self._lock:
@@ -173,41 +216,128 @@ class LLMServer:
         with self._lock:
             return next(self._ids)
 
-    def _render(self, api: str, reply: Reply, model: str) -> dict:
+    def _usage(self, api: str, reply: Reply, body: dict, output: int) -> dict:
+        if reply.usage is not None:
+            fresh, out = reply.usage
+            if api == "anthropic":
+                return {"input_tokens": fresh, "output_tokens": out, "cache_read_input_tokens": reply.cached,
+                        "cache_creation_input_tokens": 0}
+            return {"input": fresh + reply.cached, "cached": reply.cached, "output": out}
+        with self._lock:
+            if api == "anthropic":
+                cache = self.cache.anthropic_usage(body)
+                return {"input_tokens": cache.fresh, "output_tokens": output,
+                        "cache_read_input_tokens": cache.read, "cache_creation_input_tokens": cache.written,
+                        "cache_creation": {"ephemeral_1h_input_tokens": cache.written_1h,
+                                           "ephemeral_5m_input_tokens": cache.written - cache.written_1h}}
+            if api == "openai":
+                parts = [body.get("tools") or []] + list(body.get("messages") or [])
+            else:
+                parts = [body.get("instructions"), body.get("tools") or []] + (
+                    [body["input"]] if isinstance(body.get("input"), str) else list(body.get("input") or []))
+            cache = self.cache.openai_usage(body, parts)
+            return {"input": cache.total, "cached": cache.read, "output": output}
+
+    def _render(self, api: str, reply: Reply, body: dict) -> dict:
         """``reply`` as a non-streaming response body of ``api``."""
+        model = str(body.get("model", "scripted"))
         n = self._next_id()
-        fresh, output = reply.usage
         if api == "anthropic":
             content = []
+            signature = None
             if reply.thinking is not None:
-                content.append({"type": "thinking", "thinking": reply.thinking, "signature": f"sig_{n}"})
+                signature = f"sig_{n}_{abs(hash(reply.thinking)) % 10**8}"
+                content.append({"type": "thinking", "thinking": reply.thinking, "signature": signature})
             if reply.text is not None:
                 content.append({"type": "text", "text": reply.text})
             for name, arguments in reply.calls:
                 content.append({"type": "tool_use", "id": f"toolu_{self._next_id()}", "name": name,
                                 "input": arguments})
-            usage = {"input_tokens": fresh, "output_tokens": output, "cache_read_input_tokens": reply.cached,
-                     "cache_creation_input_tokens": 0}
+            with self._lock:
+                if signature is not None:
+                    self._signatures[reply.thinking] = signature
+                    for block in content:
+                        if block["type"] == "tool_use":
+                            self._thinking_of_call[block["id"]] = signature
+            usage = self._usage(api, reply, body, DEFAULT_OUTPUT_TOKENS)
             if reply.thinking_tokens is not None:
                 usage["output_tokens_details"] = {"thinking_tokens": reply.thinking_tokens}
             return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": model, "content": content,
                     "stop_reason": "tool_use" if reply.calls else "end_turn", "stop_sequence": None,
                     "usage": usage}
+        arguments_of = [(name, arguments if isinstance(arguments, str) else json.dumps(arguments))
+                        for name, arguments in reply.calls]
+        if api == "responses":
+            output: list[dict] = []
+            if reply.thinking is not None:
+                item = {"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text",
+                                                                             "text": reply.thinking}]}
+                if "reasoning.encrypted_content" in (body.get("include") or []):
+                    item["encrypted_content"] = f"enc_{n}_{abs(hash(reply.thinking)) % 10**8}"
+                    with self._lock:
+                        self._encrypted[item["id"]] = item["encrypted_content"]
+                output.append(item)
+            if reply.text is not None:
+                output.append({"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
+                               "content": [{"type": "output_text", "text": reply.text, "annotations": []}]})
+            for name, arguments in arguments_of:
+                k = self._next_id()
+                output.append({"type": "function_call", "id": f"fc_{k}", "call_id": f"call_{k}", "name": name,
+                               "arguments": arguments, "status": "completed"})
+            usage = self._usage(api, reply, body, DEFAULT_OUTPUT_TOKENS)
+            return {"id": f"resp_{n}", "object": "response", "created_at": int(time.time()), "model": model,
+                    "status": "completed", "output": output, "error": None, "incomplete_details": None,
+                    "parallel_tool_calls": True, "tool_choice": "auto", "tools": body.get("tools") or [],
+                    "store": body.get("store", True),
+                    "usage": {"input_tokens": usage["input"], "output_tokens": usage["output"],
+                              "total_tokens": usage["input"] + usage["output"],
+                              "input_tokens_details": {"cached_tokens": usage["cached"], "cache_write_tokens": 0},
+                              "output_tokens_details": {"reasoning_tokens": reply.thinking_tokens or 0}}}
         message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
         if reply.calls:
-            message["tool_calls"] = [
-                {"id": f"call_{self._next_id()}", "type": "function",
-                 "function": {"name": name, "arguments": json.dumps(arguments)}}
-                for name, arguments in reply.calls]
+            message["tool_calls"] = [{"id": f"call_{self._next_id()}", "type": "function",
+                                      "function": {"name": name, "arguments": arguments}}
+                                     for name, arguments in arguments_of]
         if reply.thinking is not None:
             message["reasoning_content"] = reply.thinking
+        usage = self._usage(api, reply, body, DEFAULT_OUTPUT_TOKENS)
         return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()), "model": model,
                 "choices": [{"index": 0, "message": message, "logprobs": None,
                              "finish_reason": "tool_calls" if reply.calls else "stop"}],
-                "usage": {"prompt_tokens": fresh + reply.cached, "completion_tokens": output,
-                          "total_tokens": fresh + reply.cached + output,
-                          "prompt_tokens_details": {"cached_tokens": reply.cached},
+                "usage": {"prompt_tokens": usage["input"], "completion_tokens": usage["output"],
+                          "total_tokens": usage["input"] + usage["output"],
+                          "prompt_tokens_details": {"cached_tokens": usage["cached"]},
                           "completion_tokens_details": {"reasoning_tokens": reply.thinking_tokens or 0}}}
+
+
+def server_sent_events(message: dict) -> bytes:
+    """An Anthropic message as the event stream the service sends for ``stream: true``."""
+    usage = message["usage"]
+    events = [("message_start", {"type": "message_start", "message": {
+        **message, "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {**usage, "output_tokens": 1}}})]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "thinking":
+            start, deltas = {"type": "thinking", "thinking": "", "signature": ""}, [
+                {"type": "thinking_delta", "thinking": block["thinking"]},
+                {"type": "signature_delta", "signature": block["signature"]}]
+        elif block["type"] == "text":
+            start, deltas = {"type": "text", "text": ""}, [{"type": "text_delta", "text": block["text"]}]
+        else:
+            raw = json.dumps(block["input"])
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": raw[: len(raw) // 2]},
+                      {"type": "input_json_delta", "partial_json": raw[len(raw) // 2:]}]
+        events.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                               "content_block": start}))
+        events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+                   for delta in deltas]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": message["stop_reason"],
+                                                                        "stop_sequence": None},
+                                     "usage": {"output_tokens": usage["output_tokens"]}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
 
 
 def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
@@ -227,29 +357,40 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
             request = Recorded(api, path, {k.lower(): v for k, v in self.headers.items()}, body)
-
-            valid = api is not None and isinstance(body, dict) and not body.get("stream")
-            reply = server._record(request, consume=valid)
+            streaming = isinstance(body, dict) and bool(body.get("stream"))
+            valid = api is not None and isinstance(body, dict) and (api == "anthropic" or not streaming)
+            refusal = server._check(api, body) if valid else None
+            reply = server._record(request, consume=valid and refusal is None)
             if api is None:
                 return self._error(request, 404, f"LLMServer does not serve {path}")
             if not valid:
-                return self._error(request, 400, "LLMServer wants a non-streaming JSON request body")
+                return self._error(request, 400, "LLMServer wants a JSON request body (streamed only on /v1/messages)")
+            if refusal is not None:
+                request.refusal = refusal.message
+                return self._send(request, refusal.status, refusal_body(api, refusal))
             if reply is None:
                 return self._error(request, 500, "no scripted reply left", {"x-should-retry": "false"})
             if isinstance(reply, Error):
                 body = reply.body if reply.body is not None else error_body(api, reply.status)
                 return self._send(request, reply.status, body, reply.headers)
             time.sleep(server.latency)
-            return self._send(request, 200, server._render(api, reply, str(body.get("model", "scripted"))))
+            rendered = server._render(api, reply, body)
+            request.usage = rendered["usage"]
+            if streaming:
+                return self._send_bytes(request, 200, server_sent_events(rendered), "text/event-stream")
+            return self._send(request, 200, rendered)
 
         def _error(self, request: Recorded, status: int, message: str, headers: dict | None = None) -> None:
             self._send(request, status, error_body(request.api, status, message), headers)
 
         def _send(self, request: Recorded, status: int, body: dict, headers: dict | None = None) -> None:
+            self._send_bytes(request, status, json.dumps(body).encode(), "application/json", headers)
+
+        def _send_bytes(self, request: Recorded, status: int, data: bytes, content_type: str,
+                        headers: dict | None = None) -> None:
             request.status = status
-            data = json.dumps(body).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("request-id" if request.api == "anthropic" else "x-request-id", f"req_{server._next_id()}")
             for key, value in (headers or {}).items():
