@@ -29,6 +29,7 @@ from agent.recovery import record_interrupted, settle_interrupted
 from agent.runner import Runner, RunResult
 from agent.transcript import Transcript
 from agent.triage import Triage
+from agent.untrusted import bounded
 from agent.workspace import Workspace
 from trainer.prepare import SEAL_FD_VAR
 
@@ -60,6 +61,8 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings:
              say=print) -> str:
     """Runs experiments until a limit; returns why it stopped."""
     ledger = Ledger(workspace.dir)
+    for message in ledger.set_aside:
+        say(message)
     if SEAL_FD_VAR not in workspace.file_at("prepare.py", workspace.root_commit()):
         raise LoopStopped(f"workspace {workspace.dir} was created by a version whose frozen prepare.py predates "
                           "the validation seal, so its runs could not read val; start a new --tag (the old "
@@ -113,13 +116,14 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
 
     got = obtain_proposal(workspace, ledger, proposer, experiment_id, best, program, transcript, ahead)
     proposal, source = got.proposal, got.source
-    commit = parent if best is None else workspace.commit_train(source, f"{experiment_id}: {proposal.description}")
+    description = bounded(proposal.description)
+    commit = parent if best is None else workspace.commit_train(source, f"{experiment_id}: {description}")
     transcript.event("committed", commit=commit, parent=parent,
                      diff="" if best is None else workspace.diff(parent, commit))
     # The baseline runs with the base seed; every later run with a seed no run of this tag used, so that
     # no experiment is compared on a seed that is systematically luckier or unluckier than the mean.
     seed = settings.seed if best is None else fresh_seed(ledger.records, settings.seed)
-    in_flight = dict(id=experiment_id, commit=commit, parent=parent, description=proposal.description,
+    in_flight = dict(id=experiment_id, commit=commit, parent=parent, description=description,
                      started=_now(), pid=os.getpid(), proposal=proposal.meta, program=program["name"], seed=seed)
     ledger.begin(in_flight)
     spent = run_cost(ledger) + proposal.usage.get("cost_usd", 0.0)
@@ -159,7 +163,7 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
     record = dict(
         id=experiment_id, parent=parent, commit=trained.commit, status=status,
         triage=judgement.triage or result.verdict.triage.value, verified=status == "keep" and best is not None,
-        reason=reason, description=proposal.description,
+        reason=reason, description=description,
         val_bpb=statistics.fmean(measured) if measured and status != "crash" else None,
         runs=runs, evidence=judgement.evidence,
         checkpoint=str(result.checkpoint.relative_to(workspace.dir)) if status == "keep" and result.checkpoint
@@ -324,7 +328,8 @@ def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, r
             break
         number = len(trained.attempts)
         trained.fix_usage.append(fix.usage)
-        previous, commit = commit, workspace.commit_train(source, f"{experiment_id}: fix {number}: {fix.description}")
+        message = f"{experiment_id}: fix {number}: {bounded(fix.description)}"
+        previous, commit = commit, workspace.commit_train(source, message)
         transcript.event("committed", commit=commit, parent=previous, fix=number, diff=workspace.diff(previous, commit))
         in_flight["commit"] = commit
         ledger.begin(in_flight)

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from agent.logview import read_log
 from agent.triage import Verdict, classify, parse_model_config
 from agent.workspace import FROZEN, Workspace
 from trainer.prepare import cache_root, track_dir
 from trainer.sandbox import isolation_available, run_untrusted
 from trainer.seal import Seal, data_paths, hidden_paths, training_view
 
-LOG_HEAD_LINES, LOG_TAIL_LINES = 40, 60
 CHECKPOINT = "checkpoint.pt"  # prepare.evaluate_bpb saves the scored weights here, in the run directory
 
 
@@ -73,8 +73,8 @@ def compile_cache_env(cache: Path) -> dict[str, str]:
 
 
 def read_head_tail(path: Path) -> tuple[str, str]:
-    lines = path.read_text(errors="replace").splitlines()
-    return "\n".join(lines[:LOG_HEAD_LINES]), "\n".join(lines[-LOG_TAIL_LINES:])
+    view = read_log(path)
+    return view.head, view.tail
 
 
 class LocalRunner:
@@ -108,7 +108,7 @@ class LocalRunner:
             sealed = seal.finish()
         expected = workspace.frozen_hashes()
         changed = [path for path in FROZEN if _sha256(run_dir / path) != expected[path]]
-        text = log_path.read_text(errors="replace")
+        text = read_log(log_path).text
         head, tail = read_head_tail(log_path)
         shutil.rmtree(run_dir, ignore_errors=True)
         return RunResult(returncode=outcome.returncode, timed_out=outcome.timed_out, log_path=log_path,

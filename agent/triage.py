@@ -22,6 +22,11 @@ import re
 import signal
 from dataclasses import dataclass
 from enum import Enum
+from typing import Annotated
+
+from pydantic import Field, StrictBool, StrictInt, StringConstraints, TypeAdapter, ValidationError
+
+from agent.untrusted import escape_controls
 
 
 class Triage(str, Enum):
@@ -59,29 +64,46 @@ FAIL_LINE = re.compile(r"^FAIL: (.*)$", re.MULTILINE)
 EXCEPTION_LINE = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Interrupt)\b.*)$", re.MULTILINE)
 
 
+SUMMARY_KEYS, SUMMARY_VALUE_CHARS = 64, 200
+CONFIG_KEYS, CONFIG_LINE_CHARS = 64, 8000
+Key = Annotated[str, StringConstraints(pattern=r"^\w{1,64}$")]
+ConfigValue = StrictBool | StrictInt | Annotated[float, Field(allow_inf_nan=False)] \
+    | Annotated[str, StringConstraints(max_length=SUMMARY_VALUE_CHARS)] | None
+# What a run's log may put into a record: a few short strings, and a flat config of JSON scalars.
+SUMMARY = TypeAdapter(Annotated[dict[Key, Annotated[str, StringConstraints(max_length=SUMMARY_VALUE_CHARS)]],
+                                Field(max_length=SUMMARY_KEYS)])
+MODEL_CONFIG = TypeAdapter(Annotated[dict[Key, ConfigValue], Field(max_length=CONFIG_KEYS)])
+
+
 def parse_summary(log_text: str) -> dict[str, str]:
-    """key: value lines after the last line that is exactly ---."""
+    """key: value lines after the last line that is exactly --- (the first SUMMARY_KEYS keys that are
+    words, values clipped to SUMMARY_VALUE_CHARS and their control characters escaped)."""
     lines = log_text.splitlines()
     if "---" not in lines:
         return {}
     start = len(lines) - 1 - lines[::-1].index("---")
-    summary = {}
+    summary: dict[str, str] = {}
     for line in lines[start + 1:]:
         key, sep, value = line.partition(":")
-        if sep and key.strip() and " " not in key.strip():
-            summary[key.strip()] = value.strip()
-    return summary
+        if sep and key.strip() and " " not in key.strip() and len(summary) < SUMMARY_KEYS:
+            summary[key.strip()[:64]] = escape_controls(value.strip(), keep_newlines=False)[:SUMMARY_VALUE_CHARS]
+    try:
+        return SUMMARY.validate_python(summary)
+    except ValidationError:  # a key that is not a word: keep the ones that are
+        return {k: v for k, v in summary.items() if re.fullmatch(r"\w{1,64}", k)}
 
 
 def parse_model_config(log_text: str) -> dict:
-    """The resolved model config train.py prints as `config: {...}` (a Python literal), or {}."""
+    """The resolved model config train.py prints as `config: {...}` (a Python literal of JSON scalars,
+    at most CONFIG_KEYS of them), or {} when the line is missing, too long or holds anything else."""
     for line in log_text.splitlines():
         if line.startswith("config: "):
+            literal = line[len("config: "):]
             try:
-                value = ast.literal_eval(line[len("config: "):])
-            except (ValueError, SyntaxError):
+                value = ast.literal_eval(literal) if len(literal) <= CONFIG_LINE_CHARS else None
+                return MODEL_CONFIG.validate_python(value)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, ValidationError):
                 return {}
-            return value if isinstance(value, dict) else {}
     return {}
 
 
