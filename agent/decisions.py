@@ -42,6 +42,7 @@ def run_entry(workspace: Workspace, result: RunResult, seed: int) -> dict:
                 checkpoint=str(result.checkpoint.relative_to(workspace.dir)) if result.checkpoint else None,
                 checkpoint_sha256=result.checkpoint_sha256,
                 training_seconds=as_float(result.summary.get("training_seconds")),
+                seal_seconds=result.seal_seconds, trained_tokens=result.trained_tokens,
                 device=result.summary.get("device"),
                 triage=result.verdict.triage.value, seconds=round(result.seconds, 3),
                 log=str(result.log_path.relative_to(workspace.dir)))

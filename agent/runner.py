@@ -43,6 +43,8 @@ class RunResult:
     model_config: dict = field(default_factory=dict)
     checkpoint: Path | None = None   # checkpoints/<id>.pt: the weights the run sealed, if it did
     checkpoint_sha256: str | None = None  # their hash at the seal
+    seal_seconds: float | None = None    # from the run's start to its seal, timed by the harness
+    trained_tokens: int | None = None    # training tokens make_dataloader handed out, as reported at the seal
 
     @property
     def summary(self) -> dict[str, str]:
@@ -115,7 +117,8 @@ class LocalRunner:
                          verdict=classify(outcome.returncode, outcome.timed_out, text, changed, sealed.problem),
                          seconds=outcome.seconds, head=head, tail=tail, frozen_changed=changed,
                          model_config=parse_model_config(head), checkpoint=sealed.checkpoint,
-                         checkpoint_sha256=sealed.sha256)
+                         checkpoint_sha256=sealed.sha256, seal_seconds=sealed.seconds,
+                         trained_tokens=sealed.trained_tokens)
 
 
 def keep_checkpoint(saved: Path, workspace: Workspace, experiment_id: str) -> Path | None:

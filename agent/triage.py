@@ -11,6 +11,8 @@
 | infra         | not the experiment's fault: retry the same commit once, then stop   |
 | tamper        | crash, flagged: frozen files changed, exit 0 without a metric, or   |
 |               | an attempt on the validation seal (reading val/holdout in training) |
+| over_budget   | crash: the run trained past its track's budget as the harness       |
+|               | counts it at the seal (trainer/seal.py); its number is no result    |
 | interrupted   | the loop stopped during the run; recorded once, workspace reset     |
 """
 
@@ -27,6 +29,7 @@ from typing import Annotated
 from pydantic import Field, StrictBool, StrictInt, StringConstraints, TypeAdapter, ValidationError
 
 from agent.untrusted import escape_controls
+from trainer.seal import OVER_BUDGET
 
 
 class Triage(str, Enum):
@@ -38,6 +41,7 @@ class Triage(str, Enum):
     TIMEOUT = "timeout"
     INFRA = "infra"
     TAMPER = "tamper"
+    OVER_BUDGET = "over_budget"
     INTERRUPTED = "interrupted"
 
 
@@ -112,6 +116,8 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
     summary = parse_summary(log_text)
     if frozen_changed:
         return Verdict(Triage.TAMPER, f"frozen files changed during the run: {', '.join(frozen_changed)}", summary)
+    if seal_refused and seal_refused.startswith(OVER_BUDGET):
+        return Verdict(Triage.OVER_BUDGET, seal_refused.removeprefix(OVER_BUDGET), summary)
     if seal_refused:
         return Verdict(Triage.TAMPER, f"the harness refused to open validation data: {seal_refused}", summary)
     if breach := SEAL_BREACH.search(log_text):
