@@ -11,9 +11,9 @@ import time
 import pytest
 
 from agent.runner import CHECKPOINT
+from agent.triage import Triage, classify
 from trainer import prepare
 from trainer.sandbox import isolation_available, run_untrusted
-from agent.triage import Triage, classify
 from trainer.seal import MAX_REQUEST_BYTES, OVER_BUDGET, RunBudget, Seal, data_paths, hidden_paths, training_view
 
 # A model that evaluate_bpb can score: the same logits at every position (zeros: the uniform distribution).
