@@ -18,7 +18,7 @@ from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.decisions import as_float, decide, prune_checkpoints, run_entry, verified
+from agent.decisions import as_float, decide, implausible_fall, prune_checkpoints, run_entry, verified
 from agent.edits import EditRejected, apply_edits
 from agent.ledger import NOISE, Ledger
 from agent.llm.types import ProviderFatal, ProviderUnavailable
@@ -142,17 +142,29 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
     result = trained.result
     runs = [run_entry(workspace, result, seed)]
     judgement = decide(result, best, ledger.records, runs, settings.keep_sigmas, settings.min_delta)
-    while judgement.status == "close":
+
+    def train_again(why: str) -> Judgement:
         rerun_seed = fresh_seed([*ledger.records, dict(runs=runs)], settings.seed)
-        transcript.event("rerun", seed=rerun_seed, reason=judgement.reason)
-        again = run_with_infra_retry(workspace, runner, trained.commit, f"{experiment_id}.rerun{len(runs)}", rerun_seed,
-                                     settings, transcript)
+        transcript.event("rerun", seed=rerun_seed, reason=why)
+        again = run_with_infra_retry(workspace, runner, trained.commit, f"{experiment_id}.rerun{len(runs)}",
+                                     rerun_seed, settings, transcript)
         runs.append(run_entry(workspace, again, rerun_seed))
         trained.run_seconds += again.seconds
-        judgement = decide(again, best, ledger.records, runs, settings.keep_sigmas, settings.min_delta)
-        if judgement.status == "crash":
-            judgement = Judgement("discard", f"the re-run crashed ({judgement.reason}): the gain did not reproduce",
-                                  dict(candidate_runs=[r["val_bpb"] for r in runs]))
+        verdict = decide(again, best, ledger.records, runs, settings.keep_sigmas, settings.min_delta)
+        if verdict.status == "crash":
+            return Judgement("discard", f"the re-run crashed ({verdict.reason}): the gain did not reproduce",
+                             dict(candidate_runs=[r["val_bpb"] for r in runs]))
+        return verdict
+
+    # A fall too large for one change is never kept on one number: trained again from scratch, flagged.
+    suspicion = implausible_fall(runs, best) if judgement.status == "keep" else None
+    if suspicion:
+        judgement = train_again(suspicion)
+    while judgement.status == "close":
+        judgement = train_again(judgement.reason)
+    if suspicion:
+        judgement.evidence["implausible_fall"] = suspicion
+        judgement.reason += f"; flagged: {suspicion}, so it was trained again from scratch"
     if judgement.status == "keep" and best is not None:
         judgement = verified(workspace, runner, trained.commit, runs, judgement, transcript)
     status, reason = judgement.status, judgement.reason

@@ -71,8 +71,9 @@ EXCEPTION_LINE = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Interrupt)\b.*)$
 SUMMARY_KEYS, SUMMARY_VALUE_CHARS = 64, 200
 CONFIG_KEYS, CONFIG_LINE_CHARS = 64, 8000
 Key = Annotated[str, StringConstraints(pattern=r"^\w{1,64}$")]
-ConfigValue = StrictBool | StrictInt | Annotated[float, Field(allow_inf_nan=False)] \
+Scalar = StrictBool | StrictInt | Annotated[float, Field(allow_inf_nan=False)] \
     | Annotated[str, StringConstraints(max_length=SUMMARY_VALUE_CHARS)] | None
+ConfigValue = Scalar | Annotated[list[Scalar], Field(max_length=CONFIG_KEYS)]
 # What a run's log may put into a record: a few short strings, and a flat config of JSON scalars.
 SUMMARY = TypeAdapter(Annotated[dict[Key, Annotated[str, StringConstraints(max_length=SUMMARY_VALUE_CHARS)]],
                                 Field(max_length=SUMMARY_KEYS)])
