@@ -73,7 +73,7 @@ CONFIG_KEYS, CONFIG_LINE_CHARS = 64, 8000
 Key = Annotated[str, StringConstraints(pattern=r"^\w{1,64}$")]
 Scalar = StrictBool | StrictInt | Annotated[float, Field(allow_inf_nan=False)] \
     | Annotated[str, StringConstraints(max_length=SUMMARY_VALUE_CHARS)] | None
-ConfigValue = Scalar | Annotated[list[Scalar], Field(max_length=CONFIG_KEYS)]
+ConfigValue = Scalar | Annotated[list[Scalar], Field(max_length=CONFIG_KEYS, strict=True)]
 # What a run's log may put into a record: a few short strings, and a flat config of JSON scalars.
 SUMMARY = TypeAdapter(Annotated[dict[Key, Annotated[str, StringConstraints(max_length=SUMMARY_VALUE_CHARS)]],
                                 Field(max_length=SUMMARY_KEYS)])
@@ -106,6 +106,8 @@ def parse_model_config(log_text: str) -> dict:
             literal = line[len("config: "):]
             try:
                 value = ast.literal_eval(literal) if len(literal) <= CONFIG_LINE_CHARS else None
+                if isinstance(value, dict):  # tuples are lists in JSON; sets and the rest are refused
+                    value = {k: list(v) if isinstance(v, tuple) else v for k, v in value.items()}
                 return MODEL_CONFIG.validate_python(value)
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, ValidationError):
                 return {}
