@@ -9,7 +9,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from agent.untrusted import bounded, shown
 from trainer.prepare import TRACKS, PrepareError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -21,15 +23,54 @@ DEFAULT_PROGRAM = PROJECT / "prompts" / "program.md"
 TrackOption = Annotated[str, typer.Option(help=f"Track: {', '.join(TRACKS)}.")]
 CacheOption = Annotated[Path | None, typer.Option(
     help="Cache directory (default $AUTORESEARCH_CACHE or ~/.cache/autoresearch).")]
-TagOption = Annotated[str, typer.Option(help="Run tag: the workspace is workspace/<tag>, branch autoresearch/<tag>.")]
+TAG_HELP = "Run tag: the workspace is workspace/<tag>, branch autoresearch/<tag>."
+
+
+def checked_tag(tag: str | list[str]) -> str | list[str]:
+    """A tag is a directory name under the workspace root and part of a git branch name: it must be both."""
+    for one in [tag] if isinstance(tag, str) else tag:
+        problem = tag_problem(one)
+        if problem:
+            raise typer.BadParameter(f"{shown_repr(one)} {problem}; use letters, digits, '.', '_' or '-', "
+                                     "e.g. --tag dec3-lr-sweep")
+    return tag
+
+
+def tag_problem(tag: str) -> str | None:
+    import git
+    if not tag or len(tag) > 64:
+        return "must be 1 to 64 characters long"
+    if "/" in tag or "\\" in tag or tag in (".", ".."):
+        return "names a path, not a single workspace directory"
+    if tag.startswith("-"):
+        return "starts with '-'"
+    try:
+        git.Git().check_ref_format(f"refs/heads/autoresearch/{tag}")
+    except git.GitCommandError:
+        return "is not a valid git branch name (see `git check-ref-format`: no '..', no trailing '.' or '.lock', " \
+               "no control characters, spaces or any of ~^:?*[@{)"
+    return None
+
+
+def shown_repr(text: str) -> str:
+    from agent.untrusted import bounded
+    return repr(bounded(text, 80))
+
+
+TagOption = Annotated[str, typer.Option(help=TAG_HELP, callback=checked_tag)]
 WorkspacesOption = Annotated[Path | None, typer.Option(
     help="Where workspaces live (default $AUTORESEARCH_WORKSPACES or ./workspace).")]
 ProgramOption = Annotated[Path, typer.Option(help="The research program (a markdown prompt).")]
 
 
 def fail(message: str) -> None:
-    console.print(f"[red]error:[/red] {message}")
+    console.print(Text("error: ", style="red") + shown(message, 4000))
     raise typer.Exit(2)
+
+
+def say(message: str) -> None:
+    """Prints a line that may carry a description, a reason or a path: never as markup."""
+    console.print(shown(message, 4000))
 
 
 @app.command()
@@ -124,13 +165,13 @@ def run(
             trainer = SpoolRunner(spool)
         else:
             trainer = LocalRunner()
-        why = run_loop(workspace, chosen, trainer, settings, say=console.print)
+        why = run_loop(workspace, chosen, trainer, settings, say=say)
     except KeyboardInterrupt:
         why = "stopped by Ctrl-C; the running experiment was recorded as interrupted"
     except (LoopStopped, WorkspaceError) as err:
         _where(workspace)
         fail(str(err))
-    console.print(f"stopped: {why}")
+    say(f"stopped: {why}")
     if not why.startswith("stopped by Ctrl-C"):
         _confirm(workspace, trainer)
     _where(workspace)
@@ -231,9 +272,10 @@ def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.
     paths = sorted((workspace.dir / "transcripts").glob("*.jsonl"))
     if not paths:
         fail(f"{tag} has no transcripts yet")
-    path = workspace.dir / "transcripts" / f"{experiment}.jsonl" if experiment else paths[-1]
-    if not path.exists():
-        fail(f"no transcript for experiment {experiment!r}: there are {', '.join(p.stem for p in paths)}")
+    named = {p.stem: p for p in paths}
+    if experiment is not None and experiment not in named:
+        fail(f"no transcript for experiment {shown_repr(experiment)}: there are {', '.join(named)}")
+    path = named[experiment] if experiment is not None else paths[-1]
     console.print(render(Transcript(path).events(), path.stem))
 
 
@@ -264,12 +306,13 @@ def _status_view(workspace):
     from rich.console import Group
     from rich.text import Text
 
-    from agent.ledger import read_records
+    from agent.ledger import read_ledger
     from agent.proposal_failures import read_failures
     from agent.report.summary import headline, parse_time
     from trainer.atomic import read_json
-    records = read_records(workspace.dir)
-    lines: list = []
+    records, bad = read_ledger(workspace.dir)
+    lines: list = [shown(line.describe(workspace.dir / "experiments.jsonl", moved=False), style="yellow")
+                   for line in bad]
     if not records:
         lines.append(Text(f"{workspace.tag}: no experiments yet"))
     else:
@@ -279,8 +322,8 @@ def _status_view(workspace):
             f"{h.keeps} kept, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, duty cycle {h.duty_cycle:.0%}"))
         best = next(r for r in reversed(records) if r["status"] == "keep") if h.best is not None else None
         if best:
-            lines.append(Text(f"best val_bpb {h.best:.6f} ({best['commit'][:7]}, {best['description']}); "
-                              f"baseline {h.baseline:.6f}, {h.gain_percent:.2f}% better"))
+            lines.append(shown(f"best val_bpb {h.best:.6f} ({best['commit'][:7]}, {bounded(best['description'])}); "
+                               f"baseline {h.baseline:.6f}, {h.gain_percent:.2f}% better"))
         floors = [r for r in records if r["status"] == "noise"]
         if floors:
             floor = floors[-1]
@@ -303,18 +346,20 @@ def _status_view(workspace):
         budget = workspace.track["constants"]["time_budget"]
         left = f"{budget - elapsed:.0f} s of the {budget} s budget left" if elapsed < budget else \
             f"past the {budget} s budget (startup, compile and eval come on top)"
-        lines.append(Text(f"running: {current['id']} {current['description']} ({elapsed:.0f} s, {left})"))
+        lines.append(shown(f"running: {current.get('id')} {bounded(current.get('description', ''))} "
+                           f"({elapsed:.0f} s, {left})"))
     if records:
         table = Table("id", "status", "val_bpb", "triage", "description", title="last experiments")
         for r in records[-10:]:
-            table.add_row(r["id"], r["status"], f"{r['val_bpb']:.6f}" if r.get("val_bpb") else "-",
-                          r.get("triage", ""), r["description"])
+            table.add_row(shown(r["id"], 20), r["status"], f"{r['val_bpb']:.6f}" if r.get("val_bpb") else "-",
+                          shown(str(r.get("triage", "")), 20), shown(bounded(r["description"], 200)))
         lines.append(table)
     return Group(*lines)
 
 
 @app.command()
-def report(tag: Annotated[list[str], typer.Option(help="Tag to report on; repeat it to compare runs.")],
+def report(tag: Annotated[list[str], typer.Option(help="Tag to report on; repeat it to compare runs.",
+                                                  callback=checked_tag)],
            workspaces: WorkspacesOption = None) -> None:
     """Write workspace/<tag>/report/index.html (self-contained) and progress.png; several tags are compared."""
     from agent.report.build import write_comparison, write_report

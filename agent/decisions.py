@@ -24,6 +24,25 @@ def decide(result: RunResult, best: dict | None, records: list[dict], runs: list
     return judge(measured, commit_runs(records, best["commit"]), current_sigma(records), sigmas, min_delta)
 
 
+# One experiment is one change. Gains in the reference's research logs are fractions of a percent, a few
+# percent when a broken setting is fixed; a fall of more than a tenth of val_bpb in one change is far more
+# often a broken metric than a better model, so it is trained again from scratch (a new run, a new seed)
+# and every run is verified before it can be kept, and the record says so.
+IMPLAUSIBLE_FALL = 0.10
+
+
+def implausible_fall(runs: list[dict], best: dict | None) -> str | None:
+    """Why the first run's number is too good to keep on its own, or None."""
+    measured = [r["val_bpb"] for r in runs if r.get("val_bpb") is not None]
+    if best is None or not measured or not best.get("val_bpb"):
+        return None
+    fall = (best["val_bpb"] - measured[0]) / best["val_bpb"]
+    if fall <= IMPLAUSIBLE_FALL:
+        return None
+    return (f"val_bpb fell {100 * fall:.1f}% in one experiment ({best['val_bpb']:.6f} -> {measured[0]:.6f}), more "
+            f"than the {100 * IMPLAUSIBLE_FALL:.0f}% one change plausibly gains")
+
+
 def verified(workspace: Workspace, runner: Runner, commit: str, runs: list[dict], judgement: Judgement,
              transcript: Transcript) -> Judgement:
     """The keep, once the trusted evaluator reproduced every run's number; else a tamper crash."""
@@ -42,6 +61,7 @@ def run_entry(workspace: Workspace, result: RunResult, seed: int) -> dict:
                 checkpoint=str(result.checkpoint.relative_to(workspace.dir)) if result.checkpoint else None,
                 checkpoint_sha256=result.checkpoint_sha256,
                 training_seconds=as_float(result.summary.get("training_seconds")),
+                seal_seconds=result.seal_seconds, trained_tokens=result.trained_tokens,
                 device=result.summary.get("device"),
                 triage=result.verdict.triage.value, seconds=round(result.seconds, 3),
                 log=str(result.log_path.relative_to(workspace.dir)))

@@ -4,19 +4,26 @@ experiments.jsonl is the source of truth, one JSON object per line, appended wit
 write of a whole line and fsynced. results.tsv keeps exactly the reference's five columns
 and is derived from it, so the two always agree; a torn last line (the agent was killed
 mid-write) is dropped when the ledger is opened. current.json marks the experiment in
-flight, so that a loop that died during a run can record it once as interrupted.
+flight, so that a loop that died during a run can record it once as interrupted. A line that is
+not a record (not JSON, no status) is moved, with its line number, to experiments.quarantine.jsonl
+when the ledger is opened for writing, and skipped when it is only read.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trainer.atomic import write_text_atomic
 
 TSV_HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
 NOISE = "noise"  # the status of a noise-floor record (re-runs of the best), which is not an experiment
+QUARANTINE = "experiments.quarantine.jsonl"  # lines of experiments.jsonl that were not records, with their numbers
 TSV_STATUS = {"keep": "keep", "discard": "discard", "crash": "crash", "interrupted": "crash"}
 
 
@@ -29,13 +36,52 @@ def append_line(path: Path, line: str) -> None:
         os.close(fd)
 
 
+class RecordHead(BaseModel):
+    """What every line of experiments.jsonl must hold to be read at all; the rest of it is kept as written."""
+    model_config = ConfigDict(extra="allow")
+    id: str
+    status: Literal["keep", "discard", "crash", "interrupted", "noise"]
+    val_bpb: float | None = None
+    commit: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class BadLine:
+    number: int      # 1-based line number in experiments.jsonl
+    problem: str
+    text: str        # the line as it was
+
+    def describe(self, path: Path, moved: bool = True) -> str:
+        where = path.with_name(QUARANTINE)
+        return (f"{path} line {self.number} is not an experiment record ({self.problem}); "
+                + (f"it was set aside in {where}" if moved else f"skipped here; `run` sets it aside in {where}")
+                + " and the other records are used")
+
+
+def parse_records(data: bytes) -> tuple[list[dict], list[BadLine]]:
+    """The records of the complete lines of experiments.jsonl, and the lines that are not records."""
+    records, bad = [], []
+    for number, line in enumerate(data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(RecordHead.model_validate_json(line).model_dump())
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            bad.append(BadLine(number, f"{where + ': ' if where else ''}{first['msg']}"[:200], line))
+    return records, bad
+
+
 def read_records(directory: Path) -> list[dict]:
-    """The experiments of a workspace, read-only: a torn last line is skipped, not repaired."""
+    """The experiments of a workspace, read-only: a torn last line and lines that are not records are skipped."""
+    return read_ledger(directory)[0]
+
+
+def read_ledger(directory: Path) -> tuple[list[dict], list[BadLine]]:
     path = directory / "experiments.jsonl"
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].decode("utf-8").splitlines() if line.strip()]
+    return parse_records(path.read_bytes()) if path.exists() else ([], [])
 
 
 class Ledger:
@@ -43,6 +89,7 @@ class Ledger:
         self.jsonl = directory / "experiments.jsonl"
         self.tsv = directory / "results.tsv"
         self.current = directory / "current.json"
+        self.set_aside: list[str] = []  # what _load moved to the quarantine file, for the user
         self.records: list[dict] = self._load()
         self._sync_tsv()
 
@@ -51,9 +98,19 @@ class Ledger:
             return []
         data = self.jsonl.read_bytes()
         complete = data[: data.rfind(b"\n") + 1]
-        if len(complete) != len(data):  # a torn last line: the write never finished
+        records, bad = parse_records(data)
+        if bad:
+            quarantine = self.jsonl.with_name(QUARANTINE)
+            for line in bad:
+                append_line(quarantine, json.dumps(dict(line=line.number, problem=line.problem, text=line.text)) + "\n")
+                self.set_aside.append(line.describe(self.jsonl))
+            kept = {line.number for line in bad}
+            good = [t for n, t in enumerate(complete.decode("utf-8", errors="replace").splitlines(), 1)
+                    if n not in kept and t.strip()]
+            write_text_atomic(self.jsonl, "".join(t + "\n" for t in good))
+        elif len(complete) != len(data):  # a torn last line: the write never finished
             write_text_atomic(self.jsonl, complete.decode("utf-8"))
-        return [json.loads(line) for line in complete.decode("utf-8").splitlines() if line.strip()]
+        return records
 
     def _sync_tsv(self) -> None:
         expected = TSV_HEADER + "".join(tsv_row(r) for r in self.records)

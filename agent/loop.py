@@ -18,7 +18,7 @@ from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.decisions import as_float, decide, prune_checkpoints, run_entry, verified
+from agent.decisions import as_float, decide, implausible_fall, prune_checkpoints, run_entry, verified
 from agent.edits import EditRejected, apply_edits
 from agent.ledger import NOISE, Ledger
 from agent.llm.types import ProviderFatal, ProviderUnavailable
@@ -30,6 +30,7 @@ from agent.recovery import record_interrupted, settle_interrupted
 from agent.runner import Runner, RunResult
 from agent.transcript import Transcript
 from agent.triage import Triage
+from agent.untrusted import bounded
 from agent.workspace import Workspace
 from trainer.prepare import SEAL_FD_VAR
 
@@ -61,6 +62,8 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings:
              say=print) -> str:
     """Runs experiments until a limit; returns why it stopped."""
     ledger = Ledger(workspace.dir)
+    for message in ledger.set_aside:
+        say(message)
     if SEAL_FD_VAR not in workspace.file_at("prepare.py", workspace.root_commit()):
         raise LoopStopped(f"workspace {workspace.dir} was created by a version whose frozen prepare.py predates "
                           "the validation seal, so its runs could not read val; start a new --tag (the old "
@@ -120,13 +123,14 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
 
     got = obtain_proposal(workspace, ledger, proposer, experiment_id, best, program, transcript, ahead)
     proposal, source = got.proposal, got.source
-    commit = parent if best is None else workspace.commit_train(source, f"{experiment_id}: {proposal.description}")
+    description = bounded(proposal.description)
+    commit = parent if best is None else workspace.commit_train(source, f"{experiment_id}: {description}")
     transcript.event("committed", commit=commit, parent=parent,
                      diff="" if best is None else workspace.diff(parent, commit))
     # The baseline runs with the base seed; every later run with a seed no run of this tag used, so that
     # no experiment is compared on a seed that is systematically luckier or unluckier than the mean.
     seed = settings.seed if best is None else fresh_seed(ledger.records, settings.seed)
-    in_flight = dict(id=experiment_id, commit=commit, parent=parent, description=proposal.description,
+    in_flight = dict(id=experiment_id, commit=commit, parent=parent, description=description,
                      started=_now(), pid=os.getpid(), proposal=proposal.meta, program=program["name"], seed=seed)
     ledger.begin(in_flight)
     spent = run_cost(ledger) + proposal.usage.get("cost_usd", 0.0)
@@ -145,17 +149,29 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
     result = trained.result
     runs = [run_entry(workspace, result, seed)]
     judgement = decide(result, best, ledger.records, runs, settings.keep_sigmas, settings.min_delta)
-    while judgement.status == "close":
+
+    def train_again(why: str) -> Judgement:
         rerun_seed = fresh_seed([*ledger.records, dict(runs=runs)], settings.seed)
-        transcript.event("rerun", seed=rerun_seed, reason=judgement.reason)
-        again = run_with_infra_retry(workspace, runner, trained.commit, f"{experiment_id}.rerun{len(runs)}", rerun_seed,
-                                     settings, transcript)
+        transcript.event("rerun", seed=rerun_seed, reason=why)
+        again = run_with_infra_retry(workspace, runner, trained.commit, f"{experiment_id}.rerun{len(runs)}",
+                                     rerun_seed, settings, transcript)
         runs.append(run_entry(workspace, again, rerun_seed))
         trained.run_seconds += again.seconds
-        judgement = decide(again, best, ledger.records, runs, settings.keep_sigmas, settings.min_delta)
-        if judgement.status == "crash":
-            judgement = Judgement("discard", f"the re-run crashed ({judgement.reason}): the gain did not reproduce",
-                                  dict(candidate_runs=[r["val_bpb"] for r in runs]))
+        verdict = decide(again, best, ledger.records, runs, settings.keep_sigmas, settings.min_delta)
+        if verdict.status == "crash":
+            return Judgement("discard", f"the re-run crashed ({verdict.reason}): the gain did not reproduce",
+                             dict(candidate_runs=[r["val_bpb"] for r in runs]))
+        return verdict
+
+    # A fall too large for one change is never kept on one number: trained again from scratch, flagged.
+    suspicion = implausible_fall(runs, best) if judgement.status == "keep" else None
+    if suspicion:
+        judgement = train_again(suspicion)
+    while judgement.status == "close":
+        judgement = train_again(judgement.reason)
+    if suspicion:
+        judgement.evidence["implausible_fall"] = suspicion
+        judgement.reason += f"; flagged: {suspicion}, so it was trained again from scratch"
     if judgement.status == "keep" and best is not None:
         judgement = verified(workspace, runner, trained.commit, runs, judgement, transcript)
     status, reason = judgement.status, judgement.reason
@@ -166,7 +182,7 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
     record = dict(
         id=experiment_id, parent=parent, commit=trained.commit, status=status,
         triage=judgement.triage or result.verdict.triage.value, verified=status == "keep" and best is not None,
-        reason=reason, description=proposal.description,
+        reason=reason, description=description,
         val_bpb=statistics.fmean(measured) if measured and status != "crash" else None,
         runs=runs, evidence=judgement.evidence,
         checkpoint=str(result.checkpoint.relative_to(workspace.dir)) if status == "keep" and result.checkpoint
@@ -341,7 +357,8 @@ def train_with_fixes(workspace: Workspace, ledger: Ledger, proposer: Proposer, r
             break
         number = len(trained.attempts)
         trained.fix_usage.append(fix.usage)
-        previous, commit = commit, workspace.commit_train(source, f"{experiment_id}: fix {number}: {fix.description}")
+        message = f"{experiment_id}: fix {number}: {bounded(fix.description)}"
+        previous, commit = commit, workspace.commit_train(source, message)
         transcript.event("committed", commit=commit, parent=previous, fix=number, diff=workspace.diff(previous, commit))
         in_flight["commit"] = commit
         ledger.begin(in_flight)

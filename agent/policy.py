@@ -17,20 +17,29 @@ FORBIDDEN_MODULES = {
     "socket", "ssl", "http", "urllib", "urllib3", "requests", "httpx", "aiohttp", "ftplib", "smtplib",
     "telnetlib", "xmlrpc", "websocket", "websockets", "subprocess", "multiprocessing", "pty", "ctypes", "cffi",
     "importlib", "runpy", "pickle", "marshal", "shutil", "signal", "posix", "nt", "builtins", "io", "codecs",
-    "inspect",
+    "inspect", "tempfile", "gzip", "bz2", "lzma", "zipfile", "tarfile", "shelve", "dbm", "sqlite3", "mmap",
+    "fcntl", "asyncio", "code", "pdb", "trace",
 }
 FORBIDDEN_OS_CALLS = {
     "system", "popen", "fork", "forkpty", "kill", "killpg", "execv", "execve", "execl", "execle", "execlp",
     "execlpe", "execvp", "execvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp",
     "spawnvpe", "posix_spawn", "posix_spawnp", "remove", "unlink", "rmdir", "removedirs", "rename", "replace",
-    "chmod", "chown", "symlink", "link", "putenv", "open", "fdopen", "write",
+    "chmod", "chown", "symlink", "link", "putenv", "open", "fdopen", "write", "chdir", "fchdir", "chroot",
+    "mkdir", "makedirs", "renames", "truncate", "ftruncate", "mkfifo", "mknod", "lchown", "lchmod", "fchmod",
+    "fchown", "utime", "dup", "dup2", "sendfile", "memfd_create", "setsid", "setpgid", "setpgrp", "pipe",
+    "pwrite", "pwritev", "writev", "unsetenv",
 }
 FORBIDDEN_BUILTINS = {"eval", "exec", "compile", "__import__", "breakpoint", "globals", "locals", "vars",
                       "setattr", "delattr"}
 FORBIDDEN_ATTRIBUTES = {"__globals__", "__code__", "__dict__", "__builtins__", "__subclasses__", "__bases__",
                         "__mro__", "__getattribute__", "__setattr__", "__delattr__", "__import__", "_getframe",
                         "f_globals", "f_locals", "f_back", "load_inline", "load_library",
-                        "cpp_extension"}
+                        "cpp_extension", "get_objects", "get_referrers", "get_referents", "settrace", "setprofile",
+                        "_current_frames", "addaudithook", "hub", "_save", "_legacy_save", "attrgetter",
+                        "methodcaller", "__loader__", "__spec__", "gi_frame", "cr_frame", "tb_frame"}
+# Names that reach what the rules above forbid when only called: referring to them otherwise (g = getattr) is
+# how a forbidden call would be hidden.
+CALL_ONLY_BUILTINS = FORBIDDEN_BUILTINS | {"getattr", "open"}
 PREPARE_CALLABLES = {"Tokenizer", "make_dataloader", "evaluate_bpb", "get_token_bytes"}
 PREPARE_API = {"MAX_SEQ_LEN", "TIME_BUDGET", "STEP_BUDGET", "EVAL_TOKENS", "VOCAB_SIZE", "Tokenizer", "make_dataloader",
                "evaluate_bpb", "get_token_bytes"}
@@ -41,6 +50,9 @@ MODULE_SETTINGS = ("torch.backends.", "torch._inductor.config.", "torch._dynamo.
 WRITE_MODES = set("wax+")
 PATH_WRITERS = {"write_text", "write_bytes", "mkdir", "touch", "unlink", "rmdir", "rename", "replace",
                 "symlink_to", "hardlink_to", "chmod"}
+# Of those, the ones no other common type has: on anything but Path("literal") they are refused, since the
+# path a variable holds cannot be checked here.
+PATH_ONLY_WRITERS = PATH_WRITERS - {"rename", "replace"}
 
 
 def check_policy(source: str, parent: str | None = None) -> None:
@@ -81,6 +93,8 @@ def seeding(tree: ast.Module) -> list[str]:
         elif isinstance(node, ast.Call):
             if "seed" in _own_name(node.func).lower():
                 found.append(ast.unparse(node))
+        elif isinstance(node, ast.ImportFrom) and any("seed" in a.name.lower() for a in node.names):
+            found.append(ast.unparse(node))  # a seeding function imported under another name
     return sorted(found)
 
 
@@ -165,9 +179,8 @@ class _Checker(ast.NodeVisitor):
         func = node.func
         if isinstance(func, ast.Name) and func.id in FORBIDDEN_BUILTINS:
             self.flag(node, f"{func.id}() is not allowed")
-        if isinstance(func, ast.Name) and func.id == "getattr" and not (
-                len(node.args) > 1 and isinstance(node.args[1], ast.Constant)):
-            self.flag(node, "getattr() needs a literal attribute name")
+        if isinstance(func, ast.Name) and func.id == "getattr":
+            self._check_getattr(node)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             if func.value.id in self.os_names and func.attr in FORBIDDEN_OS_CALLS:
                 self.flag(node, f"os.{func.attr}() is not allowed")
@@ -178,6 +191,16 @@ class _Checker(ast.NodeVisitor):
                            and _inside_run_dir(path.value)):
             self.flag(node, "files may only be written inside the run directory, through a relative literal path")
         self.generic_visit(node)
+
+    def _check_getattr(self, node: ast.Call) -> None:
+        name = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
+        if not isinstance(name, str):
+            self.flag(node, "getattr() needs a literal attribute name")
+        elif (name in FORBIDDEN_OS_CALLS | FORBIDDEN_ATTRIBUTES | FORBIDDEN_BUILTINS or name.startswith("__")
+              or name == "modules"):
+            self.flag(node, f"getattr(..., {name!r}) reaches what train.py may not use")
+        elif "seed" in name.lower():
+            self.flag(node, f"getattr(..., {name!r}): the seed belongs to the harness (AUTORESEARCH_SEED)")
 
     def _check_data_call(self, node: ast.Call, name: str) -> None:
         if any(k.arg in ("split", "data_dir") for k in node.keywords):
@@ -216,6 +239,9 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
+        parent = self.parents.get(node)
+        if node.id in CALL_ONLY_BUILTINS and not (isinstance(parent, ast.Call) and parent.func is node):
+            self.flag(node, f"{node.id} may only be called directly, not referred to")
         if isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in self.prepare_names:
             self.flag(node, f"{node.id} comes from prepare.py and may not be redefined")
         elif node.id in self.prepare_names & PREPARE_CALLABLES:
@@ -258,12 +284,15 @@ def _written_path(node: ast.Call, torch_names: set[str], numpy_names: set[str]) 
     if not isinstance(func, ast.Attribute):
         return False, None
     owner = func.value.id if isinstance(func.value, ast.Name) else None
-    if owner in torch_names and func.attr == "save":
-        return True, node.args[1] if len(node.args) > 1 else None
+    if _base_name(func.value) in torch_names and func.attr == "save":
+        return True, node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"),
+                                                                  None)
     if owner in numpy_names and func.attr.startswith("save") or func.attr == "tofile":
         return True, node.args[0] if node.args else None
     receiver = func.value
     if not (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "Path"):
+        if func.attr in PATH_ONLY_WRITERS or func.attr == "open" and _opens_for_writing(node, 0):
+            return True, None  # a path held elsewhere: not checkable here
         return False, None
     path = receiver.args[0] if receiver.args else None
     if func.attr in PATH_WRITERS:

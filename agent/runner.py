@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from agent.logview import read_log
 from agent.triage import Verdict, classify, parse_model_config
 from agent.workspace import FROZEN, Workspace
 from trainer.prepare import cache_root, track_dir
 from trainer.sandbox import isolation_available, run_untrusted
 from trainer.seal import Seal, data_paths, hidden_paths, training_view
 
-LOG_HEAD_LINES, LOG_TAIL_LINES = 40, 60
 CHECKPOINT = "checkpoint.pt"  # prepare.evaluate_bpb saves the scored weights here, in the run directory
 
 
@@ -43,6 +43,8 @@ class RunResult:
     model_config: dict = field(default_factory=dict)
     checkpoint: Path | None = None   # checkpoints/<id>.pt: the weights the run sealed, if it did
     checkpoint_sha256: str | None = None  # their hash at the seal
+    seal_seconds: float | None = None    # from the run's start to its seal, timed by the harness
+    trained_tokens: int | None = None    # training tokens make_dataloader handed out, as reported at the seal
 
     @property
     def summary(self) -> dict[str, str]:
@@ -73,8 +75,8 @@ def compile_cache_env(cache: Path) -> dict[str, str]:
 
 
 def read_head_tail(path: Path) -> tuple[str, str]:
-    lines = path.read_text(errors="replace").splitlines()
-    return "\n".join(lines[:LOG_HEAD_LINES]), "\n".join(lines[-LOG_TAIL_LINES:])
+    view = read_log(path)
+    return view.head, view.tail
 
 
 class LocalRunner:
@@ -108,14 +110,15 @@ class LocalRunner:
             sealed = seal.finish()
         expected = workspace.frozen_hashes()
         changed = [path for path in FROZEN if _sha256(run_dir / path) != expected[path]]
-        text = log_path.read_text(errors="replace")
+        text = read_log(log_path).text
         head, tail = read_head_tail(log_path)
         shutil.rmtree(run_dir, ignore_errors=True)
         return RunResult(returncode=outcome.returncode, timed_out=outcome.timed_out, log_path=log_path,
                          verdict=classify(outcome.returncode, outcome.timed_out, text, changed, sealed.problem),
                          seconds=outcome.seconds, head=head, tail=tail, frozen_changed=changed,
                          model_config=parse_model_config(head), checkpoint=sealed.checkpoint,
-                         checkpoint_sha256=sealed.sha256)
+                         checkpoint_sha256=sealed.sha256, seal_seconds=sealed.seconds,
+                         trained_tokens=sealed.trained_tokens)
 
 
 def keep_checkpoint(saved: Path, workspace: Workspace, experiment_id: str) -> Path | None:

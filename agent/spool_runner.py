@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from agent.evaluator import EvaluationFailed, parse_evaluation
+from agent.logview import read_log
 from agent.runner import RunResult, keep_checkpoint, read_head_tail
 from agent.triage import Triage, Verdict, classify, parse_model_config
 from agent.workspace import Workspace
@@ -39,7 +40,7 @@ class SpoolRunner:
             return RunResult(returncode=None, timed_out=False, log_path=log_path,
                              verdict=Verdict(Triage.INFRA, problem, {}), seconds=time.perf_counter() - start,
                              head=head, tail=tail)
-        text = log_path.read_text(errors="replace")
+        text = read_log(log_path).text
         head, tail = read_head_tail(log_path)
         return RunResult(returncode=result["returncode"], timed_out=result["timed_out"], log_path=log_path,
                          verdict=classify(result["returncode"], result["timed_out"], text, result["frozen_changed"],

@@ -10,6 +10,8 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
+from agent.untrusted import escape_controls
+
 LONG = 2000
 
 
@@ -18,16 +20,17 @@ def render(events: list[dict], experiment_id: str) -> RenderableType:
 
 
 def _clip(text: str, limit: int = LONG) -> str:
-    text = str(text)
+    text = escape_controls(str(text))
     return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
 
 
 def _event(e: dict) -> RenderableType:
     kind, at = e.get("type", "?"), e.get("t", "")
-    title = f"{kind}  [dim]{at}[/dim]"
+    title = f"{escape(_clip(kind, 80))}  [dim]{escape(_clip(at, 80))}[/dim]"
     if kind == "llm_request":
-        return Panel(Text(_clip(e.get("user", ""))), title=f"request to {e.get('provider')}:{e.get('model')} "
-                     f"(program {e.get('program')}, system {str(e.get('system_sha256', ''))[:12]})  [dim]{at}[/dim]")
+        about = _clip(f"request to {e.get('provider')}:{e.get('model')} (program {e.get('program')}, system "
+                      f"{str(e.get('system_sha256', ''))[:12]})", 300)
+        return Panel(Text(_clip(e.get("user", ""))), title=f"{escape(about)}  [dim]{escape(_clip(at, 80))}[/dim]")
     if kind == "thinking":
         return Panel(Text(_clip(e.get("text", "")), style="italic"), title=title, border_style="magenta")
     if kind in ("assistant", "reasoning"):
@@ -42,19 +45,22 @@ def _event(e: dict) -> RenderableType:
         return Panel(Text(_clip(e.get("text", "")) or "(no text)"), title=title + extra, border_style="cyan")
     if kind == "tool_call":
         return Panel(Syntax(json.dumps(e.get("arguments", {}), indent=2), "json", word_wrap=True),
-                     title=f"tool call {escape(str(e.get('name')))}  [dim]{at}[/dim]", border_style="yellow")
+                     title=f"tool call {escape(_clip(e.get('name'), 80))}  [dim]{escape(_clip(at, 80))}[/dim]",
+                     border_style="yellow")
     if kind == "tool_result":
         style = "red" if e.get("is_error") else "green"
-        return Panel(Text(_clip(e.get("content", ""), 1200)), title=f"tool result {e.get('name')}", border_style=style)
+        return Panel(Text(_clip(e.get("content", ""), 1200)), title=f"tool result {escape(_clip(e.get('name'), 80))}",
+                     border_style=style)
     if kind == "committed" and e.get("diff"):
-        return Panel(Syntax(e["diff"], "diff", word_wrap=True), title=f"committed {e.get('commit', '')[:7]}")
+        return Panel(Syntax(_clip(e["diff"], 20000), "diff", word_wrap=True),
+                     title=f"committed {escape(str(e.get('commit', ''))[:7])}")
     if kind == "decision":
         evidence = e.get("evidence") or {}
         runs = ", ".join(f"seed {r.get('seed')}: {r.get('val_bpb')}" for r in e.get("runs") or [])
         detail = (f"\nruns: {runs}" if runs else "") + (
             f"\nrule: {evidence['rule']}; sigma {evidence.get('sigma')}, gain {evidence.get('gain')}, "
             f"threshold {evidence.get('threshold')}" if evidence.get("rule") else "")
-        return Panel(Text(f"{e.get('status')} ({e.get('triage')}): {e.get('reason')}{detail}"), title=title,
+        return Panel(Text(_clip(f"{e.get('status')} ({e.get('triage')}): {e.get('reason')}{detail}")), title=title,
                      border_style="bold green" if e.get("status") == "keep" else "bold red")
     fields = {k: v for k, v in e.items() if k not in ("v", "t", "type")}
     return Text(f"{kind}: {_clip(json.dumps(fields, default=str), 600)}", style="dim")

@@ -11,6 +11,8 @@
 | infra         | not the experiment's fault: retry the same commit once, then stop   |
 | tamper        | crash, flagged: frozen files changed, exit 0 without a metric, or   |
 |               | an attempt on the validation seal (reading val/holdout in training) |
+| over_budget   | crash: the run trained past its track's budget as the harness       |
+|               | counts it at the seal (trainer/seal.py); its number is no result    |
 | interrupted   | the loop stopped during the run; recorded once, workspace reset     |
 """
 
@@ -22,6 +24,12 @@ import re
 import signal
 from dataclasses import dataclass
 from enum import Enum
+from typing import Annotated
+
+from pydantic import Field, StrictBool, StrictInt, StringConstraints, TypeAdapter, ValidationError
+
+from agent.untrusted import escape_controls
+from trainer.seal import OVER_BUDGET
 
 
 class Triage(str, Enum):
@@ -33,6 +41,7 @@ class Triage(str, Enum):
     TIMEOUT = "timeout"
     INFRA = "infra"
     TAMPER = "tamper"
+    OVER_BUDGET = "over_budget"
     INTERRUPTED = "interrupted"
 
 
@@ -59,29 +68,49 @@ FAIL_LINE = re.compile(r"^FAIL: (.*)$", re.MULTILINE)
 EXCEPTION_LINE = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Interrupt)\b.*)$", re.MULTILINE)
 
 
+SUMMARY_KEYS, SUMMARY_VALUE_CHARS = 64, 200
+CONFIG_KEYS, CONFIG_LINE_CHARS = 64, 8000
+Key = Annotated[str, StringConstraints(pattern=r"^\w{1,64}$")]
+Scalar = StrictBool | StrictInt | Annotated[float, Field(allow_inf_nan=False)] \
+    | Annotated[str, StringConstraints(max_length=SUMMARY_VALUE_CHARS)] | None
+ConfigValue = Scalar | Annotated[list[Scalar], Field(max_length=CONFIG_KEYS, strict=True)]
+# What a run's log may put into a record: a few short strings, and a flat config of JSON scalars.
+SUMMARY = TypeAdapter(Annotated[dict[Key, Annotated[str, StringConstraints(max_length=SUMMARY_VALUE_CHARS)]],
+                                Field(max_length=SUMMARY_KEYS)])
+MODEL_CONFIG = TypeAdapter(Annotated[dict[Key, ConfigValue], Field(max_length=CONFIG_KEYS)])
+
+
 def parse_summary(log_text: str) -> dict[str, str]:
-    """key: value lines after the last line that is exactly ---."""
+    """key: value lines after the last line that is exactly --- (the first SUMMARY_KEYS keys that are
+    words, values clipped to SUMMARY_VALUE_CHARS and their control characters escaped)."""
     lines = log_text.splitlines()
     if "---" not in lines:
         return {}
     start = len(lines) - 1 - lines[::-1].index("---")
-    summary = {}
+    summary: dict[str, str] = {}
     for line in lines[start + 1:]:
         key, sep, value = line.partition(":")
-        if sep and key.strip() and " " not in key.strip():
-            summary[key.strip()] = value.strip()
-    return summary
+        if sep and key.strip() and " " not in key.strip() and len(summary) < SUMMARY_KEYS:
+            summary[key.strip()[:64]] = escape_controls(value.strip(), keep_newlines=False)[:SUMMARY_VALUE_CHARS]
+    try:
+        return SUMMARY.validate_python(summary)
+    except ValidationError:  # a key that is not a word: keep the ones that are
+        return {k: v for k, v in summary.items() if re.fullmatch(r"\w{1,64}", k)}
 
 
 def parse_model_config(log_text: str) -> dict:
-    """The resolved model config train.py prints as `config: {...}` (a Python literal), or {}."""
+    """The resolved model config train.py prints as `config: {...}` (a Python literal of JSON scalars,
+    at most CONFIG_KEYS of them), or {} when the line is missing, too long or holds anything else."""
     for line in log_text.splitlines():
         if line.startswith("config: "):
+            literal = line[len("config: "):]
             try:
-                value = ast.literal_eval(line[len("config: "):])
-            except (ValueError, SyntaxError):
+                value = ast.literal_eval(literal) if len(literal) <= CONFIG_LINE_CHARS else None
+                if isinstance(value, dict):  # tuples are lists in JSON; sets and the rest are refused
+                    value = {k: list(v) if isinstance(v, tuple) else v for k, v in value.items()}
+                return MODEL_CONFIG.validate_python(value)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, ValidationError):
                 return {}
-            return value if isinstance(value, dict) else {}
     return {}
 
 
@@ -90,6 +119,8 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
     summary = parse_summary(log_text)
     if frozen_changed:
         return Verdict(Triage.TAMPER, f"frozen files changed during the run: {', '.join(frozen_changed)}", summary)
+    if seal_refused and seal_refused.startswith(OVER_BUDGET):
+        return Verdict(Triage.OVER_BUDGET, seal_refused.removeprefix(OVER_BUDGET), summary)
     if seal_refused:
         return Verdict(Triage.TAMPER, f"the harness refused to open validation data: {seal_refused}", summary)
     if breach := SEAL_BREACH.search(log_text):

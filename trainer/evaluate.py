@@ -14,10 +14,13 @@ What the model server says is checked:
 - audit: once it has reported the per-token losses of a batch, it is asked for its logits at
   AUDIT_POSITIONS random positions of every row, and those losses are re-computed here. To
   gain anything a misreport must touch many tokens, so it is caught almost surely.
-- repeat: the first batch is scored again at the end; a model that adapts to the text it has
-  been shown scores it differently.
-- probe (``--probe``): the tokens after position t are replaced with text from another row; the
-  logits at positions <= t must not move. A model that looks ahead moves them.
+- repeat: the first batch of a split is scored again at the end; a model that adapts to the text
+  it has been shown scores it differently.
+- probe: every batch has BATCH_ROWS rows, of which PROBES_PER_BATCH or more are copies of rows
+  scored in other batches with the tokens after a random position t replaced by another row's,
+  in random places among the scored rows. The logits just before the first replaced token must
+  be the original's (they are audited like any other position): a model that looks ahead moves
+  them, and it cannot tell a probe from a scored row by the size or the shape of a batch.
 
 Bits per byte are computed here: nats over targets that are real bytes / (ln 2 x their bytes),
 over the same rows evaluate_bpb scores. The last line printed is ``EVALUATION {json}``.
@@ -32,12 +35,13 @@ import os
 import secrets
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 RESULT_PREFIX = "EVALUATION "
 BATCH_ROWS = 16
 AUDIT_POSITIONS = 8  # per row of every batch
-PROBE_ROWS = 4
+PROBES_PER_BATCH = 2  # perturbed copies of rows scored in other batches, at least, in every batch
 SERVER_LOG = "model_server.log"  # in the run directory; its end is printed if the server fails
 
 
@@ -49,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("--splits", default="val,holdout", help="comma-separated: val, holdout")
-    parser.add_argument("--probe", action="store_true", help="also run the causality probe")
+    parser.add_argument("--probe", action="store_true", help="accepted for old callers: every batch carries probes")
     args = parser.parse_args(argv)
     not_dumpable()
     sys.path.insert(0, str(Path.cwd()))  # the exported commit's frozen prepare.py (never its train.py)
@@ -63,27 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     token_bytes = tokenizer.token_bytes.astype(np.int64)
     splits = args.splits.split(",")
     rows = {split: packed_rows(prepare, tokenizer, split) for split in splits}
-    out: dict = dict(device=device, audit=0.0, audited_tokens=0, repeat=0.0)
+    out: dict = dict(device=device, audit=0.0, audited_tokens=0, repeat=0.0, lookahead=0.0, probes=0)
     try:
         with server:
             server.vocab = tokenizer.get_vocab_size()
             for split in splits:
-                batches = [rows[split][i:i + BATCH_ROWS] for i in range(0, len(rows[split]), BATCH_ROWS)]
-                losses = []
-                for batch in batches:
-                    losses.append(server.ask("losses", batch))
-                    out["audit"] = max(out["audit"], audit(server, batch, losses[-1]))
-                    out["audited_tokens"] += batch.shape[0] * AUDIT_POSITIONS
-                out[split] = bits_per_byte(np.concatenate(losses), rows[split], token_bytes)
+                scored = score(server, rows[split], out)
+                out[split] = bits_per_byte(scored, rows[split], token_bytes)
                 print(f"{split}: {out[split]:.6f}", flush=True)
-                again = server.ask("losses", batches[0])
-                out["repeat"] = max(out["repeat"], float(abs(again - losses[0]).max()))
-            print(f"audit: {out['audit']:.3g} over {out['audited_tokens']} tokens; repeat: {out['repeat']:.3g}",
-                  flush=True)
-            if args.probe:
-                out["lookahead"] = lookahead(server, rows["val"][:PROBE_ROWS] if "val" in rows
-                                             else packed_rows(prepare, tokenizer, "val", PROBE_ROWS))
-                print(f"lookahead: {out['lookahead']:.3g}", flush=True)
+            print(f"audit: {out['audit']:.3g} over {out['audited_tokens']} tokens; repeat: {out['repeat']:.3g}; "
+                  f"lookahead: {out['lookahead']:.3g} over {out['probes']} probes", flush=True)
     except ServerFailed as err:
         print(f"the model server failed: {err}")
         log = Path(SERVER_LOG)
@@ -137,29 +130,107 @@ def cross_entropy(logits, targets):
     return log_total - np.take_along_axis(logits, targets[..., None].astype(np.int64), axis=-1)[..., 0]
 
 
-def audit(server: ModelServer, batch, reported) -> float:
-    """The largest difference between a reported loss and the one re-computed from the server's logits,
-    at AUDIT_POSITIONS positions per row that the server learns only after reporting."""
+def audit(server: ModelServer, batch, reported, must_see: list[set[int]], out: dict):
+    """Asks for the logits at AUDIT_POSITIONS positions per row that the server learns only after reporting
+    (random, plus the probe positions in must_see) and re-computes the losses there; records the largest
+    difference in out. Returns the positions and the logits."""
     import numpy as np
     draw = secrets.SystemRandom()
-    positions = np.array([sorted(draw.sample(range(batch.shape[1] - 1), AUDIT_POSITIONS))
-                          for _ in range(batch.shape[0])], dtype=np.int64)
+    chosen = []
+    for wanted in must_see:
+        picked = set(list(wanted)[:AUDIT_POSITIONS])
+        picked.update(draw.sample([p for p in range(batch.shape[1] - 1) if p not in picked],
+                                  AUDIT_POSITIONS - len(picked)))
+        chosen.append(sorted(picked))
+    positions = np.array(chosen, dtype=np.int64)
     logits = server.ask("picked", positions)
     targets = np.take_along_axis(batch[:, 1:], positions, axis=1)
-    return float(abs(cross_entropy(logits, targets) - np.take_along_axis(reported, positions, axis=1)).max())
+    gap = abs(cross_entropy(logits, targets) - np.take_along_axis(reported, positions, axis=1)).max()
+    out["audit"] = max(out["audit"], float(gap))
+    out["audited_tokens"] += batch.shape[0] * AUDIT_POSITIONS
+    return positions, logits
 
 
-def lookahead(server: ModelServer, rows) -> float:
-    """The largest change of a logit at positions <= t when the tokens after t come from another row."""
+@dataclass
+class Probe:
+    """A copy of scored row `original` whose tokens after position t come from another row: the model's
+    logits at `position` (the last one before the first changed token) must be those of the original."""
+    original: int
+    row: object          # the perturbed copy
+    position: int
+    seen: object = None  # the logits at `position` of whichever of the two was scored first
+
+
+def plan_batches(rows, draw: secrets.SystemRandom) -> list[tuple[list[int], list[Probe]]]:
+    """The split's rows in batches of BATCH_ROWS: BATCH_ROWS - PROBES_PER_BATCH scored rows each (the
+    last batch fewer) and perturbed copies of rows scored in other batches to fill every batch."""
+    count = len(rows)
+    per_batch = BATCH_ROWS - PROBES_PER_BATCH
+    batches = [list(range(i, min(i + per_batch, count))) for i in range(0, count, per_batch)]
+    used: set[int] = set()
+    plan = []
+    for scored in batches:
+        probes = []
+        others = [i for i in range(count) if i not in used and (i < scored[0] or i > scored[-1])] \
+            or [i for i in range(count) if i not in scored] or list(range(count))
+        for original in draw.sample(others, min(len(others), BATCH_ROWS - len(scored))):
+            used.add(original)
+            probes.append(perturbed(rows, original, draw))
+        plan.append((scored, probes))
+    return plan
+
+
+def perturbed(rows, original: int, draw: secrets.SystemRandom) -> Probe:
+    cols = rows.shape[1]
+    copy = rows[original].copy()
+    for _ in range(8):
+        t = draw.randrange(1, cols - 2)
+        donor = rows[draw.randrange(len(rows))]
+        copy[t + 1:] = donor[t + 1:]
+        changed = (copy != rows[original]).nonzero()[0]
+        if len(changed):
+            return Probe(original, copy, int(changed[0]) - 1)
+    return Probe(original, copy, -1)  # no other row differs: an ordinary row, nothing to compare
+
+
+def score(server: ModelServer, rows, out: dict):
+    """Per-token losses of every row, asked in batches that each carry probes; updates out's audit, repeat,
+    lookahead and probes with the worst seen."""
     import numpy as np
-    before = server.ask("logits", rows)
-    worst = 0.0
-    for t in (0, rows.shape[1] // 2, rows.shape[1] - 3):
-        changed = rows.copy()
-        changed[:, t + 1:] = np.roll(rows, 1, axis=0)[:, t + 1:]
-        after = server.ask("logits", changed)
-        worst = max(worst, float(abs(before[:, :t + 1] - after[:, :t + 1]).max()))
-    return worst
+    draw = secrets.SystemRandom()
+    losses = np.zeros((rows.shape[0], rows.shape[1] - 1), dtype=np.float32)
+    pending: dict[int, list[Probe]] = {}  # scored row -> the probes of it whose copy is in another batch
+    plan = plan_batches(rows, draw)
+    for _, probes in plan:
+        for probe in probes:
+            if probe.position >= 0:
+                pending.setdefault(probe.original, []).append(probe)
+    first = None
+    for scored, probes in plan:
+        members = [(index, None) for index in scored] + [(None, probe) for probe in probes]
+        draw.shuffle(members)
+        batch = np.stack([rows[i] if i is not None else p.row for i, p in members])
+        reported = server.ask("losses", batch)
+        first = first or (batch, reported)
+        must_see = [{p.position for p in pending.get(i, [])} if i is not None else
+                    ({p.position} if p.position >= 0 else set()) for i, p in members]
+        positions, logits = audit(server, batch, reported, must_see, out)
+        for row, (index, probe) in enumerate(members):
+            if index is not None:
+                losses[index] = reported[row]
+            for one in ([probe] if probe is not None else pending.get(index, [])):
+                if one.position not in positions[row]:
+                    continue
+                seen = logits[row, list(positions[row]).index(one.position)]
+                if one.seen is None:
+                    one.seen = seen
+                else:
+                    out["lookahead"] = max(out["lookahead"], float(abs(one.seen - seen).max()))
+                    out["probes"] += 1
+                    one.seen = None
+    again = server.ask("losses", first[0])
+    out["repeat"] = max(out["repeat"], float(abs(again - first[1]).max()))
+    return losses
 
 
 class ModelServer:

@@ -17,6 +17,8 @@ evaluate_bpb first saves the weights and config of the model it is about to scor
 When it also sets ``AUTORESEARCH_SEAL_FD``, the run's cache holds the training split only:
 evaluate_bpb hands the saved weights over through that socket and is answered with a
 directory holding the val split (trainer/seal.py). Until then val and holdout are sealed.
+The seal request also reports the training tokens make_dataloader handed out; the harness
+refuses to open val for a run that went over the track's budget.
 
 Which track is in force: ``track.json`` beside this file (a workspace), else the
 ``AUTORESEARCH_TRACK`` environment variable, else ``gpu``.
@@ -66,6 +68,9 @@ SPLITS = ("train", "val", "holdout")
 SEAL_FD_VAR = "AUTORESEARCH_SEAL_FD"
 SEALED = "(validation seal)"  # marks every refusal of the seal in a run's log
 _seal = {"used": False}
+# Tokens of the training split handed out by make_dataloader, reported to the harness at the seal: on a
+# track with a step budget this is what the harness checks the run's consumption against.
+_consumed = {"train_tokens": 0}
 ENCODE_THREADS = min(8, os.cpu_count() or 1)  # more threads than cores only slows tiktoken down
 
 
@@ -290,6 +295,8 @@ def make_dataloader(tokenizer: Tokenizer, batch_size: int, seq_len: int, split: 
     pinned = device.type == "cuda"
     while True:
         rows = torch.from_numpy(packer.rows(batch_size).astype(np.int64))
+        if split == "train":
+            _consumed["train_tokens"] += batch_size * seq_len
         if pinned:
             rows = rows.pin_memory().to(device, non_blocking=True)
         else:
@@ -349,7 +356,7 @@ def _unsealed(split: str) -> Path | None:
     _seal["used"] = True
     import socket
     with socket.socket(fileno=int(fd)) as channel, channel.makefile("rw", encoding="utf-8", newline="\n") as io:
-        io.write(f"seal {split}\n")
+        io.write(f"seal {split} trained_tokens={_consumed['train_tokens']}\n")
         io.flush()
         answer = io.readline().strip()
     verb, _, rest = answer.partition(" ")

@@ -6,16 +6,24 @@ prepare.evaluate_bpb saves the weights, then sends ``seal val``; the harness (``
 the weights out of the run directory, hashes them, copies the val files into the run directory
 and answers ``open <dir>``. The weights of record are fixed before any validation text exists in
 the process, so nothing learnt from it can reach the number the verifier re-computes. A run
-seals once; the holdout split never opens. Where runs are isolated (trainer/sandbox.py) the
+seals once; the holdout split never opens.
+
+The harness, not the run, owns the budget: the seal request is timed here from the run's start,
+and carries the training tokens the run's frozen prepare.py handed out; a run past its track's
+budget (RunBudget) is refused, and its record is an ``over_budget`` crash. Requests are read in
+lines of at most MAX_REQUEST_BYTES. Where runs are isolated (trainer/sandbox.py) the
 cache's own val and holdout directories are hidden as well.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,23 +67,93 @@ def hidden_paths(cache: Path) -> list[Path]:
     return found + ([downloads] if downloads.is_dir() else [])
 
 
+# A run reaches the seal after its startup, compilation and warm-up steps as well as the budgeted training:
+# on a wall-clock track the harness allows half the budget (at least a minute) on top of it. The
+# reference spends ~26 s of its 300 s budget's run on startup, compilation and evaluation on an H100.
+STARTUP_ALLOWANCE = 0.5
+MIN_STARTUP_ALLOWANCE_S = 60.0
+MAX_REQUEST_BYTES = 4096  # a seal request is one short line; a run that sends more is cut off
+OVER_BUDGET = "over budget: "  # the start of a refusal for a run that trained longer than its track allows
+REQUEST = re.compile(r"seal (\w{1,16})(?: trained_tokens=(\d{1,18}))?")
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    """What a run may consume before it seals: seconds from its start (measured here, outside the run) on a
+    wall-clock track; training tokens drawn through make_dataloader (reported by the run's frozen prepare.py)
+    on a step-budgeted one."""
+    seconds: float | None = None
+    tokens: int | None = None
+
+    @classmethod
+    def of_run(cls, track_dir: Path, run_dir: Path) -> RunBudget:
+        """The track's budget; on a step-budgeted track, its steps at the batch train.py declares in its
+        hyperparameter block before the run starts (the one train.py in the run directory)."""
+        try:
+            constants = json.loads((track_dir / "track.json").read_text())["constants"]
+        except (OSError, ValueError, KeyError):
+            return cls()
+        steps = constants.get("step_budget")
+        if not steps:
+            budget = float(constants["time_budget"])
+            return cls(seconds=budget + max(STARTUP_ALLOWANCE * budget, MIN_STARTUP_ALLOWANCE_S))
+        batch = declared_batch_tokens(run_dir / "train.py")
+        return cls(tokens=(steps + 1) * batch) if batch else cls()  # + 1: the batch drawn ahead of the last step
+
+
+def declared_batch_tokens(train_py: Path) -> int | None:
+    """TOTAL_BATCH_SIZE as a literal assignment in train.py (its last one at the top level), or None."""
+    import ast
+    try:
+        tree = ast.parse(train_py.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TOTAL_BATCH_SIZE"
+                                                for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                if isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Pow):
+                    value = _power(node.value)
+                else:
+                    value = None
+            found = value if isinstance(value, int) and 0 < value < 1 << 40 else None
+    return found
+
+
+def _power(node) -> int | None:
+    import ast
+    try:
+        base, exponent = ast.literal_eval(node.left), ast.literal_eval(node.right)
+    except (ValueError, SyntaxError, TypeError):
+        return None
+    return base ** exponent if isinstance(base, int) and isinstance(exponent, int) and 0 <= exponent < 40 else None
+
+
 @dataclass
 class Sealed:
     checkpoint: Path | None = None   # where the weights were moved at the seal
     sha256: str | None = None
     problem: str | None = None       # a refused request, for the run's record
+    seconds: float | None = None     # from the run's start to its seal request, measured by the harness
+    trained_tokens: int | None = None  # what the run's prepare.py reported make_dataloader handed out
 
 
 class Seal:
     """The harness's side of one run's seal, served from a thread while the run lives."""
 
-    def __init__(self, run_dir: Path, track_dir: Path, checkpoint_name: str, destination: Path):
+    def __init__(self, run_dir: Path, track_dir: Path, checkpoint_name: str, destination: Path,
+                 budget: RunBudget | None = None):
         self.run_dir, self.track_dir = run_dir, track_dir
         self.checkpoint, self.destination = run_dir / checkpoint_name, destination
+        self.budget = budget or RunBudget.of_run(track_dir, run_dir)
         self.result = Sealed()
         self._ours, self._theirs = socket.socketpair()
         self._thread = threading.Thread(target=self._serve, name=f"seal-{run_dir.name}", daemon=True)
         self._serving = False
+        self._started = time.monotonic()
 
     def env(self) -> dict[str, str]:
         return {SEAL_FD_VAR: str(self._theirs.fileno())}
@@ -86,6 +164,7 @@ class Seal:
 
     def started(self) -> None:
         """Call once the run's process holds its end: from then on, EOF means the run has exited."""
+        self._started = time.monotonic()
         self._theirs.close()
         self._thread.start()
         self._serving = True
@@ -98,17 +177,28 @@ class Seal:
         return self.result
 
     def _serve(self) -> None:
-        with self._ours.makefile("rw", encoding="utf-8", newline="\n") as channel:
-            for line in channel:
-                channel.write(self._answer(line.strip()) + "\n")
-                channel.flush()
+        with self._ours.makefile("rb") as requests, self._ours.makefile("wb") as answers:
+            while line := requests.readline(MAX_REQUEST_BYTES + 1):
+                if not line.endswith(b"\n"):
+                    self._refuse(f"a request of more than {MAX_REQUEST_BYTES} bytes without a newline; "
+                                 "the seal stopped listening" if len(line) > MAX_REQUEST_BYTES else
+                                 "an unfinished request")
+                    self._ours.shutdown(socket.SHUT_RDWR)  # the run's further writes fail instead of blocking
+                    return
+                answer = self._answer(line.decode("utf-8", errors="replace").strip(), time.monotonic())
+                answers.write(answer.encode() + b"\n")
+                answers.flush()
 
-    def _answer(self, request: str) -> str:
-        verb, _, split = request.partition(" ")
-        if verb != "seal" or split != "val":
+    def _answer(self, request: str, at: float) -> str:
+        asked = REQUEST.fullmatch(request)
+        if not asked or asked.group(1) != "val":
             return self._refuse(f"only `seal val` is served, not {request[:60]!r}")
-        if self.result.checkpoint is not None:
+        if self.result.checkpoint is not None or self.result.seconds is not None:
             return self._refuse("the run already sealed its weights once; evaluate_bpb runs once per run")
+        self.result.seconds = round(at - self._started, 3)
+        self.result.trained_tokens = int(asked.group(2)) if asked.group(2) else None
+        if over := self._over_budget():
+            return self._refuse(OVER_BUDGET + over)
         if self.checkpoint.is_symlink() or not self.checkpoint.is_file():
             return self._refuse("no weights were saved before the seal (AUTORESEARCH_CHECKPOINT)")
         self.destination.parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +210,16 @@ class Seal:
         shutil.copytree(self.track_dir / "val", opened / "val")
         return f"open {opened}"
 
+    def _over_budget(self) -> str | None:
+        seconds, tokens = self.result.seconds, self.result.trained_tokens
+        if self.budget.seconds is not None and seconds > self.budget.seconds:
+            return (f"the run reached the seal {seconds:.0f} s after it started; the track's budget with its "
+                    f"startup allowance is {self.budget.seconds:.0f} s")
+        if self.budget.tokens is not None and tokens is not None and tokens > self.budget.tokens:
+            return (f"the run drew {tokens:,} training tokens through make_dataloader; the track's step budget at "
+                    f"the batch train.py declares (TOTAL_BATCH_SIZE) allows {self.budget.tokens:,}")
+        return None
+
     def _refuse(self, why: str) -> str:
         self.result.problem = self.result.problem or why
         return f"refused {why}"
-

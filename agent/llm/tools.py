@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.llm.types import UNPARSED, ToolCall, ToolResult, ToolSpec
+from agent.logview import last_lines
 from agent.noise import current_sigma
 
 READABLE_FILES = ("train.py", "prepare.py", "program.md", "track.json")
@@ -167,7 +168,7 @@ class ToolBox:
         path = self.dir / record.get("log", f"logs/{record['id']}.log")
         if not path.exists():
             raise LookupError(f"experiment {experiment_id} has no log (it was not run)")
-        return "\n".join(path.read_text(errors="replace").splitlines()[-max(1, min(int(tail_lines), 400)):])
+        return last_lines(path, max(1, min(int(tail_lines), 400)))
 
     def _show_diff(self, experiment_id: str) -> str:
         return self._record(experiment_id).get("diff") or "(no change: the baseline)"

@@ -23,6 +23,7 @@ from agent.llm.pricing import PriceTable
 from agent.llm.retry import call_with_retries
 from agent.llm.tools import SUBMIT, TOOLS, BadToolCall, ToolBox, history_table, parse_arguments
 from agent.llm.types import AssistantTurn, ContextTooLong, Conversation, RequestRefused, ToolCall, ToolResult, Usage
+from agent.logview import prompt_tail
 from agent.policy import check_policy
 from agent.proposers.base import Proposal, ProposalContext, ProposerError
 from agent.transcript import Transcript
@@ -63,7 +64,7 @@ def state_message(context: ProposalContext) -> str:
         lines += ["", f"The last experiment, {last['id']} ({last['description']}), ended as {last['status']}"
                       f" ({last.get('triage')}): {last.get('reason', '')}"]
         if last["status"] == "crash" and last.get("log_tail"):
-            tail = "\n".join(last["log_tail"].splitlines()[-LOG_TAIL_LINES:])
+            tail = prompt_tail(last["log_tail"], LOG_TAIL_LINES)
             lines += ["Its log ends with:", "```", tail, "```"]
     if context.running:
         lines += ["", f"Experiment {context.running['id']} ({context.running['description']}) is training right now "
@@ -74,7 +75,7 @@ def state_message(context: ProposalContext) -> str:
 
 
 def crash_message(record: dict) -> str:
-    tail = "\n".join((record.get("log_tail") or "").splitlines()[-LOG_TAIL_LINES:])
+    tail = prompt_tail(record.get("log_tail") or "", LOG_TAIL_LINES)
     return (f"Your change crashed ({record['triage']}: {record['reason']}). The log ends with:\n```\n{tail}\n```\n"
             "Submit a fix with submit_experiment. Your edits now apply to train.py as you changed it "
             "(read_file shows that version); fix the cause, keep the idea.")

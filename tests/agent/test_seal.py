@@ -2,15 +2,19 @@
 over, once, and the number evaluate_bpb computes from the opened copy is the metric's number."""
 
 import hashlib
+import os
+import socket
 import sys
 import textwrap
+import time
 
 import pytest
 
 from agent.runner import CHECKPOINT
+from agent.triage import Triage, classify
 from trainer import prepare
 from trainer.sandbox import isolation_available, run_untrusted
-from trainer.seal import Seal, data_paths, hidden_paths, training_view
+from trainer.seal import MAX_REQUEST_BYTES, OVER_BUDGET, RunBudget, Seal, data_paths, hidden_paths, training_view
 
 # A model that evaluate_bpb can score: the same logits at every position (zeros: the uniform distribution).
 RUN = textwrap.dedent('''
@@ -99,3 +103,56 @@ def test_an_isolated_run_cannot_find_the_sealed_splits_in_the_real_cache(workspa
     assert f"SAW {val} []" in log  # an empty mount over the real val directory
     assert f"DENIED {train} OSError" in log and "WROTE" not in log  # the data is read-only
     assert "BPB" in log and not (train / "written").exists()
+
+
+def seal_client(tmp_path, budget):
+    """A Seal for an empty run directory, and the run's end of its socket, held as a run would hold it."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(parents=True)
+    seal = Seal(run_dir, tmp_path / "track", CHECKPOINT, tmp_path / "sealed.pt", budget=budget)
+    client = socket.socket(fileno=os.dup(seal.child_fd))
+    seal.started()
+    return seal, client
+
+
+def ask(client, request: bytes) -> bytes:
+    client.sendall(request)
+    with client.makefile("rb") as answers:
+        return answers.readline()
+
+
+def test_the_seal_refuses_a_run_past_its_budget_and_says_so_in_the_record(tmp_path):
+    seal, client = seal_client(tmp_path, RunBudget(seconds=0.05))
+    time.sleep(0.1)
+    answer = ask(client, b"seal val trained_tokens=5\n")
+    client.close()
+    sealed = seal.finish()
+    assert answer.startswith(b"refused " + OVER_BUDGET.encode()) and sealed.checkpoint is None
+    assert sealed.seconds >= 0.1 and sealed.trained_tokens == 5
+    verdict = classify(1, False, "PrepareError: the harness did not open the val split", [], sealed.problem)
+    assert verdict.triage == Triage.OVER_BUDGET and "reached the seal" in verdict.reason
+
+    seal, client = seal_client(tmp_path / "tokens", RunBudget(tokens=2048))
+    assert ask(client, b"seal val trained_tokens=2049\n").startswith(b"refused over budget")
+    assert ask(client, b"seal val trained_tokens=1\n").startswith(b"refused the run already sealed")  # no retry
+    client.close()
+    assert "drew 2,049 training tokens" in seal.finish().problem
+
+
+def test_the_seal_reads_requests_with_a_length_limit(tmp_path):
+    seal, client = seal_client(tmp_path, RunBudget())
+    with pytest.raises(OSError):  # no newline: a reader without a limit would hold it all; this one hangs up
+        for _ in range(4096):
+            client.sendall(b"x" * MAX_REQUEST_BYTES)
+    sealed = seal.finish()
+    client.close()
+    assert f"more than {MAX_REQUEST_BYTES} bytes" in sealed.problem and sealed.checkpoint is None
+
+
+def test_the_step_budget_is_counted_at_the_batch_train_py_declares(workspace, test_track, tmp_path):
+    run_dir = tmp_path / "run"
+    workspace.export(workspace.head(), run_dir)
+    assert RunBudget.of_run(test_track.directory, run_dir) == RunBudget(tokens=(30 + 1) * 2**11)
+    (run_dir / "train.py").write_text((run_dir / "train.py").read_text().replace(
+        "TOTAL_BATCH_SIZE = 2048", "TOTAL_BATCH_SIZE = 2**12"))
+    assert RunBudget.of_run(test_track.directory, run_dir) == RunBudget(tokens=(30 + 1) * 2**12)
