@@ -24,6 +24,7 @@ REPORT_GRACE = 60.0  # seconds past the job's timeout before a silent worker cou
 
 class SpoolRunner:
     name = "spool"
+    isolation = "runs are isolated as each spool worker says when it starts (and records in each result)"
 
     def __init__(self, spool: Path, poll: float = 0.3, dead_after: float = spoolfs.DEAD_AFTER):
         self.spool, self.poll, self.dead_after = spoolfs.layout(spool), poll, dead_after

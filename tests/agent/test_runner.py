@@ -47,7 +47,7 @@ def test_timeout_kills_the_run_its_children_and_escaped_grandchildren(workspace)
     assert len(pids) == 3
     assert [pid for pid in pids if alive(pid)] == []
     assert "killed at the hard timeout" in result.log_path.read_text()
-    assert not (workspace.dir / "runs" / "0001").exists()
+    assert not (workspace.runs_dir / "0001").exists()
 
 
 def test_environment_holds_no_secrets(workspace, monkeypatch):
