@@ -144,6 +144,8 @@ def bwrap_command(command: list[str], view: View) -> list[str]:
             continue
         under, empty = max(((m, e) for m, e in mounted if path.is_relative_to(m) and path != m),
                            key=lambda m: len(m[0].parts))
+        if how == "ro" and not empty:  # already shown read-only (or writable, as the caller asked)
+            continue
         if empty:
             for step in reversed(path.parents[:len(path.parts) - len(under.parts) - 1]):
                 args += ["--perms", "0755", "--dir", str(step)]
