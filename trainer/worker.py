@@ -127,6 +127,18 @@ def exported(workspace: Path, commit: str) -> dict[str, bytes]:
     return {name: tree[name].data_stream.read() for name in TRACKED}
 
 
+def share_spool_folders(spool: Path) -> None:
+    """A worker running as root (to sandbox runs) leaves the spool's folders to the spool's owner, who
+    writes jobs there: a folder root made first would lock the agent out."""
+    if os.geteuid() != 0:
+        return
+    owner = spool.stat()
+    for name in spoolfs.FOLDERS:
+        folder = spool / name
+        if folder.stat().st_uid != owner.st_uid:
+            os.chown(folder, owner.st_uid, owner.st_gid)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Serve training jobs from a spool directory.")
     parser.add_argument("--spool", type=Path, required=True)
@@ -146,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"{os.uname().nodename}-{os.getpid()}" + (f"-gpu{gpus[0]}" if gpus[0] else "")
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="autoresearch-runs-"))
     worker = Worker(args.spool, name, scratch, gpus[0])
+    share_spool_folders(args.spool)
     signal.signal(signal.SIGTERM, lambda *_: worker.stopping.set())
     print(f"worker {name}: spool {args.spool}, scratch {scratch}; {isolation().note}", flush=True)
     worker.serve(once=args.once)
