@@ -9,6 +9,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	bash scripts/test_browser.sh
+	bash scripts/test_docker.sh
 	$(VENV)/bin/python -m pytest -q
 
 lint: $(STAMP)

@@ -212,9 +212,12 @@ def test_compose_and_images_keep_the_trainer_sandboxed():
     assert agent["env_file"] == [".env"] and "--runner" in agent["command"] and "spool" in agent["command"]
     for name, entry in (("agent", "autoresearch"), ("trainer", "trainer.worker")):
         dockerfile = (ROOT / "docker" / f"{name}.Dockerfile").read_text().splitlines()
-        users = [line.split()[1] for line in dockerfile if line.startswith("USER ")]
-        assert users and users[-1] not in ("root", "0")
         assert any(line.startswith("ENTRYPOINT") and entry in line for line in dockerfile)
+    agent_users = [line.split()[1] for line in (ROOT / "docker/agent.Dockerfile").read_text().splitlines()
+                   if line.startswith("USER ")]
+    assert agent_users and agent_users[-1] not in ("root", "0")
     trainer_file = (ROOT / "docker" / "trainer.Dockerfile").read_text()
-    assert "HF_HUB_OFFLINE=1" in trainer_file and "flash-attention-3" in trainer_file
-    assert "torch" not in (ROOT / "docker" / "agent.Dockerfile").read_text().split("pip install")[1].split("&&")[0]
+    assert "bubblewrap" in trainer_file  # the worker stays root in the container only to make each run a stranger
+    assert "HF_HUB_OFFLINE=1" in trainer_file and "fetch_kernels.py" in trainer_file
+    assert "flash-attention-3" in (ROOT / "docker" / "fetch_kernels.py").read_text()
+    assert "[train]" not in (ROOT / "docker" / "agent.Dockerfile").read_text()

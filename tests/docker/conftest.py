@@ -32,9 +32,9 @@ class Engine:
     directory: Path
     env: dict[str, str]
 
-    def docker(self, *args: str, timeout: float = 900, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
-        done = subprocess.run(["docker", *args], env=self.env, capture_output=True, text=True, timeout=timeout,
-                              **kwargs)
+    def docker(self, *args: str, timeout: float = 900, check: bool = True,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        done = subprocess.run(["docker", *args], env=env or self.env, capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
             raise AssertionError(f"docker {' '.join(args)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
                                  f"{done.stderr[-3000:]}")
