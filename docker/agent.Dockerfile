@@ -7,10 +7,11 @@ FROM ${BASE}
 RUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 # The dependencies first (pinned by docker/constraints.txt), so that code changes rebuild only the last layers.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
 COPY docker/constraints.txt ./docker/
-RUN mkdir -p agent trainer && touch agent/__init__.py trainer/__init__.py \
+RUN mkdir -p agent trainer && touch README.md agent/__init__.py trainer/__init__.py \
     && pip install --no-cache-dir -c docker/constraints.txt . && pip uninstall -y autoresearch
+COPY README.md ./
 COPY agent ./agent
 COPY trainer ./trainer
 COPY prompts ./prompts

@@ -15,9 +15,9 @@ FROM ${BASE}
 RUN apt-get update && apt-get install -y --no-install-recommends git bubblewrap util-linux \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
 COPY docker/constraints.txt ./docker/
-RUN mkdir -p agent trainer && touch agent/__init__.py trainer/__init__.py \
+RUN mkdir -p agent trainer && touch README.md agent/__init__.py trainer/__init__.py \
     && pip install --no-cache-dir -c docker/constraints.txt ".[train]" && pip uninstall -y autoresearch
 
 ENV HF_HOME=/opt/hf HF_HUB_CACHE=/opt/hf/hub
@@ -26,6 +26,7 @@ COPY docker/kernels-cache/ /opt/hf/hub/
 COPY docker/fetch_kernels.py /opt/fetch_kernels.py
 RUN python /opt/fetch_kernels.py "${KERNELS}" && chmod -R a+rX /opt/hf
 
+COPY README.md ./
 COPY agent ./agent
 COPY trainer ./trainer
 COPY prompts ./prompts

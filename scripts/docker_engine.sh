@@ -9,16 +9,16 @@ set -euo pipefail
 cmd="${1:?usage: docker_engine.sh start|stop|base DIR}"
 dir="$(realpath -m "${2:?usage: docker_engine.sh start|stop|base DIR}")"
 sock="$dir/docker.sock"
+# exec-root must be short (containerd's sockets live there) and is left empty when the engine stops.
+exec_root="/run/ar-docker-$(echo "$dir" | sha1sum | cut -c1-8)"
 export DOCKER_HOST="unix://$sock"
 
 case "$cmd" in
 start)
-  mkdir -p "$dir/data" "$dir/exec"
+  mkdir -p "$dir/data"
   if [ -f "$dir/dockerd.pid" ] && kill -0 "$(cat "$dir/dockerd.pid")" 2>/dev/null; then
     exit 0
   fi
-  # exec-root must be short: containerd's sockets live there.
-  exec_root="/run/ar-docker-$(echo "$dir" | sha1sum | cut -c1-8)"
   mkdir -p "$exec_root"
   setsid dockerd --data-root "$dir/data" --exec-root "$exec_root" --pidfile "$dir/dockerd.pid" \
     -H "unix://$sock" --iptables=false --ip6tables=false --ip-forward=false --ip-masq=false --bridge=none \
@@ -43,6 +43,8 @@ stop)
     kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
   fi
   rm -f "$dir/dockerd.pid"
+  umount -R "$exec_root" 2>/dev/null || true
+  rm -rf "$exec_root"
   ;;
 base)
   image="${3:-autoresearch-test/debian:bookworm}"

@@ -127,7 +127,7 @@ def test_the_agent_proposed_through_the_llm_api_and_a_decision_was_recorded(depl
 
 
 def test_the_ledger_and_transcripts_are_on_the_workspaces_volume(deployment):
-    assert (deployment.workspace / "results.tsv").read_text().count("\n") == 3
+    assert (deployment.workspace / "results.tsv").read_text().count("\n") == 1 + len(deployment.records_after_stop)
     for record in deployment.records:
         events = [json.loads(line) for line in (deployment.workspace / record["transcript"]).read_text().splitlines()]
         assert [e for e in events if e.get("type") == "decision"], events[-3:]
