@@ -397,6 +397,7 @@ def run_untrusted(command: list[str], cwd: Path, log_path: Path, timeout: float,
     else:
         become_subreaper()
     children_before = own_children()
+    log_path.write_bytes(b"")
     start = time.perf_counter()
     timed_out = False
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
