@@ -3,7 +3,7 @@
 # workspaces mounted read-only (see compose.yaml).
 FROM pytorch/pytorch:2.9.1-cuda12.8-cudnn9-runtime
 
-RUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends git bubblewrap && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY agent ./agent
