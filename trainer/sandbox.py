@@ -307,18 +307,23 @@ class CappedLog:
                         self.tail_size -= len(self.tail.popleft())
 
     def close(self, timeout: float = 10.0) -> None:
+        """Waits for the end of the output; a writer that outlived the run and still holds the pipe is given
+        timeout seconds, then left to the reader thread (a daemon), and what came so far is written."""
         self.thread.join(timeout)
-        self.source.close()  # a reader stuck on a writer that escaped gives up here
-        self.thread.join(timeout)
-        kept = b"".join(self.tail)
-        if self.tail_size > self.tail_limit:
-            self.cut += self.tail_size - self.tail_limit
-            kept = kept[-self.tail_limit:]
+        try:
+            chunks = list(self.tail)
+        except RuntimeError:  # changed by the reader while copied: that writer is still going
+            chunks = []
+        kept = b"".join(chunks)
+        cut = self.cut + max(0, len(kept) - self.tail_limit)
+        kept = kept[-self.tail_limit:]
         with open(self.path, "ab") as out:
-            if self.cut:
-                out.write(f"\n{CUT_MARK}{self.cut} bytes of output here (kept the first {self.head} and the "
+            if cut:
+                out.write(f"\n{CUT_MARK}{cut} bytes of output here (kept the first {self.head} and the "
                           f"last {self.tail_limit})\n".encode())
             out.write(kept)
+            if self.thread.is_alive():
+                out.write(b"\n[runner] a process of the run still held its output; stopped reading it\n")
 
 
 def regular_file_sha256(path: Path, limit: int = 1 << 30) -> str | None:
@@ -353,8 +358,10 @@ def private_directory(path: Path) -> Path:
 def writable_by_stranger(path: Path) -> Path:
     """A directory shared by runs (the compile cache) made writable by the stranger's uid."""
     path.mkdir(parents=True, exist_ok=True)
-    if isolation().uid is not None:
-        os.chown(path, isolation().uid, isolation().uid)
+    uid = isolation().uid
+    if uid is not None and path.stat().st_uid != uid:  # once: what earlier runs as the caller left there too
+        for entry in [path, *path.rglob("*")]:
+            os.lchown(entry, uid, uid)
     return path
 
 
@@ -390,6 +397,7 @@ def run_untrusted(command: list[str], cwd: Path, log_path: Path, timeout: float,
     else:
         become_subreaper()
     children_before = own_children()
+    log_path.write_bytes(b"")
     start = time.perf_counter()
     timed_out = False
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import textwrap
 from pathlib import Path
@@ -29,7 +30,7 @@ from agent.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.scripted import ScriptedEdits
 from trainer.hyperparameters import set_hyperparameters
-from trainer.sandbox import isolation
+from trainer.sandbox import CUT_MARK, LOG_HEAD_BYTES, LOG_TAIL_BYTES, isolation, run_untrusted
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "prompts" / "program.md"
@@ -181,6 +182,29 @@ UNPRIVILEGED_LOOP = textwrap.dedent("""
     print(run_loop(workspace, ScriptedEdits(tuple(edit)), LocalRunner(), LoopSettings(max_experiments=2,
                    noise_seeds=0), say=lambda m: print(m, flush=True)))
 """)
+STRANGER = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def unprivileged_python(home: Path) -> str:
+    """An interpreter with this environment's packages that uid 65534 can start processes with: this one where
+    it can, else a virtual environment of links in home (a base interpreter under a private home directory is
+    out of its reach)."""
+    probe = subprocess.run([*STRANGER, "sh", "-c", '"$0" -c "import torch"', sys.executable], cwd="/")
+    if probe.returncode == 0:
+        return sys.executable
+    venv = home / "venv"
+    (venv / "bin").mkdir(parents=True)
+    try:
+        os.link(os.path.realpath(sys.executable), venv / "bin" / "python")
+    except OSError as err:
+        pytest.skip(f"uid 65534 cannot run {sys.executable}, nor a link to it ({err})")
+    shutil.copy2(Path(sys.prefix) / "pyvenv.cfg", venv / "pyvenv.cfg")
+    site = venv / Path(sysconfig.get_paths()["purelib"]).relative_to(sys.prefix)
+    site.parent.mkdir(parents=True)
+    site.symlink_to(sysconfig.get_paths()["purelib"])
+    return str(venv / "bin" / "python")
+
+
 FAILING_BWRAP = "#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n"
 
 
@@ -207,8 +231,8 @@ def test_an_unprivileged_loop_without_isolation_says_so_and_keeps_its_key_and_ho
         env = {**os.environ, "HOME": str(home), "ANTHROPIC_API_KEY": API_KEY, "PYTHONPATH": str(ROOT),
                "PATH": f"{home}/bin:{os.environ['PATH']}", "AUTORESEARCH_CACHE": str(home / "cache"),
                "TMPDIR": str(home)}
-        loop = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
-                               UNPRIVILEGED_LOOP, str(home / "workspaces"), json.dumps(edit)],
+        python = unprivileged_python(home)  # after the chown: it may hold a hard link to the interpreter
+        loop = subprocess.run([*STRANGER, python, "-c", UNPRIVILEGED_LOOP, str(home / "workspaces"), json.dumps(edit)],
                               env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert loop.returncode == 0, loop.stdout + loop.stderr
         assert "runs are NOT isolated" in loop.stdout and "No permissions" in loop.stdout, loop.stdout
@@ -220,6 +244,22 @@ def test_an_unprivileged_loop_without_isolation_says_so_and_keeps_its_key_and_ho
         assert not mark.exists()  # the hook was written and the next commit did not run it
         assert escapees() == []  # the setsid + empty-environment process was found and killed
         assert API_KEY not in (workspace.dir / "logs" / "0000.log").read_text()
+        # What is left open without isolation: the model server met the file the run left in /tmp.
+        honest = Ledger(workspace.dir).records[-1]
+        assert honest["status"] != "keep" and "left in /tmp" in honest["reason"], honest["reason"]
     finally:
         shutil.rmtree(home, ignore_errors=True)
         Path(SMUGGLED).unlink(missing_ok=True)
+
+
+def test_a_flood_of_output_costs_a_capped_log(tmp_path):
+    """40 MB printed without pause: the log keeps its head and tail and says how much was cut between."""
+    flood = "import sys\nsys.stdout.write('first line\\n' + ('x' * 1023 + '\\n') * 40 * 1024 + 'last line\\n')\n"
+    (tmp_path / "flood.py").write_text(flood)
+    outcome = run_untrusted([sys.executable, "flood.py"], tmp_path, tmp_path / "run.log", 60, {})
+    assert outcome.returncode == 0
+    log = (tmp_path / "run.log").read_bytes()
+    assert len(log) < LOG_HEAD_BYTES + LOG_TAIL_BYTES + 200
+    assert log.startswith(b"first line\n") and log.endswith(b"last line\n")
+    cut = next(line for line in log.decode().splitlines() if line.startswith(CUT_MARK))
+    assert int(cut.split()[2]) == 40 * 1024 * 1024 + len("first line\nlast line\n") - LOG_HEAD_BYTES - LOG_TAIL_BYTES
