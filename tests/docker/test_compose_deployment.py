@@ -83,8 +83,10 @@ def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) ->
             return engine.docker(*compose, *args, timeout=timeout, check=check, env=dict(env, **extra))
 
         engine.docker(*compose, "down", "--volumes", "--remove-orphans", check=False, env=env)
+        clock = time.monotonic()
         try:
             docker_compose("build")
+            built = time.monotonic()
             server.script(submit("WARMDOWN_RATIO 0.5 -> 0.3", WARMDOWN, WARMDOWN.replace("0.5 ", "0.3 ")))
             docker_compose("up", "--detach")
             agent = docker_compose("ps", "--all", "--quiet", "agent").stdout.strip()
@@ -92,6 +94,7 @@ def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) ->
             agent_log = docker_compose("logs", "--no-color", "agent").stdout
             workspace, spool = volume(engine, "workspaces") / TAG, volume(engine, "spool")
             records = read_records(workspace)
+            first_phase = time.monotonic()
             trainer = docker_compose("ps", "--quiet", "trainer").stdout.strip()
             inspected = json.loads(engine.docker("inspect", trainer).stdout)[0]
 
@@ -108,6 +111,8 @@ def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) ->
             stop_exit = int(engine.docker("inspect", "-f", "{{.State.ExitCode}}", agent).stdout.strip())
             agent_log += docker_compose("logs", "--no-color", "agent").stdout
             trainer_log = docker_compose("logs", "--no-color", "trainer").stdout
+            print(f"\ncompose build {built - clock:.0f} s, first phase {first_phase - built:.0f} s, "
+                  f"second phase {time.monotonic() - first_phase:.0f} s, stop {stop_seconds:.1f} s")
             yield Deployment(engine, server, compose, first_exit, agent_log, trainer_log, records, workspace, spool,
                              inspected["Config"]["Env"], inspected["HostConfig"]["NetworkMode"], stop_seconds,
                              read_records(workspace), stop_exit)
