@@ -8,10 +8,13 @@ STAMP := $(VENV)/.installed
 MODEL ?= anthropic:claude-opus-4-8
 
 run: $(STAMP)
+	bash scripts/install_sandbox.sh
 	$(VENV)/bin/autoresearch run --tag demo --track cpu --max-experiments 4
 
 test: $(STAMP)
+	bash scripts/install_sandbox.sh
 	bash scripts/test_browser.sh
+	bash scripts/test_docker.sh
 	$(VENV)/bin/python -m pytest -q
 
 live-check: $(STAMP)

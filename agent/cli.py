@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Annotated
@@ -159,6 +160,8 @@ def run(
                             noise_seeds=noise_seeds, noise_every_keeps=noise_every, keep_sigmas=keep_sigmas)
     console.print(f"research loop on {workspace.dir} (track {workspace.settings['track']}, proposer {chosen.name}"
                   + (f", model {model}" if model else "") + ")")
+    # SIGTERM (`docker compose stop`, systemd, kill) stops the loop the way Ctrl-C does.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         if spool is not None:
             from agent.spool_runner import SpoolRunner

@@ -1,7 +1,7 @@
-"""Running trainer/evaluate.py on a commit's saved weights: an exported copy of the commit as
-cwd, a process of its own (allowlisted environment, hard timeout; it never imports train.py and
-sandboxes the model server that does), its log in logs/, its result parsed from the last
-EVALUATION line."""
+"""Running trainer/evaluate.py on a commit's saved weights: an exported copy of the commit (in a
+fresh directory outside the workspace) as cwd, a process of its own (allowlisted environment,
+hard timeout; it never imports train.py and sandboxes the model server that does), its log in
+logs/, its result parsed from the last EVALUATION line."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from agent.workspace import Workspace
 from trainer.evaluate import RESULT_PREFIX
 from trainer.prepare import cache_root
-from trainer.sandbox import run_untrusted
+from trainer.sandbox import private_directory, run_untrusted
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,8 +24,7 @@ class EvaluationFailed(Exception):
 
 def evaluate_checkpoint(workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
                         probe: bool = False, timeout: float = 1800.0, python: str = sys.executable) -> dict:
-    run_dir = workspace.dir / "runs" / name
-    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir = private_directory(workspace.runs_dir / name)
     workspace.export(commit, run_dir)
     log_path = workspace.dir / "logs" / f"{name}.log"
     log_path.parent.mkdir(exist_ok=True)

@@ -69,6 +69,7 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings:
                           "the validation seal, so its runs could not read val; start a new --tag (the old "
                           "one's results stay readable by `report` and `status`)")
     with workspace.lock():
+        say(runner.isolation)
         settle_interrupted(workspace, ledger, say)
         started, done, failures = time.monotonic(), 0, 0
         ahead: Ahead | None = None  # the next proposal, made while the current experiment trains

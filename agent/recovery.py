@@ -17,7 +17,7 @@ from agent.workspace import Workspace
 
 def settle_interrupted(workspace: Workspace, ledger: Ledger, say=print) -> None:
     """Record an experiment a dead loop left in flight (once), stop its orphans, reset to the best."""
-    kill_orphans(workspace.dir / "runs")  # also the runs of a noise floor, which has no in-flight marker
+    kill_orphans(workspace.runs_dir)  # also the runs of a noise floor, which has no in-flight marker
     in_flight = ledger.in_flight()
     if in_flight and not ledger.has(in_flight["id"]):
         transcript = Transcript(workspace.dir / "transcripts" / f"{in_flight['id']}.jsonl")

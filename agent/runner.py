@@ -1,18 +1,17 @@
 """Runners execute one commit of a workspace and report what happened.
 
-LocalRunner: the commit's files are exported into a fresh run directory (never the
-workspace itself), `python train.py` runs there in its own session with an environment
-built from an allowlist (no API keys), its output streams to logs/<id>.log, and a hard
-timeout kills the whole process group, plus any process that escaped the group but still
-carries the run's token in its environment. The run sees the track's training split only and
-gets val through the seal (trainer/seal.py); where the machine allows, it runs in its own
-network and mount namespaces with the data read-only and the sealed splits hidden. After the
-run the frozen files of the run directory are hashed against the workspace's root commit.
+LocalRunner: the commit's files are written into a fresh run directory outside the workspace
+(trainer/training_run.py), `python train.py` runs there as a stranger where the machine allows
+(trainer/sandbox.py: an unprivileged uid in its own pid, mount, network and IPC namespaces that
+sees neither the workspace nor the project), with an environment built from an allowlist (no API
+keys), its output capped into logs/<id>.log, and a hard timeout that kills everything it started.
+The run sees the track's training split only and gets val through the seal (trainer/seal.py).
+After the run the frozen files of the run directory are hashed against the workspace's root
+commit.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
@@ -22,12 +21,10 @@ from typing import Protocol
 
 from agent.logview import read_log
 from agent.triage import Verdict, classify, parse_model_config
-from agent.workspace import FROZEN, Workspace
-from trainer.prepare import cache_root, track_dir
-from trainer.sandbox import isolation_available, run_untrusted
-from trainer.seal import Seal, data_paths, hidden_paths, training_view
-
-CHECKPOINT = "checkpoint.pt"  # prepare.evaluate_bpb saves the scored weights here, in the run directory
+from agent.workspace import TRACKED, Workspace
+from trainer.prepare import cache_root
+from trainer.sandbox import isolation
+from trainer.training_run import train_commit
 
 
 @dataclass
@@ -56,6 +53,7 @@ class Runner(Protocol):
     The seed reaches train.py as AUTORESEARCH_SEED; experiment_id names the log (logs/<id>.log)."""
 
     name: str
+    isolation: str  # a sentence on how runs are isolated, said when a loop starts
 
     def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str,
             seed: int = 42) -> RunResult: ...
@@ -66,12 +64,9 @@ class Runner(Protocol):
         ...
 
 
-def compile_cache_env(cache: Path) -> dict[str, str]:
-    """torch.compile's caches (inductor FX graphs, autograd, triton) kept across runs, so that a
-    train.py whose graphs did not change skips most of its compile."""
-    root = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or cache / "compile")
-    return {"TORCHINDUCTOR_CACHE_DIR": str(root), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
-            "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "TRITON_CACHE_DIR": str(root / "triton")}
+def compile_cache(cache: Path) -> Path:
+    """Where torch.compile's caches live across runs (TORCHINDUCTOR_CACHE_DIR if set)."""
+    return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or cache / "compile")
 
 
 def read_head_tail(path: Path) -> tuple[str, str]:
@@ -82,9 +77,9 @@ def read_head_tail(path: Path) -> tuple[str, str]:
 class LocalRunner:
     name = "local"
 
-    def __init__(self, python: str = sys.executable, isolate: bool | None = None):
+    def __init__(self, python: str = sys.executable):
         self.python = python
-        self.isolate = isolation_available() if isolate is None else isolate
+        self.isolation = isolation().note
 
     def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
                  probe: bool = False, timeout: float = 1800.0) -> dict:
@@ -92,33 +87,21 @@ class LocalRunner:
         return evaluate_checkpoint(workspace, commit, checkpoint, name, splits, probe, timeout, self.python)
 
     def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
-        run_dir = workspace.dir / "runs" / experiment_id
-        shutil.rmtree(run_dir, ignore_errors=True)
-        workspace.export(commit, run_dir)
         log_path = workspace.dir / "logs" / f"{experiment_id}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        cache = cache_root()
-        track = track_dir(workspace.track["track"], cache)
-        seal = Seal(run_dir, track, CHECKPOINT, workspace.dir / "checkpoints" / f"{experiment_id}.pt")
-        env = {"AUTORESEARCH_SEED": str(seed), "AUTORESEARCH_CACHE": str(training_view(track, run_dir)),
-               "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **seal.env(), **compile_cache_env(cache)}
-        try:
-            outcome = run_untrusted([self.python, "train.py"], run_dir, log_path, timeout, env,
-                                    read_only=data_paths(cache), isolate=self.isolate, hidden=hidden_paths(cache),
-                                    pass_fds=(seal.child_fd,), on_start=lambda _: seal.started())
-        finally:
-            sealed = seal.finish()
-        expected = workspace.frozen_hashes()
-        changed = [path for path in FROZEN if _sha256(run_dir / path) != expected[path]]
-        text = read_log(log_path).text
-        head, tail = read_head_tail(log_path)
-        shutil.rmtree(run_dir, ignore_errors=True)
+        files = {name: workspace.file_at(name, commit).encode() for name in TRACKED}
+        outcome = train_commit(files, workspace.runs_dir / experiment_id, log_path,
+                               workspace.dir / "checkpoints" / f"{experiment_id}.pt", workspace.frozen_hashes(),
+                               timeout, seed, self.python, compile_cache(cache_root()), hidden=[workspace.dir.parent])
+        log = read_log(log_path)
+        head, tail = log.head, log.tail
         return RunResult(returncode=outcome.returncode, timed_out=outcome.timed_out, log_path=log_path,
-                         verdict=classify(outcome.returncode, outcome.timed_out, text, changed, sealed.problem),
-                         seconds=outcome.seconds, head=head, tail=tail, frozen_changed=changed,
-                         model_config=parse_model_config(head), checkpoint=sealed.checkpoint,
-                         checkpoint_sha256=sealed.sha256, seal_seconds=sealed.seconds,
-                         trained_tokens=sealed.trained_tokens)
+                         verdict=classify(outcome.returncode, outcome.timed_out, log.text, outcome.frozen_changed,
+                                          outcome.seal_refused),
+                         seconds=outcome.seconds, head=head, tail=tail, frozen_changed=outcome.frozen_changed,
+                         model_config=parse_model_config(head), checkpoint=outcome.checkpoint,
+                         checkpoint_sha256=outcome.checkpoint_sha256, seal_seconds=outcome.seal_seconds,
+                         trained_tokens=outcome.trained_tokens)
 
 
 def keep_checkpoint(saved: Path, workspace: Workspace, experiment_id: str) -> Path | None:
@@ -129,10 +112,3 @@ def keep_checkpoint(saved: Path, workspace: Workspace, experiment_id: str) -> Pa
     target.parent.mkdir(exist_ok=True)
     shutil.move(saved, target)  # the spool may be on another file system
     return target
-
-
-def _sha256(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None

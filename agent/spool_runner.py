@@ -25,6 +25,7 @@ REPORT_GRACE = 60.0  # seconds past the job's timeout before a silent worker cou
 
 class SpoolRunner:
     name = "spool"
+    isolation = "runs are isolated as each spool worker says when it starts (and records in each result)"
 
     def __init__(self, spool: Path, poll: float = 0.3, dead_after: float = spoolfs.DEAD_AFTER):
         self.spool, self.poll, self.dead_after = spoolfs.layout(spool), poll, dead_after
@@ -40,16 +41,17 @@ class SpoolRunner:
             return RunResult(returncode=None, timed_out=False, log_path=log_path,
                              verdict=Verdict(Triage.INFRA, problem, {}), seconds=time.perf_counter() - start,
                              head=head, tail=tail)
-        text = read_log(log_path).text
-        head, tail = read_head_tail(log_path)
+        log = read_log(log_path)
+        head, tail = log.head, log.tail
         return RunResult(returncode=result["returncode"], timed_out=result["timed_out"], log_path=log_path,
-                         verdict=classify(result["returncode"], result["timed_out"], text, result["frozen_changed"],
+                         verdict=classify(result["returncode"], result["timed_out"], log.text, result["frozen_changed"],
                                           result.get("seal_refused")),
                          seconds=result["seconds"], head=head, tail=tail, frozen_changed=result["frozen_changed"],
                          model_config=parse_model_config(head),
                          checkpoint=keep_checkpoint(self.spool / "checkpoints" / f"{job_id}.pt", workspace,
                                                     experiment_id) if result.get("checkpoint_sha256") else None,
-                         checkpoint_sha256=result.get("checkpoint_sha256"))
+                         checkpoint_sha256=result.get("checkpoint_sha256"), seal_seconds=result.get("seal_seconds"),
+                         trained_tokens=result.get("trained_tokens"))
 
     def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
                  probe: bool = False, timeout: float = 1800.0) -> dict:

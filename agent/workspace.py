@@ -7,6 +7,7 @@ loop writes (ledger, logs, transcripts, run directories) is untracked and ignore
 
 from __future__ import annotations
 
+import configparser
 import fcntl
 import hashlib
 import json
@@ -22,6 +23,7 @@ import git
 
 from trainer.atomic import write_text_atomic
 from trainer.hyperparameters import train_source_for_track
+from trainer.sandbox import runs_root
 
 TRAINER_DIR = Path(__file__).resolve().parent.parent / "trainer"
 TRACKED = ("train.py", "prepare.py", "track.json")
@@ -29,6 +31,15 @@ FROZEN = ("prepare.py", "track.json")
 UNTRACKED = ("results.tsv", "experiments.jsonl", "logs/", "transcripts/", "runs/", "current.json", ".lock",
              "run.json", "optuna.journal", "optuna.journal.lock", "report/", "checkpoints/", "confirmation.json")
 TAG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# Every git call ignores what could make git execute something a run planted in .git or elsewhere: hooks,
+# an fsmonitor, system and global config, attributes files (filters); diffs skip external and textconv drivers.
+GIT_OPTIONS = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.attributesFile=/dev/null",
+               "core.sshCommand=false", "core.pager=cat", "core.editor=false")
+GIT_ENVIRONMENT = dict(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_ATTR_NOSYSTEM="1",
+                       GIT_TERMINAL_PROMPT="0")
+# What the workspace's own .git/config may hold (git init and create() write these); anything else is refused.
+GIT_CONFIG_ALLOWED = {"core": {"repositoryformatversion", "filemode", "bare", "logallrefupdates", "ignorecase",
+                               "precomposeunicode", "symlinks"}, "user": {"name", "email"}}
 
 
 class WorkspaceError(Exception):
@@ -39,11 +50,32 @@ def default_root() -> Path:
     return Path(os.environ.get("AUTORESEARCH_WORKSPACES", "workspace")).resolve()
 
 
+def safe_repo(directory: Path) -> git.Repo:
+    """The workspace's repository, every git call made with GIT_OPTIONS and GIT_ENVIRONMENT, after checking
+    that its .git/config holds only what a workspace writes (a planted filter or alias is refused)."""
+    config = directory / ".git" / "config"
+    if config.is_file():
+        parser = configparser.RawConfigParser(strict=False)
+        try:
+            parser.read_string(config.read_text(errors="replace"))
+            planted = [f"{section}.{key}" for section in parser.sections() for key in parser[section]
+                       if key not in GIT_CONFIG_ALLOWED.get(section, ())]
+        except configparser.Error as err:
+            planted = [f"unreadable ({str(err).splitlines()[0]})"]
+        if planted:
+            raise WorkspaceError(f"{config} holds settings a workspace never writes: {', '.join(planted[:5])}. "
+                                 "Something other than autoresearch changed it; remove those lines, then resume")
+    repo = git.Repo(directory)
+    repo.git.update_environment(**GIT_ENVIRONMENT)
+    repo.git.set_persistent_git_options(c=list(GIT_OPTIONS))
+    return repo
+
+
 class Workspace:
     def __init__(self, directory: Path):
         self.dir = directory
         self.tag = directory.name
-        self.repo = git.Repo(directory)
+        self.repo = safe_repo(directory)
         self.branch = f"autoresearch/{self.settings['tag']}"  # the tag it was created with, even if moved
 
     # -- creation -----------------------------------------------------------
@@ -61,7 +93,8 @@ class Workspace:
         shutil.rmtree(staging, ignore_errors=True)
         try:
             staging.mkdir()
-            repo = git.Repo.init(staging, initial_branch=f"autoresearch/{tag}")
+            git.Repo.init(staging, initial_branch=f"autoresearch/{tag}")
+            repo = safe_repo(staging)
             with repo.config_writer() as config:
                 config.set_value("user", "name", "autoresearch")
                 config.set_value("user", "email", "autoresearch@localhost")
@@ -73,7 +106,7 @@ class Workspace:
             shutil.copy2(TRAINER_DIR / "prepare.py", staging / "prepare.py")
             (staging / "track.json").write_text(json.dumps(track_spec, indent=2, sort_keys=True) + "\n")
             repo.index.add(list(TRACKED))
-            repo.index.commit(f"baseline: train.py for track {track}")
+            repo.index.commit(f"baseline: train.py for track {track}", skip_hooks=True)
             (staging / "run.json").write_text(json.dumps({
                 "tag": tag, "track": track, "fingerprint": track_spec["fingerprint"],
                 "program": str(program), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n")
@@ -116,6 +149,11 @@ class Workspace:
         root = self.root_commit()
         return {path: hashlib.sha256(self.file_at(path, root).encode("utf-8")).hexdigest() for path in FROZEN}
 
+    @property
+    def runs_dir(self) -> Path:
+        """Where this workspace's runs get their directories: outside it, so that a run cannot reach it."""
+        return runs_root() / f"{self.tag}-{hashlib.sha256(str(self.dir).encode()).hexdigest()[:12]}"
+
     def is_clean(self) -> bool:
         return not self.repo.is_dirty(untracked_files=True)
 
@@ -124,18 +162,18 @@ class Workspace:
     def commit_train(self, source: str, message: str) -> str:
         (self.dir / "train.py").write_text(source)
         self.repo.index.add(["train.py"])
-        return self.repo.index.commit(message).hexsha
+        return self.repo.index.commit(message, skip_hooks=True).hexsha
 
     def reset_to(self, commit: str) -> None:
         self.repo.git.reset("--hard", commit)
         self.repo.git.clean("-fd")
 
     def diff(self, parent: str, commit: str) -> str:
-        return self.repo.git.diff(parent, commit, "--", "train.py")
+        return self.repo.git.diff("--no-ext-diff", "--no-textconv", parent, commit, "--", "train.py")
 
     def export(self, commit: str, destination: Path) -> None:
-        """Write the commit's tracked files into a fresh directory (the run directory)."""
-        destination.mkdir(parents=True)
+        """Write the commit's tracked files into a directory (the evaluator's)."""
+        destination.mkdir(parents=True, exist_ok=True)
         for path in TRACKED:
             (destination / path).write_text(self.file_at(path, commit))
 

@@ -1,23 +1,40 @@
-# The trainer service: CUDA PyTorch, the trainer's dependencies and the FA3 kernels, serving
-# training jobs from the spool. It runs with no network, no API keys, and the data cache and
-# workspaces mounted read-only (see compose.yaml).
-FROM pytorch/pytorch:2.9.1-cuda12.8-cudnn9-runtime
+# The trainer service: PyTorch, the trainer's dependencies and the FA3 kernels, serving training
+# jobs from the spool. It runs with no network and no API keys, the data cache and workspaces
+# read-only (see compose.yaml). Each run is a stranger under bubblewrap (trainer/sandbox.py):
+# the worker runs as root in the container so that it can make the run's mounts, and every run
+# drops to uid 65534 with no capabilities.
+#
+# BASE: a Debian/Ubuntu image with Python and torch (the test builds a CPU one, offline).
+# KERNELS: "hub" fetches the FA3 kernels (version 1, as train.py asks for them) from the Hugging
+# Face hub; "cache" uses only what lies in docker/kernels-cache/ (a Hugging Face hub cache, e.g.
+# a copy of ~/.cache/huggingface/hub from a machine that fetched them); "none" builds without
+# them (runs fall back to FlexAttention).
+ARG BASE=pytorch/pytorch:2.9.1-cuda12.8-cudnn9-runtime
+FROM ${BASE}
 
-RUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends git bubblewrap util-linux \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
+COPY docker/constraints.txt ./docker/
+RUN mkdir -p agent trainer && touch README.md agent/__init__.py trainer/__init__.py \
+    && pip install --no-cache-dir -c docker/constraints.txt ".[train]" && pip uninstall -y autoresearch
+
+ENV HF_HOME=/opt/hf HF_HUB_CACHE=/opt/hf/hub
+ARG KERNELS=hub
+COPY docker/kernels-cache/ /opt/hf/hub/
+COPY docker/fetch_kernels.py /opt/fetch_kernels.py
+RUN python /opt/fetch_kernels.py "${KERNELS}" && chmod -R a+rX /opt/hf
+
+COPY README.md ./
 COPY agent ./agent
 COPY trainer ./trainer
 COPY prompts ./prompts
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir --no-deps -e .
 
-# Fetch the FlashAttention-3 kernels now, so that runs work offline (HF_HUB_OFFLINE=1).
-ENV HF_HOME=/opt/hf
-RUN python -c "from huggingface_hub import snapshot_download as get; \
-[get(repo) for repo in ('varunneal/flash-attention-3', 'kernels-community/flash-attn3')]" \
-    && chmod -R a+rX /opt/hf
-
-RUN useradd --create-home --uid 1000 trainer
-USER trainer
-ENV HF_HUB_OFFLINE=1 AUTORESEARCH_CACHE=/data TORCHINDUCTOR_CACHE_DIR=/scratch/inductor
+# Named volumes take the owner of the directory they are first mounted on: the agent's uid 1000.
+# The worker (root) reads the agent's repositories: git must not refuse them as someone else's.
+RUN mkdir -p /data /workspaces /spool /scratch && chown 1000:1000 /data /workspaces /spool
+ENV HF_HUB_OFFLINE=1 AUTORESEARCH_CACHE=/data TORCHINDUCTOR_CACHE_DIR=/scratch/inductor \
+    GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0=*
 ENTRYPOINT ["python", "-m", "trainer.worker", "--spool", "/spool", "--scratch", "/scratch"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates the project's virtual environment (first argument, default .venv) and installs
-# the project with its dev extra. Without an NVIDIA GPU, torch is installed from a CPU
+# the project with its train and dev extras. Without an NVIDIA GPU, torch is installed from a CPU
 # build first, so that the dependency resolver never pulls a multi-GB CUDA build.
 set -euo pipefail
 venv="${1:-.venv}"
@@ -16,4 +16,4 @@ if ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
     "${pip[@]}" install torch --extra-index-url https://download.pytorch.org/whl/cpu
   fi
 fi
-"${pip[@]}" install -e '.[dev]'
+"${pip[@]}" install -e '.[train,dev]'

@@ -162,14 +162,14 @@ def wait_for_training(workspace, experiment_id, timeout=60):
 def test_kill_9_during_training_then_resume(workspace, test_track):
     loop = start_cli_run(workspace, test_track, "--max-experiments", "3")
     wait_for_training(workspace, "0000")
-    orphans = processes_under(workspace.dir / "runs")
+    orphans = processes_under(workspace.runs_dir)
     assert orphans, "train.py should be running in the run directory"
     loop.send_signal(signal.SIGKILL)
     loop.wait(timeout=10)
 
     messages = []
     run_loop(workspace, Scripted(), LocalRunner(), LoopSettings(max_experiments=1), say=messages.append)
-    assert processes_under(workspace.dir / "runs") == []
+    assert processes_under(workspace.runs_dir) == []
     records = Ledger(workspace.dir).records
     assert [(r["id"], r["status"]) for r in records] == [("0000", "interrupted"), ("0001", "keep")]
     assert [row[3] for row in tsv_rows(workspace)] == ["crash", "keep"]
@@ -191,4 +191,4 @@ def test_ctrl_c_stops_cleanly_and_records_the_run_as_interrupted(workspace, test
     records = Ledger(workspace.dir).records
     assert [(r["id"], r["status"], r["triage"]) for r in records] == [("0000", "interrupted", "interrupted")]
     assert workspace.is_clean() and not (workspace.dir / "current.json").exists()
-    assert processes_under(workspace.dir / "runs") == []
+    assert processes_under(workspace.runs_dir) == []

@@ -1,6 +1,5 @@
 """LocalRunner with hostile train.py variants: kills, secrets, tamper, triage."""
 
-import os
 import re
 import signal
 import textwrap
@@ -10,6 +9,8 @@ import pytest
 
 from agent.runner import LocalRunner
 from agent.triage import Triage
+from tests.helpers.processes import processes_under
+from trainer.sandbox import isolation
 
 
 def run_script(workspace, body, timeout=60.0, experiment_id="0001"):
@@ -43,11 +44,12 @@ time.sleep(1000)
 def test_timeout_kills_the_run_its_children_and_escaped_grandchildren(workspace):
     result = run_script(workspace, SLEEPER, timeout=3)
     assert result.timed_out and result.verdict.triage == Triage.TIMEOUT
-    pids = pids_in(result.log_path)
+    pids = pids_in(result.log_path)  # in the run's own pid namespace where it is isolated
     assert len(pids) == 3
-    assert [pid for pid in pids if alive(pid)] == []
+    assert processes_under(workspace.runs_dir) == []
+    assert isolation().available or [pid for pid in pids if alive(pid)] == []
     assert "killed at the hard timeout" in result.log_path.read_text()
-    assert not (workspace.dir / "runs" / "0001").exists()
+    assert not (workspace.runs_dir / "0001").exists()
 
 
 def test_environment_holds_no_secrets(workspace, monkeypatch):
@@ -75,6 +77,9 @@ def test_environment_holds_no_secrets(workspace, monkeypatch):
 ])
 def test_triage_of_real_runs(workspace, body, triage, reason):
     result = run_script(workspace, body)
+    if triage == Triage.TAMPER and "open(" in body and isolation().available:
+        # The run is a stranger to its frozen files: it cannot write them at all.
+        triage, reason = Triage.FIXABLE, "PermissionError"
     assert result.verdict.triage == triage, result.log_path.read_text()
     assert reason in result.verdict.reason
 
@@ -98,8 +103,8 @@ def test_ctrl_c_while_running_leaves_no_process(workspace):
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     pids = pids_in(workspace.dir / "logs" / "0002.log")
-    assert len(pids) == 3 and [pid for pid in pids if alive(pid)] == []
-    assert os.getpid() not in pids
+    assert len(pids) == 3 and processes_under(workspace.runs_dir) == []
+    assert isolation().available or [pid for pid in pids if alive(pid)] == []
 
 
 def test_the_compile_cache_is_hit_by_the_second_run(workspace, test_track, tmp_path, monkeypatch):

@@ -10,11 +10,12 @@ import time
 
 import pytest
 
-from agent.runner import CHECKPOINT
 from agent.triage import Triage, classify
+from agent.workspace import TRACKED
 from trainer import prepare
-from trainer.sandbox import isolation_available, run_untrusted
+from trainer.sandbox import View, isolation_available, private_directory, run_untrusted
 from trainer.seal import MAX_REQUEST_BYTES, OVER_BUDGET, RunBudget, Seal, data_paths, hidden_paths, training_view
+from trainer.training_run import CHECKPOINT
 
 # A model that evaluate_bpb can score: the same logits at every position (zeros: the uniform distribution).
 RUN = textwrap.dedent('''
@@ -54,8 +55,9 @@ RUN = textwrap.dedent('''
 
 
 def run_sealed(workspace, test_track, tmp_path, isolate, *argv):
-    run_dir = tmp_path / "run"
-    workspace.export(workspace.head(), run_dir)
+    run_dir = private_directory(tmp_path / "run")
+    for name in TRACKED:
+        (run_dir / name).write_text(workspace.file_at(name))
     (run_dir / "probe.py").write_text(RUN)
     cache = test_track.directory.parent
     seal = Seal(run_dir, test_track.directory, CHECKPOINT, tmp_path / "sealed" / "0001.pt")
@@ -63,7 +65,7 @@ def run_sealed(workspace, test_track, tmp_path, isolate, *argv):
            "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **seal.env()}
     try:
         outcome = run_untrusted([sys.executable, "probe.py", *argv], run_dir, tmp_path / "run.log", 120, env,
-                                read_only=data_paths(cache), isolate=isolate, hidden=hidden_paths(cache),
+                                view=View(read_only=data_paths(cache), hidden=hidden_paths(cache)) if isolate else None,
                                 pass_fds=(seal.child_fd,), on_start=lambda _: seal.started())
     finally:
         sealed = seal.finish()
@@ -95,7 +97,7 @@ def test_val_opens_once_after_the_weights_are_sealed(workspace, test_track, tmp_
     assert printed == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.skipif(not isolation_available(), reason="needs root and unshare for mount namespaces")
+@pytest.mark.skipif(not isolation_available(), reason="needs bubblewrap that can make namespaces")
 def test_an_isolated_run_cannot_find_the_sealed_splits_in_the_real_cache(workspace, test_track, tmp_path):
     val, train = test_track.directory / "val", test_track.directory / "train"
     _, log, _ = run_sealed(workspace, test_track, tmp_path, True, str(val), str(train))

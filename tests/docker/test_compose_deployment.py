@@ -1,0 +1,162 @@
+"""The overnight deployment, built and started for real: docker/compose.yaml with the no-GPU
+override and tests/docker/compose.test.yaml, on a private Docker engine (conftest.py).
+
+One deployment serves every assertion: the agent runs a baseline and one experiment proposed by
+the loopback LLM server (through the real Anthropic SDK), then is started again and stopped with
+`docker compose stop agent` while its next experiment trains.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.docker.conftest import ROOT, Engine
+from tests.helpers.llm_server import LLMServer, tool_call
+
+PROJECT = "autoresearch-test"
+TAG = "e2e"
+API_KEY = "sk-ant-e2e-0123456789-never-leaves-the-agent"
+WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
+SOFTCAP = "LOGIT_SOFTCAP = 15.0"
+RUN_TIMEOUT = 1200.0  # seconds for the first phase (prepare, baseline, one experiment, holdout confirmation)
+
+
+def submit(description: str, old: str, new: str):
+    return tool_call("submit_experiment", {"description": description,
+                                           "edits": [{"old_string": old, "new_string": new}]})
+
+
+@dataclass
+class Deployment:
+    engine: Engine
+    server: LLMServer
+    compose: list[str]
+    first_exit: int
+    agent_log: str
+    trainer_log: str
+    records: list[dict]
+    workspace: Path
+    spool: Path
+    trainer_env: list[str]
+    trainer_network: str
+    stop_seconds: float
+    records_after_stop: list[dict]
+    stop_exit: int
+
+
+def volume(engine: Engine, name: str) -> Path:
+    return Path(engine.docker("volume", "inspect", "-f", "{{.Mountpoint}}", f"{PROJECT}_{name}").stdout.strip())
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(1)
+
+
+def read_records(workspace: Path) -> list[dict]:
+    path = workspace / "experiments.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) -> Deployment:
+    tmp = tmp_path_factory.mktemp("deployment")
+    env_file = tmp / "agent.env"
+    with LLMServer() as server:
+        env_file.write_text(f"ANTHROPIC_API_KEY={API_KEY}\nANTHROPIC_BASE_URL={server.anthropic_base_url()}\n")
+        settings = dict(TEST_ENV_FILE=str(env_file), TEST_PYTHON_IMAGE=base_images["python"],
+                        TEST_TORCH_IMAGE=base_images["torch"], TAG=TAG, TRACK="test",
+                        MODEL="anthropic:claude-sonnet-4-5", TEST_MAX_EXPERIMENTS="2")
+        compose = ["compose", "-p", PROJECT, "-f", str(ROOT / "docker/compose.yaml"),
+                   "-f", str(ROOT / "docker/compose.cpu.yaml"), "-f", str(ROOT / "tests/docker/compose.test.yaml")]
+        env = dict(engine.env, **settings)
+
+        def docker_compose(*args: str, timeout: float = 900, check: bool = True, **extra):
+            return engine.docker(*compose, *args, timeout=timeout, check=check, env=dict(env, **extra))
+
+        engine.docker(*compose, "down", "--volumes", "--remove-orphans", check=False, env=env)
+        clock = time.monotonic()
+        try:
+            docker_compose("build")
+            built = time.monotonic()
+            server.script(submit("WARMDOWN_RATIO 0.5 -> 0.3", WARMDOWN, WARMDOWN.replace("0.5 ", "0.3 ")))
+            docker_compose("up", "--detach")
+            agent = docker_compose("ps", "--all", "--quiet", "agent").stdout.strip()
+            first_exit = int(engine.docker("wait", agent, timeout=RUN_TIMEOUT).stdout.strip())
+            agent_log = docker_compose("logs", "--no-color", "agent").stdout
+            workspace, spool = volume(engine, "workspaces") / TAG, volume(engine, "spool")
+            records = read_records(workspace)
+            first_phase = time.monotonic()
+            trainer = docker_compose("ps", "--quiet", "trainer").stdout.strip()
+            inspected = json.loads(engine.docker("inspect", trainer).stdout)[0]
+
+            # Again, one experiment more, stopped while it trains.
+            server.script(submit("LOGIT_SOFTCAP 15 -> 20", SOFTCAP, SOFTCAP.replace("15.0", "20.0")))
+            docker_compose("up", "--detach", "--no-deps", "agent", TEST_MAX_EXPERIMENTS="4")
+            wait_for(lambda: (workspace / "current.json").exists() and any((spool / "claimed").glob("*.json")),
+                     300, "the next experiment to start training")
+            time.sleep(2)
+            started = time.monotonic()
+            docker_compose("stop", "agent", TEST_MAX_EXPERIMENTS="4")
+            stop_seconds = time.monotonic() - started
+            agent = docker_compose("ps", "--all", "--quiet", "agent").stdout.strip()
+            stop_exit = int(engine.docker("inspect", "-f", "{{.State.ExitCode}}", agent).stdout.strip())
+            agent_log += docker_compose("logs", "--no-color", "agent").stdout
+            trainer_log = docker_compose("logs", "--no-color", "trainer").stdout
+            print(f"\ncompose build {built - clock:.0f} s, first phase {first_phase - built:.0f} s, "
+                  f"second phase {time.monotonic() - first_phase:.0f} s, stop {stop_seconds:.1f} s")
+            yield Deployment(engine, server, compose, first_exit, agent_log, trainer_log, records, workspace, spool,
+                             inspected["Config"]["Env"], inspected["HostConfig"]["NetworkMode"], stop_seconds,
+                             read_records(workspace), stop_exit)
+        finally:
+            engine.docker(*compose, "down", "--volumes", "--remove-orphans", "--timeout", "5", check=False, env=env)
+
+
+def test_the_agent_proposed_through_the_llm_api_and_a_decision_was_recorded(deployment):
+    assert deployment.first_exit == 0, deployment.agent_log[-3000:]
+    proposals = [r for r in deployment.server.requests if r.path == "/v1/messages"]
+    assert proposals, "the agent never called the Anthropic API"
+    assert all(API_KEY in r.headers.get("x-api-key", "") + r.headers.get("authorization", "") for r in proposals)
+    assert [r["proposer"] for r in deployment.records] == ["baseline", "llm"], deployment.records
+    assert deployment.records[1]["description"] == "WARMDOWN_RATIO 0.5 -> 0.3"
+    assert deployment.records[1]["status"] in ("keep", "discard")
+    assert all(r["val_bpb"] for r in deployment.records)
+
+
+def test_the_ledger_and_transcripts_are_on_the_workspaces_volume(deployment):
+    assert (deployment.workspace / "results.tsv").read_text().count("\n") == 1 + len(deployment.records_after_stop)
+    for record in deployment.records:
+        events = [json.loads(line) for line in (deployment.workspace / record["transcript"]).read_text().splitlines()]
+        assert [e for e in events if e.get("type") == "decision"], events[-3:]
+
+
+def test_the_trainer_trained_without_network_and_isolated(deployment):
+    assert deployment.trainer_network == "none"
+    assert "runs are isolated (bubblewrap): uid 65534" in deployment.trainer_log, deployment.trainer_log[-2000:]
+    results = [json.loads(p.read_text()) for p in (deployment.spool / "results").glob("*.json")]
+    trained = [r for r in results if "checkpoint_sha256" in r]
+    assert len(trained) >= 2 and all(r["isolated"] and r["returncode"] == 0 for r in trained), results
+
+
+def test_the_api_key_is_only_in_the_agent(deployment):
+    assert not any(API_KEY in variable for variable in deployment.trainer_env)
+    assert not any("ANTHROPIC" in variable for variable in deployment.trainer_env)
+    leaks = [p for p in deployment.workspace.rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
+    assert leaks == []
+
+
+def test_compose_stop_records_the_running_experiment_as_interrupted(deployment):
+    assert deployment.stop_seconds < 8, f"docker compose stop agent took {deployment.stop_seconds:.1f} s"
+    assert deployment.stop_exit == 0, deployment.agent_log[-3000:]
+    new = deployment.records_after_stop[len(deployment.records):]
+    assert [r["status"] for r in new] == ["interrupted"], new
+    assert new[0]["description"] == "LOGIT_SOFTCAP 15 -> 20"
+    assert not (deployment.workspace / "current.json").exists()
