@@ -28,6 +28,10 @@ fi
     exit 2
   fi
   timeout --kill-after=10 480 "$python" benchmarks/gpu_check.py "$@"
-  echo "== exit status $?"
+  status=$?
+  echo "== exit status $status$([ $status = 124 ] && echo ' (stopped at 8 minutes)')"
+  exit $status
 } 2>&1 | tee "$out"
+status=${PIPESTATUS[0]}
 echo "results: $out"
+exit "$status"

@@ -313,7 +313,8 @@ def attention_error(attend, device, seq_len: int, windows: list[int]) -> float:
 
 def choose_attention(device, seq_len: int, windows: list[int], get_kernel=None, capability=None):
     """(name, kernel, why each FA3 build was passed over): on CUDA the first FA3 build that loads and agrees
-    with the reference, else FlexAttention; off CUDA SDPA with a banded mask."""
+    with the reference, else FlexAttention; off CUDA SDPA with a banded mask (unless a capability is given:
+    get_kernel and capability stand in for the hub's loader and the GPU's compute capability)."""
     if device.type != "cuda" and capability is None:
         return "sdpa-banded", sdpa_attention, []
     major, _ = capability or torch.cuda.get_device_capability(device)
