@@ -39,8 +39,8 @@ def reported(test_track, tmp_path_factory):
         env.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url())
         change = {"description": "WARMDOWN_RATIO 0.5 -> 0.3",
                   "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.3 ")}]}
-        server.script(tool_call("read_file", {"path": "train.py"}, thinking=HOSTILE_THOUGHT),
-                      tool_call("submit_experiment", change))
+        server.script(tool_call("read_file", {"path": "train.py"}, thinking=HOSTILE_THOUGHT, usage=(1000, 200)),
+                      tool_call("submit_experiment", change, usage=(1000, 200)))
         llm = LLMProposer(conversation_factory("anthropic:claude-sonnet-4-5"), workspace.dir, PriceTable(),
                           retry_base_s=0.01)
         hybrid = HybridProposer(llm, OptunaProposer(workspace.dir / "optuna.journal", seed=1), 0.5)
