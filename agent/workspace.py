@@ -27,7 +27,8 @@ TRAINER_DIR = Path(__file__).resolve().parent.parent / "trainer"
 TRACKED = ("train.py", "prepare.py", "track.json")
 FROZEN = ("prepare.py", "track.json")
 UNTRACKED = ("results.tsv", "experiments.jsonl", "logs/", "transcripts/", "runs/", "current.json", ".lock",
-             "run.json", "optuna.journal", "optuna.journal.lock", "report/", "checkpoints/", "confirmation.json")
+             "run.json", "optuna.journal", "optuna.journal.lock", "report/", "checkpoints/", "confirmation.json",
+             "experiments.quarantine.jsonl")
 TAG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
