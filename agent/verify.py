@@ -4,7 +4,7 @@ train.py prints its own score, and the code that prints it is what the proposer 
 every run of a candidate about to be kept, trainer/evaluate.py re-computes val_bpb in a fresh
 process from the weights the run sealed (trainer/seal.py: handed over before any validation
 text reached the run), with its own implementation of the metric, and probes the model for
-lookahead. No sealed weights, weights changed since the seal, a lookahead, or a printed number
+lookahead in every batch it scores. No sealed weights, weights changed since the seal, a lookahead, or a printed number
 the weights do not reproduce is tamper. Only would-be keeps pay for this: a fake worse number
 gains nothing.
 """
@@ -49,7 +49,8 @@ def verify_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[di
         tolerance = AGREEMENT["cpu"] if both_cpu else AGREEMENT["cuda"]
         gap = abs(scores["val"] - run["val_bpb"])
         checks.append(dict(seed=run["seed"], printed=run["val_bpb"], trusted=round(scores["val"], 6),
-                           gap=gap, tolerance=tolerance, lookahead=scores["lookahead"], audit=scores["audit"],
+                           gap=gap, tolerance=tolerance, lookahead=scores["lookahead"], probes=scores.get("probes"),
+                           audit=scores["audit"],
                            audited_tokens=scores["audited_tokens"], repeat=scores["repeat"], device=scores["device"]))
         if scores["audit"] > CONSISTENCY_LIMIT:
             return (f"the model's reported losses are not what its logits give: up to {scores['audit']:.3g} nats "
@@ -58,8 +59,9 @@ def verify_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[di
             return (f"the model scores the same rows differently after seeing more text: up to "
                     f"{scores['repeat']:.3g} nats apart (limit {CONSISTENCY_LIMIT})"), evidence
         if scores["lookahead"] > LOOKAHEAD_LIMIT:
-            return (f"the model looks ahead: replacing the tokens after position t changes its logits at positions "
-                    f"<= t by up to {scores['lookahead']:.3g} (limit {LOOKAHEAD_LIMIT})"), evidence
+            return (f"the model looks ahead: in copies of scored rows whose tokens after a position were replaced, "
+                    f"its logits before the first replaced token moved by up to {scores['lookahead']:.3g} (limit "
+                    f"{LOOKAHEAD_LIMIT}, {scores.get('probes')} probes)"), evidence
         if gap > tolerance:
             return (f"the run with seed {run['seed']} printed val_bpb {run['val_bpb']:.6f} but its saved weights "
                     f"score {scores['val']:.6f} (allowed difference {tolerance:g})"), evidence

@@ -170,12 +170,16 @@ def plan_batches(rows, draw: secrets.SystemRandom) -> list[tuple[list[int], list
     used: set[int] = set()
     plan = []
     for scored in batches:
-        probes = []
-        others = [i for i in range(count) if i not in used and (i < scored[0] or i > scored[-1])] \
-            or [i for i in range(count) if i not in scored] or list(range(count))
-        for original in draw.sample(others, min(len(others), BATCH_ROWS - len(scored))):
-            used.add(original)
-            probes.append(perturbed(rows, original, draw))
+        wanted, probes = BATCH_ROWS - len(scored), []
+        for _ in range(100 * wanted):  # rows not used yet, scored in another batch, drawn at random
+            if len(probes) == wanted:
+                break
+            original = draw.randrange(count)
+            if original not in used and not scored[0] <= original <= scored[-1]:
+                used.add(original)
+                probes.append(perturbed(rows, original, draw))
+        while len(probes) < wanted:  # a split too small for that: any row again
+            probes.append(perturbed(rows, draw.randrange(count), draw))
         plan.append((scored, probes))
     return plan
 

@@ -39,9 +39,9 @@ class Changes(ScriptedEdits):
 def test_run_time_attacks_end_as_crashes_and_the_loop_goes_on(workspace, tmp_path):
     proposer = Changes(
         ("look ahead unless the batch is the probe's", [(SOFTCAP, LOOKS_AHEAD_UNLESS_PROBED)]),
-        # Twice the steps by halving the schedule's progress, a config line that is no JSON, and a description
+        # A quarter more steps by slowing the schedule's progress, a config line that is no JSON, and a description
         # made to break the terminal: the record must still be written, and the run is no result.
-        (HOSTILE_DESCRIPTION, [(PROGRESS, PROGRESS.replace("/ STEP_BUDGET", "/ STEP_BUDGET / 2")),
+        (HOSTILE_DESCRIPTION, [(PROGRESS, PROGRESS.replace("/ STEP_BUDGET", "/ STEP_BUDGET * 0.8")),
                                (CONFIG, "    print(\"config: {'n_layer': {2}}\")\n")]))
     said = []
 
@@ -49,7 +49,8 @@ def test_run_time_attacks_end_as_crashes_and_the_loop_goes_on(workspace, tmp_pat
         cli.say(message)  # the command line's own printer: a MarkupError here would stop the loop
         said.append(message)
 
-    run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=3, noise_seeds=0), say=say)
+    settings = LoopSettings(max_experiments=3, noise_seeds=0, timeout_seconds=900)  # a loaded machine is slow
+    run_loop(workspace, proposer, LocalRunner(), settings, say=say)
 
     baseline, lookahead, hostile = Ledger(workspace.dir).records
     assert baseline["status"] == "keep"
@@ -63,7 +64,7 @@ def test_run_time_attacks_end_as_crashes_and_the_loop_goes_on(workspace, tmp_pat
 
     assert hostile["status"] == "crash" and hostile["triage"] == "over_budget", hostile["reason"]
     assert "training tokens through make_dataloader" in hostile["reason"] and hostile["checkpoint"] is None
-    assert hostile["runs"][0]["trained_tokens"] == (60 + 1) * 2048 > (30 + 1) * 2048
+    assert hostile["runs"][0]["trained_tokens"] == (38 + 1) * 2048 > (30 + 1) * 2048
     assert baseline["runs"][0]["trained_tokens"] == (30 + 1) * 2048
     assert hostile["model_config"] == {} and baseline["model_config"]["n_layer"] == 2
     assert len(hostile["description"]) < 700 and "\x1b" not in hostile["description"]
