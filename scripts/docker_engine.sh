@@ -33,17 +33,19 @@ start)
   exit 1
   ;;
 stop)
-  [ -f "$dir/dockerd.pid" ] || exit 0
-  pid="$(cat "$dir/dockerd.pid")"
-  if kill -0 "$pid" 2>/dev/null; then
+  pid="$(cat "$dir/dockerd.pid" 2>/dev/null || true)"
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
     ids="$(docker ps -q 2>/dev/null || true)"
     [ -z "$ids" ] || docker kill $ids >/dev/null 2>&1 || true
     kill "$pid"
     for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid"; fi
   fi
   rm -f "$dir/dockerd.pid"
-  umount -R "$exec_root" 2>/dev/null || true
+  # dockerd leaves its network-namespace handle mounted there
+  awk -v root="$exec_root/" 'index($2, root) == 1 {print $2}' /proc/mounts | sort -r | while read -r mount; do
+    umount "$mount" || true
+  done
   rm -rf "$exec_root"
   ;;
 base)

@@ -47,6 +47,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 LOG_HEAD_BYTES = 4 << 20   # a log keeps its first 4 MiB ...
 LOG_TAIL_BYTES = 1 << 20   # ... and its last 1 MiB; what lies between is counted, not kept
 CUT_MARK = "[runner] cut "
+SERVER_FILE_LIMIT = 64 << 20  # the largest file (its log) a model server may write
 
 
 @dataclass(frozen=True)
@@ -168,8 +169,10 @@ def isolated_command(command: list[str], read_only: list[Path], hidden: list[Pat
     compile_cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     unseen = [*default_hidden(), runs_root(), cache_root(), *([Path(compile_cache)] if compile_cache else []),
               *(hidden or [])]
-    return bwrap_command(["env", "HOME=/tmp", "TMPDIR=/tmp", "TORCHINDUCTOR_CACHE_DIR=/tmp/inductor", *command],
-                         View(read_only=shown, hidden=unseen))
+    # its log is a file the evaluator opened: a file size limit keeps a flood of output from filling the disk
+    limit = ["prlimit", f"--fsize={SERVER_FILE_LIMIT}", "--"] if shutil.which("prlimit") else []
+    return bwrap_command([*limit, "env", "HOME=/tmp", "TMPDIR=/tmp", "TORCHINDUCTOR_CACHE_DIR=/tmp/inductor",
+                          *command], View(read_only=shown, hidden=unseen))
 
 
 def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:

@@ -47,6 +47,8 @@ class Deployment:
     stop_seconds: float
     records_after_stop: list[dict]
     stop_exit: int
+    first_results: list[dict]
+    stopped_results: list[dict]
 
 
 def volume(engine: Engine, name: str) -> Path:
@@ -59,6 +61,10 @@ def wait_for(condition, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(1)
+
+
+def read_results(spool: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in (spool / "results").glob("*.json")]
 
 
 def read_records(workspace: Path) -> list[dict]:
@@ -93,7 +99,7 @@ def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) ->
             first_exit = int(engine.docker("wait", agent, timeout=RUN_TIMEOUT).stdout.strip())
             agent_log = docker_compose("logs", "--no-color", "agent").stdout
             workspace, spool = volume(engine, "workspaces") / TAG, volume(engine, "spool")
-            records = read_records(workspace)
+            records, first_results = read_records(workspace), read_results(spool)
             first_phase = time.monotonic()
             trainer = docker_compose("ps", "--quiet", "trainer").stdout.strip()
             inspected = json.loads(engine.docker("inspect", trainer).stdout)[0]
@@ -115,7 +121,8 @@ def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) ->
                   f"second phase {time.monotonic() - first_phase:.0f} s, stop {stop_seconds:.1f} s")
             yield Deployment(engine, server, compose, first_exit, agent_log, trainer_log, records, workspace, spool,
                              inspected["Config"]["Env"], inspected["HostConfig"]["NetworkMode"], stop_seconds,
-                             read_records(workspace), stop_exit)
+                             read_records(workspace), stop_exit, first_results,
+                             [r for r in read_results(spool) if r not in first_results])
         finally:
             engine.docker(*compose, "down", "--volumes", "--remove-orphans", "--timeout", "5", check=False, env=env)
 
@@ -141,9 +148,8 @@ def test_the_ledger_and_transcripts_are_on_the_workspaces_volume(deployment):
 def test_the_trainer_trained_without_network_and_isolated(deployment):
     assert deployment.trainer_network == "none"
     assert "runs are isolated (bubblewrap): uid 65534" in deployment.trainer_log, deployment.trainer_log[-2000:]
-    results = [json.loads(p.read_text()) for p in (deployment.spool / "results").glob("*.json")]
-    trained = [r for r in results if "checkpoint_sha256" in r]
-    assert len(trained) >= 2 and all(r["isolated"] and r["returncode"] == 0 for r in trained), results
+    trained = [r for r in deployment.first_results if "checkpoint_sha256" in r]
+    assert len(trained) == 2 and all(r["isolated"] and r["returncode"] == 0 for r in trained), deployment.first_results
 
 
 def test_the_api_key_is_only_in_the_agent(deployment):
@@ -160,3 +166,5 @@ def test_compose_stop_records_the_running_experiment_as_interrupted(deployment):
     assert [r["status"] for r in new] == ["interrupted"], new
     assert new[0]["description"] == "LOGIT_SOFTCAP 15 -> 20"
     assert not (deployment.workspace / "current.json").exists()
+    # The agent withdrew the job it had handed over: the worker killed that run.
+    assert [r["returncode"] for r in deployment.stopped_results] == [-9], deployment.stopped_results
