@@ -263,3 +263,13 @@ def test_a_flood_of_output_costs_a_capped_log(tmp_path):
     assert log.startswith(b"first line\n") and log.endswith(b"last line\n")
     cut = next(line for line in log.decode().splitlines() if line.startswith(CUT_MARK))
     assert int(cut.split()[2]) == 40 * 1024 * 1024 + len("first line\nlast line\n") - LOG_HEAD_BYTES - LOG_TAIL_BYTES
+
+
+def test_a_planted_git_config_is_refused_by_name(workspace, tmp_path):
+    from agent.workspace import WorkspaceError
+    mark = tmp_path / "fsmonitor-ran"
+    config = workspace.dir / ".git" / "config"
+    config.write_text(config.read_text() + f"[core]\n\tfsmonitor = touch {mark}\n")
+    with pytest.raises(WorkspaceError, match="core.fsmonitor"):
+        Workspace.open("t", root=workspace.dir.parent)
+    assert not mark.exists()
