@@ -116,6 +116,8 @@ def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) ->
             agent = docker_compose("ps", "--all", "--quiet", "agent").stdout.strip()
             stop_exit = int(engine.docker("inspect", "-f", "{{.State.ExitCode}}", agent).stdout.strip())
             agent_log += docker_compose("logs", "--no-color", "agent").stdout
+            # The worker notices the withdrawn job on its next poll, kills the run and then reports it.
+            wait_for(lambda: len(read_results(spool)) > len(first_results), 60, "the withdrawn run's result")
             trainer_log = docker_compose("logs", "--no-color", "trainer").stdout
             print(f"\ncompose build {built - clock:.0f} s, first phase {first_phase - built:.0f} s, "
                   f"second phase {time.monotonic() - first_phase:.0f} s, stop {stop_seconds:.1f} s")
