@@ -8,12 +8,12 @@ STAMP := $(VENV)/.installed
 MODEL ?= anthropic:claude-opus-4-8
 
 run: $(STAMP)
-	bash scripts/install_sandbox.sh
+	bash scripts/debian_packages.sh bwrap "runs will not be isolated" bubblewrap
 	$(VENV)/bin/autoresearch run --tag demo --track cpu --max-experiments 4
 
 test: $(STAMP)
-	bash scripts/install_sandbox.sh
-	bash scripts/test_browser.sh
+	bash scripts/debian_packages.sh bwrap "runs will not be isolated" bubblewrap
+	bash scripts/debian_packages.sh chromium "the browser test of the report will be skipped" chromium
 	bash scripts/test_docker.sh
 	$(VENV)/bin/python -m pytest -q
 

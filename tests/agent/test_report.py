@@ -109,7 +109,7 @@ def test_noise_floor_and_holdout_confirmation_are_shown(reported):
 def test_the_page_works_in_a_real_browser(reported, tmp_path):
     chromium = shutil.which("chromium")
     if chromium is None:
-        pytest.skip("Debian's chromium is not installed (scripts/test_browser.sh installs it as root with apt-get)")
+        pytest.skip("Debian's chromium is not installed (`make test` installs it as root with apt-get)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (dev extra)")
     _, index, _ = reported
     with sync_api.sync_playwright() as p:
