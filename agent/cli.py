@@ -379,7 +379,7 @@ def report(tag: Annotated[list[str], typer.Option(help="Tag to report on; repeat
 
 
 def _prepare(track: str, source: str | None, num_shards: int | None, cache: Path | None):
-    from trainer.preparation import prepare_track
+    from trainer.track_builder import prepare_track
     try:
         return prepare_track(track, source=source, num_shards=num_shards, cache=cache)
     except PrepareError as err:
@@ -387,7 +387,7 @@ def _prepare(track: str, source: str | None, num_shards: int | None, cache: Path
 
 
 def _describe(prepared) -> str:
-    from trainer.preparation import describe
+    from trainer.track_builder import describe
     return describe(prepared)
 
 

@@ -16,7 +16,7 @@ import time
 from agent.evaluator import EvaluationFailed
 from agent.runner import Runner
 from agent.workspace import Workspace
-from trainer.download import file_sha256
+from trainer.hashing import file_sha256
 
 # |trusted - printed| allowed, by device. CPU is fp32 and differs only in summation order and the
 # printed rounding (measured below 1e-6); CUDA runs bf16 autocast and a compiled model.

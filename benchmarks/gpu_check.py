@@ -327,8 +327,8 @@ def main() -> int:
     for key, value in report.environment.items():
         say(f"  {key}: {value}")
 
-    from trainer.preparation import describe, prepare_track
     from trainer.prepare import PrepareError, track_constants
+    from trainer.track_builder import describe, prepare_track
     say(f"== data: track {track} from copies of the standard library's sources")
     start = time.perf_counter()
     for margin in (1.1, 2.5):  # the second time with more copies, should the text tokenize coarser than assumed

@@ -76,7 +76,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from trainer.preparation import prepare_track
+    from trainer.track_builder import prepare_track
 
     console = Console(width=140)
     cache = (args.cache or Path(os.environ.get("AUTORESEARCH_CACHE", "~/.cache/autoresearch"))).expanduser()

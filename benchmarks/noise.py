@@ -36,7 +36,7 @@ def main() -> None:
 
     from agent.runner import LocalRunner
     from agent.workspace import Workspace
-    from trainer.preparation import prepare_track
+    from trainer.track_builder import prepare_track
 
     spec = prepare_track(args.track, cache=args.cache, show_progress=False).spec
     workspace = Workspace.create("noise", spec, REPO / "prompts" / "program.md",

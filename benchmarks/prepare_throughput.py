@@ -50,8 +50,8 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from trainer.preparation import _tokenizer_training_texts, prepare_track, train_tokenizer
     from trainer.prepare import ENCODE_THREADS, BestFitPacker, Tokenizer, iter_documents, make_dataloader, split_files
+    from trainer.track_builder import _tokenizer_training_texts, prepare_track, train_tokenizer
 
     console = Console(width=120)
     cores = os.cpu_count() or 1

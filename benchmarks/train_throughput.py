@@ -106,7 +106,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from trainer.preparation import prepare_track
+    from trainer.track_builder import prepare_track
 
     console = Console(width=120, soft_wrap=True)
     console.print(machine(torch))

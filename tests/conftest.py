@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def test_track(tmp_path_factory):
     """The prepared test track (PreparedTrack); AUTORESEARCH_CACHE points at its cache."""
-    from trainer.preparation import prepare_track
+    from trainer.track_builder import prepare_track
     cache = tmp_path_factory.mktemp("cache")
     os.environ["AUTORESEARCH_CACHE"] = str(cache)
     return prepare_track("test", cache=cache, show_progress=False)

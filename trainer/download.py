@@ -10,7 +10,6 @@ name is complete. A shard that still fails after the last attempt leaves nothing
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +19,7 @@ import httpx
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from trainer.hashing import file_sha256
 from trainer.prepare import PrepareError
 
 DATASET = "karpathy/climbmix-400b-shuffle"
@@ -150,11 +150,3 @@ def _published_sha256(response: httpx.Response) -> str | None:
             if match:
                 return match.group(1)
     return None
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()

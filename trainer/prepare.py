@@ -24,9 +24,9 @@ Which track is in force: ``track.json`` beside this file (a workspace), else the
 ``AUTORESEARCH_TRACK`` environment variable, else ``gpu``.
 
 Building a track (corpus, downloads, tokenizer training) is not needed by experiments
-and lives in the project's trainer package; this file's CLI hands over to it:
+and lives in the project's trainer package, which imports this file and never the reverse:
 
-    python trainer/prepare.py --track cpu [--source stdlib|climbmix|DIR] [--num-shards N] [--cache DIR]
+    python -m trainer.track_builder --track cpu [--source stdlib|climbmix|DIR] [--num-shards N] [--cache DIR]
 
 torch, pyarrow and tiktoken are imported where they are used, so that the agent side
 can read the track table without them.
@@ -379,29 +379,3 @@ def save_checkpoint(model) -> None:
                  config=dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None)
     torch.save(state, path + ".part")
     os.replace(path + ".part", path)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    parser = argparse.ArgumentParser(description="Prepare a track: data, splits, tokenizer.")
-    parser.add_argument("--track", required=True, help=f"one of {', '.join(TRACKS)}")
-    parser.add_argument("--source", default=None,
-                        help="climbmix, stdlib, or a folder of .txt/.jsonl/.parquet (default: the track's)")
-    parser.add_argument("--num-shards", type=int, default=None, help="climbmix training shards (default 10)")
-    parser.add_argument("--cache", type=Path, default=None, help="cache dir (default $AUTORESEARCH_CACHE)")
-    args = parser.parse_args(argv)
-    from trainer.preparation import describe, prepare_track
-    try:
-        prepared = prepare_track(args.track, source=args.source, num_shards=args.num_shards, cache=args.cache)
-    except PrepareError as err:
-        print(f"error: {err}")
-        return 2
-    print(describe(prepared))
-    return 0
-
-
-if __name__ == "__main__":
-    # Run through the package module so that errors raised by the builders are this
-    # module's PrepareError, not a second copy made by running the file as a script.
-    from trainer.prepare import main as package_main
-    raise SystemExit(package_main())

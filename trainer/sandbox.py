@@ -19,13 +19,11 @@ not readable by it through /proc (not dumpable), and it dies if its caller dies.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 import secrets
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import threading
@@ -33,6 +31,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from trainer.prepare import cache_root
 
 ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME", "VIRTUAL_ENV",
                  "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",
@@ -163,7 +163,6 @@ def bwrap_command(command: list[str], view: View) -> list[str]:
 def isolated_command(command: list[str], read_only: list[Path], hidden: list[Path] | None = None) -> list[str]:
     """A model server's command: the project's trainer package, the working directory and the files the
     command names are shown read-only; nothing is writable but its private /tmp."""
-    from trainer.prepare import cache_root
     named = [Path(a) for a in command if a.startswith("/") and Path(a).exists()]
     shown = [*python_paths(), PROJECT_ROOT / "trainer", Path.cwd(), *named, *read_only]
     compile_cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
@@ -327,23 +326,6 @@ class CappedLog:
             out.write(kept)
             if self.thread.is_alive():
                 out.write(b"\n[runner] a process of the run still held its output; stopped reading it\n")
-
-
-def regular_file_sha256(path: Path, limit: int = 1 << 30) -> str | None:
-    """The sha256 of a regular file no larger than limit, without following a symlink or blocking on a FIFO
-    (a run may leave either where a file is expected); None for anything else."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        digest = hashlib.sha256()
-        while block := handle.read(1 << 20):
-            digest.update(block)
-        return digest.hexdigest()
 
 
 def private_directory(path: Path) -> Path:

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.download import file_sha256
+from trainer.hashing import file_sha256
 from trainer.prepare import SEAL_FD_VAR
 
 SEALED_SPLITS = ("val", "holdout")

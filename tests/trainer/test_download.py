@@ -118,7 +118,7 @@ def test_hf_endpoint_is_used_when_no_endpoint_is_given(tmp_path, server, shards,
 
 
 def test_prepare_track_from_climbmix_served_over_http(tmp_path, server, monkeypatch):
-    from trainer.preparation import prepare_track
+    from trainer.track_builder import prepare_track
 
     splits = {"train": [shard_name(0), shard_name(1)], "val": ["shard_06542.parquet"],
               "holdout": ["shard_06541.parquet"]}

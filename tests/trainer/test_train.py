@@ -235,8 +235,8 @@ def test_gpu_check_workspace_shortens_the_budget_and_fails_loudly_when_it_cannot
 
 def test_gpu_check_source_holds_enough_evaluation_text(gpu_check, tmp_path):
     from trainer import corpus
-    from trainer.preparation import prepare_track
     from trainer.prepare import track_constants
+    from trainer.track_builder import prepare_track
     constants = track_constants("test")
     chars = gpu_check.write_synthetic_source(tmp_path / "source", constants)
     needed = constants["eval_tokens"] * gpu_check.CHARS_PER_TOKEN_BOUND

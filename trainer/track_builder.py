@@ -1,4 +1,9 @@
-"""Build a prepared track: data splits, manifest and fingerprint, tokenizer, track.json.
+"""Building a prepared track: data splits, manifest and fingerprint, tokenizer, track.json.
+
+    python -m trainer.track_builder --track cpu [--source stdlib|climbmix|DIR] [--num-shards N] [--cache DIR]
+
+(the same as `autoresearch prepare`). The frozen trainer/prepare.py reads what is built here and
+imports nothing from this module, corpus.py or download.py.
 
 Everything is built in a staging directory beside the track's and swapped in by rename
 once complete, with track.json written last, so an interrupted prepare leaves the
@@ -8,6 +13,7 @@ prepared from the same source is left as it is.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -22,11 +28,12 @@ import numpy as np
 
 from trainer import corpus, download
 from trainer.atomic import read_json, write_json_atomic
-from trainer.download import file_sha256
+from trainer.hashing import file_sha256
 from trainer.prepare import (
     SPECIAL_TOKENS,
     SPLIT_PATTERN,
     SPLITS,
+    TRACKS,
     BestFitPacker,
     PrepareError,
     Tokenizer,
@@ -287,3 +294,24 @@ def _swap_into_place(staging: Path, final: Path) -> None:
         os.replace(final, old)
     os.replace(staging, final)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Prepare a track: data, splits, tokenizer.")
+    parser.add_argument("--track", required=True, help=f"one of {', '.join(TRACKS)}")
+    parser.add_argument("--source", default=None,
+                        help="climbmix, stdlib, or a folder of .txt/.jsonl/.parquet (default: the track's)")
+    parser.add_argument("--num-shards", type=int, default=None, help="climbmix training shards (default 10)")
+    parser.add_argument("--cache", type=Path, default=None, help="cache dir (default $AUTORESEARCH_CACHE)")
+    args = parser.parse_args(argv)
+    try:
+        prepared = prepare_track(args.track, source=args.source, num_shards=args.num_shards, cache=args.cache)
+    except PrepareError as err:
+        print(f"error: {err}")
+        return 2
+    print(describe(prepared))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from trainer import corpus
-from trainer.preparation import prepare_track
 from trainer.prepare import SPLITS, PrepareError, Tokenizer
+from trainer.track_builder import prepare_track
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -182,6 +182,6 @@ def test_cli_prepare_reports_and_fails_clearly(test_track, tmp_path):
                             capture_output=True, text=True)
     assert failed.returncode == 2
     assert "holds no .txt, .jsonl or .parquet files" in failed.stdout
-    script = subprocess.run([sys.executable, str(ROOT / "trainer" / "prepare.py"), "--track", "nope"],
+    script = subprocess.run([sys.executable, "-m", "trainer.track_builder", "--track", "nope"], cwd=ROOT,
                             capture_output=True, text=True)
     assert script.returncode == 2 and "unknown track 'nope'" in script.stdout

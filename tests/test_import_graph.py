@@ -1,0 +1,103 @@
+"""The packages' imports, read from the source (nothing is imported): no module reaches itself again
+through its imports, lazy ones inside functions included, and trainer/ never imports agent/."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("agent", "trainer")
+
+
+def project_modules() -> dict[str, Path]:
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+def imported_names(module: str, path: Path) -> set[str]:
+    """Every dotted name an import statement of the file names, relative imports resolved."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the project modules it imports (a name that is not a module counts as its package)."""
+    graph = {}
+    for module, path in modules.items():
+        targets = set()
+        for name in imported_names(module, path):
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                targets.add(name)
+        graph[module] = targets
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_walk_sees_every_kind_of_import():
+    graph = import_graph(project_modules())
+    assert "trainer.prepare" in graph["trainer.corpus"]            # from trainer.prepare import ...
+    assert "trainer.spool" in graph["trainer.worker"]               # from trainer import spool as ...
+    assert "agent.evaluator" in graph["agent.runner"]               # an import inside a function
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_in_agent_or_trainer():
+    assert cycles(import_graph(project_modules())) == []
+
+
+def test_trainer_never_imports_agent():
+    graph = import_graph(project_modules())
+    upward = {module: sorted(t for t in targets if t.split(".")[0] == "agent")
+              for module, targets in graph.items() if module.startswith("trainer")}
+    assert {module: targets for module, targets in upward.items() if targets} == {}
