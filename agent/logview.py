@@ -1,54 +1,13 @@
-"""A run's log, read in bounded pieces: it was written by train.py and may be any size.
-
-Only the first HEAD_BYTES (the model description and its `config:` line) and the last
-TAIL_BYTES (the traceback or the summary block) are ever read, whatever the file holds, and
-no line read is longer than LINE_CHARS.
-"""
+"""A run's log as the proposer sees it: its last lines, bounded and with control characters escaped.
+Reading the log itself (bounded, whatever its size) is trainer/run_log.py's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-HEAD_BYTES = 64 * 1024
-TAIL_BYTES = 256 * 1024
-LINE_CHARS = 2000
-HEAD_LINES, TAIL_LINES = 40, 60
+from trainer.run_log import LogView, escape_controls, read_log
 
-
-@dataclass(frozen=True)
-class LogView:
-    text: str    # head and tail joined (the whole log when it is small): what triage reads
-    head: str    # its first HEAD_LINES lines
-    tail: str    # its last TAIL_LINES lines
-    size: int    # bytes in the file
-
-
-def read_log(path: Path) -> LogView:
-    try:
-        with open(path, "rb") as log:
-            size = log.seek(0, 2)
-            log.seek(0)
-            if size <= HEAD_BYTES + TAIL_BYTES:
-                head_bytes, tail_bytes = log.read(size), b""
-            else:
-                head_bytes = log.read(HEAD_BYTES)
-                log.seek(size - TAIL_BYTES)
-                tail_bytes = log.read(TAIL_BYTES)
-    except OSError:
-        return LogView("", "", "", 0)
-    head_lines = _lines(head_bytes)
-    if not tail_bytes:
-        lines = head_lines
-    else:
-        skipped = size - HEAD_BYTES - TAIL_BYTES
-        lines = head_lines[:-1] + [f"[... {skipped} bytes of the log not read ...]"] + _lines(tail_bytes)[1:]
-    return LogView("\n".join(lines), "\n".join(lines[:HEAD_LINES]), "\n".join(lines[-TAIL_LINES:]), size)
-
-
-def _lines(data: bytes) -> list[str]:
-    return [line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + f" [... {len(line) - LINE_CHARS} more]"
-            for line in data.decode("utf-8", errors="replace").splitlines()]
+__all__ = ["LogView", "last_lines", "prompt_tail", "read_log"]
 
 
 def last_lines(path: Path, count: int) -> str:
@@ -59,6 +18,5 @@ def last_lines(path: Path, count: int) -> str:
 
 def prompt_tail(log_tail: str, lines: int, chars: int = 8000) -> str:
     """The end of a log for a prompt: at most `lines` lines and `chars` characters, controls escaped."""
-    from agent.untrusted import escape_controls
     text = "\n".join(log_tail.splitlines()[-lines:])
     return escape_controls(text if len(text) <= chars else "[...]" + text[-chars:])

@@ -3,22 +3,24 @@ result, and tells a dead worker (infra) from a long run by the workers' heartbea
 
 One experiment runs at a time per loop; several workers (one per GPU) serve several loops,
 or stand by: a job whose worker dies is retried once by the loop's infra rule, on whichever
-worker claims it next.
+worker claims it next. The worker runs the commit through the same run path as LocalRunner
+(trainer/training_run.py) and sends back its RunResult; here its log and weights move into the
+workspace.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import shutil
 import time
 from pathlib import Path
 
 from agent.evaluator import EvaluationFailed, parse_evaluation
-from agent.logview import read_log
-from agent.runner import RunResult, keep_checkpoint, read_head_tail
-from agent.triage import Triage, Verdict, classify, parse_model_config
+from agent.runner import RunResult
 from agent.workspace import Workspace
 from trainer import spool as spoolfs
+from trainer.spool import SpoolJob, SpoolMessageError, SpoolResult
 
 REPORT_GRACE = 60.0  # seconds past the job's timeout before a silent worker counts as gone
 
@@ -32,77 +34,72 @@ class SpoolRunner:
 
     def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
         start = time.perf_counter()
-        job_id, result, problem, log_path = self._through_spool(workspace, commit, timeout, experiment_id,
-                                                                dict(seed=seed))
-        if problem is not None:
-            with open(log_path, "a") as log:
-                log.write(f"\n[spool] {problem}\n")
-            head, tail = read_head_tail(log_path)
-            return RunResult(returncode=None, timed_out=False, log_path=log_path,
-                             verdict=Verdict(Triage.INFRA, problem, {}), seconds=time.perf_counter() - start,
-                             head=head, tail=tail)
-        log = read_log(log_path)
-        head, tail = log.head, log.tail
-        return RunResult(returncode=result["returncode"], timed_out=result["timed_out"], log_path=log_path,
-                         verdict=classify(result["returncode"], result["timed_out"], log.text, result["frozen_changed"],
-                                          result.get("seal_refused")),
-                         seconds=result["seconds"], head=head, tail=tail, frozen_changed=result["frozen_changed"],
-                         model_config=parse_model_config(head),
-                         checkpoint=keep_checkpoint(self.spool / "checkpoints" / f"{job_id}.pt", workspace,
-                                                    experiment_id) if result.get("checkpoint_sha256") else None,
-                         checkpoint_sha256=result.get("checkpoint_sha256"), seal_seconds=result.get("seal_seconds"),
-                         trained_tokens=result.get("trained_tokens"))
+        job = self._job(workspace, commit, timeout, experiment_id, seed=seed)
+        result, log_path = self._through_spool(workspace, job, experiment_id)
+        if result.infra is not None or result.run is None:
+            return RunResult.infra(result.infra or f"job {job.id} came back without a run's result", log_path,
+                                   time.perf_counter() - start, said_by="spool")
+        saved = self.spool / "checkpoints" / f"{job.id}.pt"
+        return dataclasses.replace(result.run, log_path=log_path, checkpoint=keep_checkpoint(
+            saved, workspace, experiment_id) if result.run.checkpoint_sha256 else None)
 
     def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
                  probe: bool = False, timeout: float = 1800.0) -> dict:
         """trainer/evaluate.py on a GPU worker (the checkpoint is read through the shared workspaces)."""
-        _, result, problem, log_path = self._through_spool(
-            workspace, commit, timeout, name, dict(kind="evaluate", checkpoint=str(checkpoint), splits=",".join(splits),
-                                                   probe=probe))
-        if problem is not None:
-            raise EvaluationFailed(f"the evaluation job for {checkpoint.name} did not finish: {problem}")
-        return parse_evaluation(log_path, result["returncode"], result["timed_out"], checkpoint)
+        job = self._job(workspace, commit, timeout, name, kind="evaluate", checkpoint=checkpoint, splits=splits,
+                        probe=probe)
+        result, log_path = self._through_spool(workspace, job, name)
+        if result.infra is not None or result.evaluation is None:
+            raise EvaluationFailed(f"the evaluation job for {checkpoint.name} did not finish: "
+                                   f"{result.infra or 'it came back without an outcome'}")
+        return parse_evaluation(log_path, result.evaluation.returncode, result.evaluation.timed_out, checkpoint)
 
-    def _through_spool(self, workspace: Workspace, commit: str, timeout: float, name: str,
-                       extra: dict) -> tuple[str, dict, str | None, Path]:
-        """Submits a job, waits for it, copies its log to logs/<name>.log: (job id, result, problem, log)."""
-        job_id = f"{workspace.tag}-{name}-{secrets.token_hex(3)}"
-        spoolfs.submit(self.spool, dict(id=job_id, workspace=str(workspace.dir), commit=commit, timeout=timeout,
-                                        frozen=workspace.frozen_hashes(), created=time.time(), **extra))
+    def _job(self, workspace: Workspace, commit: str, timeout: float, name: str, **fields) -> SpoolJob:
+        return SpoolJob(id=f"{workspace.tag}-{name}-{secrets.token_hex(3)}", workspace=workspace.dir, commit=commit,
+                        timeout=timeout, frozen=workspace.frozen_hashes(), **fields)
+
+    def _through_spool(self, workspace: Workspace, job: SpoolJob, name: str) -> tuple[SpoolResult, Path]:
+        """Submits a job, waits for it, copies its log to logs/<name>.log: (result, log)."""
+        spoolfs.submit(self.spool, job)
         log_path = workspace.dir / "logs" / f"{name}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            result, problem = self._wait(job_id, timeout)
+            result = self._wait(job)
         except KeyboardInterrupt:
-            self._cancel(job_id)
+            self._cancel(job.id)
             raise
-        spool_log = self.spool / "logs" / f"{job_id}.log"
+        spool_log = self.spool / "logs" / f"{job.id}.log"
         if spool_log.exists():
             shutil.copyfile(spool_log, log_path)
         else:
             log_path.write_text("")
-        if problem is None and result.get("infra"):
-            problem = result["infra"]
-        return job_id, result, problem, log_path
+        return result, log_path
 
-    def _wait(self, job_id: str, timeout: float) -> tuple[dict, str | None]:
-        """(result, None), or ({}, why the job can no longer finish)."""
+    def _wait(self, job: SpoolJob) -> SpoolResult:
+        """The worker's result, or an infra result saying why the job can no longer finish."""
+        def gone(problem: str) -> SpoolResult:
+            return SpoolResult(id=job.id, worker="", infra=problem)
+
         submitted = time.time()
         while True:
-            result = spoolfs.read_json(self.spool / "results" / f"{job_id}.json")
+            try:
+                result = spoolfs.read_message(self.spool / "results" / f"{job.id}.json", SpoolResult)
+                claimed = spoolfs.read_message(self.spool / "claimed" / f"{job.id}.json", SpoolJob)
+            except SpoolMessageError as err:
+                return gone(str(err))
             if result is not None:
-                return result, None
+                return result
             now = time.time()
-            claimed = spoolfs.read_json(self.spool / "claimed" / f"{job_id}.json")
-            alive = {w["worker"]: w for w in spoolfs.alive_workers(self.spool, now, self.dead_after)}
-            if claimed is not None and claimed.get("worker"):
-                if claimed["worker"] not in alive:
-                    return {}, f"trainer worker {claimed['worker']} stopped answering during the run"
-                if now - submitted > timeout + REPORT_GRACE:
-                    return {}, f"trainer worker {claimed['worker']} did not report within the timeout"
+            alive = {w.worker for w in spoolfs.alive_workers(self.spool, now, self.dead_after)}
+            if claimed is not None and claimed.worker:
+                if claimed.worker not in alive:
+                    return gone(f"trainer worker {claimed.worker} stopped answering during the run")
+                if now - submitted > job.timeout + REPORT_GRACE:
+                    return gone(f"trainer worker {claimed.worker} did not report within the timeout")
             elif not alive and now - submitted > self.dead_after:
-                if self._withdraw(job_id):
-                    return {}, f"no trainer worker is alive on spool {self.spool}: start one (python -m trainer.worker)"
+                if self._withdraw(job.id):
+                    return gone(f"no trainer worker is alive on spool {self.spool}: start one "
+                                "(python -m trainer.worker)")
             time.sleep(self.poll)
 
     def _withdraw(self, job_id: str) -> bool:
@@ -115,3 +112,13 @@ class SpoolRunner:
     def _cancel(self, job_id: str) -> None:
         if not self._withdraw(job_id):
             spoolfs.write_json_atomic(self.spool / "cancel" / f"{job_id}.json", {"id": job_id, "time": time.time()})
+
+
+def keep_checkpoint(saved: Path, workspace: Workspace, experiment_id: str) -> Path | None:
+    """Moves a run's saved weights to the workspace's checkpoints/, where the loop keeps the best's."""
+    if not saved.is_file():
+        return None
+    target = workspace.dir / "checkpoints" / f"{experiment_id}.pt"
+    target.parent.mkdir(exist_ok=True)
+    shutil.move(saved, target)  # the spool may be on another file system
+    return target

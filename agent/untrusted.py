@@ -9,22 +9,13 @@ stored goes through ``bounded``.
 
 from __future__ import annotations
 
-import re
-
 from rich.text import Text
 
+from trainer.run_log import escape_controls
+
+__all__ = ["bounded", "clip", "escape_controls", "shown"]
+
 DESCRIPTION_CHARS = 500      # a description is one line in results.tsv and the terminal
-# C0 and C1 controls (ESC, NUL, ...) and the bidirectional overrides and isolates that reorder a line.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def escape_controls(text: str, keep_newlines: bool = True) -> str:
-    """text with every control and bidi-override character written as a visible escape (\\x1b, \\u202e)."""
-    def visible(match: re.Match) -> str:
-        code = ord(match.group())
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    escaped = _CONTROLS.sub(visible, str(text))
-    return escaped if keep_newlines else escaped.replace("\n", "\\n").replace("\t", " ")
 
 
 def clip(text: str, limit: int) -> str:

@@ -24,10 +24,9 @@ import git
 from trainer.atomic import write_text_atomic
 from trainer.hyperparameters import train_source_for_track
 from trainer.sandbox import runs_root
+from trainer.training_run import FROZEN, TRACKED
 
 TRAINER_DIR = Path(__file__).resolve().parent.parent / "trainer"
-TRACKED = ("train.py", "prepare.py", "track.json")
-FROZEN = ("prepare.py", "track.json")
 UNTRACKED = ("results.tsv", "experiments.jsonl", "logs/", "transcripts/", "runs/", "current.json", ".lock",
              "run.json", "optuna.journal", "optuna.journal.lock", "report/", "checkpoints/", "confirmation.json",
              "experiments.quarantine.jsonl", "proposal_failures.jsonl")

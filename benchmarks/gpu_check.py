@@ -354,7 +354,7 @@ def main() -> int:
     for probe in report.kernels:
         say(f"  {probe.model_dump_json()}")
 
-    from agent.runner import compile_cache_env
+    from trainer.training_run import compile_cache_env
     checkpoint = workspace / "weights.pt"
     env = {**os.environ, "AUTORESEARCH_SEED": "42", "AUTORESEARCH_CHECKPOINT": str(checkpoint),
            **compile_cache_env(root)}

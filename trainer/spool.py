@@ -9,6 +9,10 @@
 
 A job is claimed by os.rename, which only one worker can win. A worker whose heartbeat is
 older than DEAD_AFTER seconds is gone: the agent treats its job as an infra failure.
+
+Jobs, results and heartbeats are typed messages (SpoolJob, SpoolResult, Heartbeat), validated when
+read: a file the other side wrote that does not fit is a SpoolMessageError naming the file and the
+fields at fault.
 """
 
 from __future__ import annotations
@@ -16,12 +20,86 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainer.atomic import read_json, write_json_atomic
+from trainer.run_result import RunResult
 
 DEAD_AFTER = 20.0       # seconds without a heartbeat
 HEARTBEAT_EVERY = 2.0
 FOLDERS = ("jobs", "claimed", "results", "logs", "checkpoints", "workers", "cancel")
+JobId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")]
+
+
+class SpoolMessageError(Exception):
+    """A spool file that is not the message it should be; the message names the file and what is wrong."""
+
+
+class SpoolJob(BaseModel):
+    """A run (kind train) or a trusted evaluation of saved weights (kind evaluate) of one workspace commit."""
+    model_config = ConfigDict(extra="forbid")
+    id: JobId
+    workspace: Path
+    commit: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
+    timeout: Annotated[float, Field(gt=0)]
+    frozen: dict[str, str]                  # sha256 of each frozen file at the workspace's first commit
+    seed: int = 42
+    created: float = Field(default_factory=time.time)
+    kind: Literal["train", "evaluate"] = "train"
+    checkpoint: Path | None = None          # evaluate: the weights to score
+    splits: tuple[str, ...] = ()            # evaluate: the splits to score them on
+    probe: bool = False                     # evaluate: also probe the model for lookahead
+    worker: str | None = None               # set by the worker that claimed it
+
+
+class EvaluationOutcome(BaseModel):
+    """How the evaluator's process ended (its scores are in its log)."""
+    model_config = ConfigDict(extra="forbid")
+    returncode: int | None
+    timed_out: bool
+    seconds: float
+    isolated: bool
+
+
+class SpoolResult(BaseModel):
+    """What became of a job: the run's result, the evaluator's outcome, or why neither exists (infra)."""
+    model_config = ConfigDict(extra="forbid")
+    id: JobId
+    worker: str
+    finished: float = Field(default_factory=time.time)
+    run: RunResult | None = None
+    evaluation: EvaluationOutcome | None = None
+    infra: str | None = None
+
+
+class Heartbeat(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    worker: str
+    pid: int
+    time: float
+    gpu: str | None = None
+    job: str | None = None
+    stopped: bool = False
+
+
+def read_message(path: Path, kind: type[BaseModel]):
+    """The message in path, or None while it does not exist (or is half-visible); SpoolMessageError if it
+    holds something else."""
+    data = read_json(path)
+    if data is None:
+        return None
+    try:
+        return kind.model_validate(data)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the file'}: {e['msg']}" for e in err.errors()[:5])
+        raise SpoolMessageError(f"{path} is not a {kind.__name__} ({problems}): written by another version of "
+                                "autoresearch, or by hand? Run agent and workers from the same version") from None
+
+
+def write_message(path: Path, message: BaseModel) -> None:
+    write_json_atomic(path, message.model_dump(mode="json"))
 
 
 def layout(spool: Path) -> Path:
@@ -30,32 +108,53 @@ def layout(spool: Path) -> Path:
     return spool
 
 
-def submit(spool: Path, job: dict) -> None:
-    write_json_atomic(layout(spool) / "jobs" / f"{job['id']}.json", job)
+def submit(spool: Path, job: SpoolJob) -> None:
+    write_message(layout(spool) / "jobs" / f"{job.id}.json", job)
 
 
-def claim_next(spool: Path, worker: str) -> dict | None:
-    """The oldest pending job, now ours; None if there is none (or others won every race)."""
+def claim_next(spool: Path, worker: str) -> SpoolJob | None:
+    """The oldest pending job, now ours; None if there is none (or others won every race). A job file that
+    is not a SpoolJob gets an infra result saying so, for whoever waits on it."""
     for path in sorted((spool / "jobs").glob("*.json"), key=lambda p: p.stat().st_mtime if p.exists() else 0):
         target = spool / "claimed" / path.name
         try:
             os.rename(path, target)
         except FileNotFoundError:
             continue
-        job = read_json(target)
+        try:
+            job = read_message(target, SpoolJob)
+        except SpoolMessageError as err:
+            refuse(spool, target, worker, str(err))
+            continue
         if job is not None:
-            job["worker"] = worker
-            write_json_atomic(target, job)
+            job.worker = worker
+            write_message(target, job)
             return job
     return None
 
 
+def refuse(spool: Path, claimed: Path, worker: str, problem: str) -> None:
+    """An infra result for a claimed job file that cannot be run."""
+    job_id = claimed.stem
+    try:
+        write_message(spool / "results" / f"{job_id}.json", SpoolResult(id=job_id, worker=worker, infra=problem))
+    except ValidationError:
+        pass  # a name no agent submits: no one waits on it
+    claimed.unlink(missing_ok=True)
+
+
 def heartbeat(spool: Path, worker: str, **state) -> None:
-    write_json_atomic(spool / "workers" / f"{worker}.json", {"worker": worker, "pid": os.getpid(), "time": time.time(),
-                                                           **state})
+    write_message(spool / "workers" / f"{worker}.json", Heartbeat(worker=worker, pid=os.getpid(), time=time.time(),
+                                                                 **state))
 
 
-def alive_workers(spool: Path, now: float | None = None, dead_after: float = DEAD_AFTER) -> list[dict]:
+def alive_workers(spool: Path, now: float | None = None, dead_after: float = DEAD_AFTER) -> list[Heartbeat]:
+    """Workers that sent a heartbeat within dead_after seconds and did not stop (unreadable beats count as none)."""
     now = now or time.time()
-    beats = [read_json(p) for p in (spool / "workers").glob("*.json")]
-    return [b for b in beats if b and now - b.get("time", 0) < dead_after and not b.get("stopped")]
+    beats = []
+    for path in (spool / "workers").glob("*.json"):
+        try:
+            beats.append(read_message(path, Heartbeat))
+        except SpoolMessageError:
+            continue
+    return [b for b in beats if b and now - b.time < dead_after and not b.stopped]

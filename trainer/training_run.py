@@ -1,40 +1,41 @@
-"""One training run of a commit, the same for the agent's LocalRunner and the spool's worker.
+"""The one run path: a commit's files in, its typed RunResult out, for every runner (the agent's
+LocalRunner, the spool's worker, a task on a cluster).
 
 The commit's files are written into a fresh private directory outside any workspace, with a data
 view holding the track's training split only; train.py runs there as a stranger where the
-machine allows (trainer/sandbox.py), gets val through the seal (trainer/seal.py), and afterwards
-its frozen files are hashed against what they must be, without following whatever the run left
-in their place. The directory is removed; the sealed weights stay where the seal moved them.
+machine allows (trainer/sandbox.py) with an environment built from an allowlist, torch.compile's
+caches shared across runs, a hard timeout, and val only through the seal (trainer/seal.py).
+Afterwards its frozen files are hashed against what they must be, without following whatever the
+run left in their place, and its log is classified (trainer/triage.py). The directory is removed;
+the sealed weights stay where the seal moved them. The log is written while the run lives, so a
+caller can follow it at log_path.
+
+Nothing here needs the workspace, its repository or the agent: the caller passes the files.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from trainer.prepare import cache_root, track_dir
-from trainer.sandbox import View, private_directory, regular_file_sha256, run_untrusted, runs_root, writable_by_stranger
+from trainer.hashing import regular_file_sha256
+from trainer.prepare import PrepareError, cache_root, track_dir
+from trainer.run_result import RunResult
+from trainer.sandbox import View, private_directory, run_untrusted, runs_root, writable_by_stranger
 from trainer.seal import OPENED_DIR, Seal, data_paths, hidden_paths, training_view
 
-FROZEN = ("prepare.py", "track.json")
+TRACKED = ("train.py", "prepare.py", "track.json")  # a workspace commit's whole tree
+FROZEN = ("prepare.py", "track.json")               # never changed after the workspace's first commit
 CHECKPOINT = "checkpoint.pt"  # prepare.evaluate_bpb saves the weights here, in the run directory, before the seal
 
 
-@dataclass
-class TrainingOutcome:
-    returncode: int | None
-    timed_out: bool
-    seconds: float
-    isolated: bool
-    frozen_changed: list[str] = field(default_factory=list)
-    checkpoint: Path | None = None         # where the seal moved the weights, if the run sealed
-    checkpoint_sha256: str | None = None
-    seal_refused: str | None = None
-    seal_seconds: float | None = None      # from the run's start to its seal, timed here
-    trained_tokens: int | None = None      # training tokens make_dataloader handed out, as reported at the seal
+def compile_cache_dir(default: Path) -> Path:
+    """Where torch.compile's caches live across runs: TORCHINDUCTOR_CACHE_DIR if set, else default."""
+    return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default)
 
 
 def compile_cache_env(directory: Path) -> dict[str, str]:
@@ -44,22 +45,33 @@ def compile_cache_env(directory: Path) -> dict[str, str]:
             "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "TRITON_CACHE_DIR": str(directory / "triton")}
 
 
-def train_commit(files: dict[str, bytes], run_dir: Path, log_path: Path, checkpoint_destination: Path,
-                 frozen_sha256: dict[str, str], timeout: float, seed: int, python: str, compile_cache: Path,
-                 hidden: list[Path], extra_env: dict[str, str] | None = None,
-                 on_start: Callable | None = None) -> TrainingOutcome:
-    """Runs `python train.py` on files (name -> content) in run_dir; hidden is what the run must not see
-    beyond the defaults (the workspace, the spool)."""
+def run_commit(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen_sha256: Mapping[str, str],
+               run_dir: Path, log_path: Path, checkpoint_destination: Path, compile_cache: Path,
+               hidden: tuple[Path, ...] | list[Path] = (), extra_env: Mapping[str, str] | None = None,
+               python: str = sys.executable, on_start: Callable | None = None) -> RunResult:
+    """Runs `python train.py` on files (name -> content, every name of TRACKED) in run_dir.
+
+    seed reaches train.py as AUTORESEARCH_SEED; frozen_sha256 is what each FROZEN file must hash to (the
+    workspace's first commit); hidden is what the run must not see beyond the defaults (the workspaces, the
+    spool); extra_env is added to the run's environment (CUDA_VISIBLE_DEVICES); on_start gets the process."""
+    missing = [name for name in TRACKED if name not in files] + [name for name in FROZEN if name not in frozen_sha256]
+    if missing:
+        raise ValueError(f"a run needs the commit's {', '.join(TRACKED)} and the hashes of {', '.join(FROZEN)}; "
+                         f"missing: {', '.join(missing)}")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        track = track_dir(track_name(files["track.json"]))
+    except PrepareError as err:
+        return RunResult.infra(str(err), log_path)
     private_directory(run_dir)
-    for name, content in files.items():
-        (run_dir / name).write_bytes(content)
+    for name in TRACKED:
+        (run_dir / name).write_bytes(files[name])
     (run_dir / OPENED_DIR).mkdir()  # the seal's, made before the run can put something in its place
-    cache = cache_root()
-    track = track_dir(_track_name(files), cache)
     seal = Seal(run_dir, track, CHECKPOINT, checkpoint_destination)
     env = {"AUTORESEARCH_SEED": str(seed), "AUTORESEARCH_CACHE": str(training_view(track, run_dir)),
            "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **seal.env(), **compile_cache_env(compile_cache),
            **(extra_env or {})}
+    cache = cache_root()
     view = View(writable=[writable_by_stranger(compile_cache)], read_only=data_paths(cache),
                 hidden=[runs_root(), run_dir.parent, *hidden, *hidden_paths(cache)])
 
@@ -75,9 +87,19 @@ def train_commit(files: dict[str, bytes], run_dir: Path, log_path: Path, checkpo
         sealed = seal.finish()
     changed = [name for name in FROZEN if regular_file_sha256(run_dir / name) != frozen_sha256[name]]
     shutil.rmtree(run_dir, ignore_errors=True)
-    return TrainingOutcome(outcome.returncode, outcome.timed_out, outcome.seconds, outcome.isolated, changed,
-                           sealed.checkpoint, sealed.sha256, sealed.problem, sealed.seconds, sealed.trained_tokens)
+    return RunResult.observed(log_path, outcome.returncode, outcome.timed_out, outcome.seconds, changed,
+                              sealed.problem, checkpoint=sealed.checkpoint, checkpoint_sha256=sealed.sha256,
+                              seal_seconds=sealed.seconds, trained_tokens=sealed.trained_tokens,
+                              isolated=outcome.isolated)
 
 
-def _track_name(files: dict[str, bytes]) -> str:
-    return json.loads(files["track.json"])["track"]
+def track_name(track_json: bytes) -> str:
+    """The track a commit's track.json names."""
+    try:
+        name = json.loads(track_json)["track"]
+    except (ValueError, TypeError, KeyError) as err:
+        raise PrepareError(f"the commit's track.json does not name a track ({type(err).__name__}: {err}): "
+                           "it is the workspace's frozen copy and must not change") from err
+    if not isinstance(name, str):
+        raise PrepareError(f"the commit's track.json names track {name!r}, not a track name")
+    return name

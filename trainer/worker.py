@@ -2,8 +2,8 @@
 
     python -m trainer.worker --spool /spool [--workers N | --gpus 0,1,...] [--scratch DIR]
 
-Each job's commit is read from the (read-only) workspace repository into a fresh scratch
-directory and trained there as trainer/training_run.py says: where the machine allows, as a
+Each job's commit is read from the (read-only) workspace repository and trained in a fresh
+scratch directory by the run path (trainer/training_run.py): where the machine allows, as a
 stranger that sees neither the spool nor the workspaces (trainer/sandbox.py). The log (capped)
 streams into the spool; the result is written atomically. With --gpus, one worker
 process per GPU (CUDA_VISIBLE_DEVICES set for each).
@@ -27,16 +27,16 @@ import git
 from trainer import spool as spoolfs
 from trainer.prepare import cache_root
 from trainer.sandbox import isolation, private_directory, run_untrusted
-from trainer.training_run import train_commit
+from trainer.spool import EvaluationOutcome, SpoolJob, SpoolResult
+from trainer.training_run import TRACKED, compile_cache_dir, run_commit
 
-TRACKED = ("train.py", "prepare.py", "track.json")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]  # where trainer.evaluate is imported from
 
 
 class Worker:
     def __init__(self, spool: Path, name: str, scratch: Path, gpu: str | None = None):
         self.spool, self.name, self.scratch, self.gpu = spoolfs.layout(spool), name, scratch, gpu
-        self.job: dict | None = None
+        self.job: SpoolJob | None = None
         self.process: subprocess.Popen | None = None
         self.stopping = threading.Event()
 
@@ -59,7 +59,7 @@ class Worker:
 
     def beat(self) -> None:
         while not self.stopping.is_set():
-            job_id = self.job["id"] if self.job else None
+            job_id = self.job.id if self.job else None
             spoolfs.heartbeat(self.spool, self.name, gpu=self.gpu, job=job_id)
             if job_id and (self.spool / "cancel" / f"{job_id}.json").exists() and self.process is not None:
                 try:
@@ -71,54 +71,62 @@ class Worker:
     def settle_own_claims(self) -> None:
         """Jobs a previous life of this worker claimed and never finished get an infra result."""
         for path in (self.spool / "claimed").glob("*.json"):
-            job = spoolfs.read_json(path)
-            if job and job.get("worker") == self.name and not (self.spool / "results" / path.name).exists():
-                self.finish(job, dict(returncode=None, timed_out=False, seconds=0.0, frozen_changed=[],
-                                      infra=f"worker {self.name} restarted during the run"))
-
-    def run(self, job: dict) -> None:
-        self.job = job
-        run_dir = self.scratch / job["id"]
-        try:
-            files = exported(Path(job["workspace"]), job["commit"])
-        except Exception as err:  # the workspace or commit cannot be read: not the experiment's fault
-            self.finish(job, dict(returncode=None, timed_out=False, seconds=0.0, frozen_changed=[],
-                                  infra=f"cannot export {job['commit'][:7]} from {job['workspace']}: {err}"))
-            return
-        log_path = self.spool / "logs" / f"{job['id']}.log"
-        env = {"CUDA_VISIBLE_DEVICES": self.gpu} if self.gpu is not None else {}
-
-        def started(process):
-            self.process = process
-
-        if job.get("kind") == "evaluate":  # the trusted evaluator, which sandboxes the model server itself
-            private_directory(run_dir)
-            for name, content in files.items():
-                (run_dir / name).write_bytes(content)
-            command = [sys.executable, "-m", "trainer.evaluate", job["checkpoint"], "--splits", job["splits"]]
-            command += ["--probe"] if job.get("probe") else []
-            env |= {"PYTHONPATH": str(PROJECT_ROOT), "AUTORESEARCH_CACHE": str(cache_root())}
             try:
-                outcome = run_untrusted(command, run_dir, log_path, job["timeout"], env, on_start=started)
-            finally:
-                shutil.rmtree(run_dir, ignore_errors=True)
-            result = dict(returncode=outcome.returncode, timed_out=outcome.timed_out, seconds=outcome.seconds,
-                          frozen_changed=[], isolated=outcome.isolated)
+                job = spoolfs.read_message(path, SpoolJob)
+            except spoolfs.SpoolMessageError as err:
+                spoolfs.refuse(self.spool, path, self.name, str(err))
+                continue
+            if job and job.worker == self.name and not (self.spool / "results" / path.name).exists():
+                self.finish(job, SpoolResult(id=job.id, worker=self.name,
+                                             infra=f"worker {self.name} restarted during the run"))
+
+    def run(self, job: SpoolJob) -> None:
+        self.job = job
+        try:
+            files = exported(job.workspace, job.commit)
+        except Exception as err:  # the workspace or commit cannot be read: not the experiment's fault
+            self.finish(job, SpoolResult(id=job.id, worker=self.name,
+                                         infra=f"cannot export {job.commit[:7]} from {job.workspace}: {err}"))
+            return
+        result = SpoolResult(id=job.id, worker=self.name)
+        if job.kind == "evaluate":
+            result.evaluation = self.evaluate(job, files)
         else:
-            compile_cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or self.scratch / "compile")
-            trained = train_commit(files, run_dir, log_path, self.spool / "checkpoints" / f"{job['id']}.pt",
-                                   job["frozen"], job["timeout"], job.get("seed", 42), sys.executable, compile_cache,
-                                   hidden=[self.spool, Path(job["workspace"])], extra_env=env, on_start=started)
-            result = dict(returncode=trained.returncode, timed_out=trained.timed_out, seconds=trained.seconds,
-                          frozen_changed=trained.frozen_changed, checkpoint_sha256=trained.checkpoint_sha256,
-                          seal_refused=trained.seal_refused, isolated=trained.isolated,
-                          seal_seconds=trained.seal_seconds, trained_tokens=trained.trained_tokens)
+            result.run = run_commit(files, seed=job.seed, timeout=job.timeout, frozen_sha256=job.frozen,
+                                    run_dir=self.scratch / job.id, log_path=self.log_path(job),
+                                    checkpoint_destination=self.spool / "checkpoints" / f"{job.id}.pt",
+                                    compile_cache=compile_cache_dir(self.scratch / "compile"),
+                                    hidden=[self.spool, job.workspace], extra_env=self.device_env(),
+                                    python=sys.executable, on_start=self.started)
         self.finish(job, result)
 
-    def finish(self, job: dict, result: dict) -> None:
-        spoolfs.write_json_atomic(self.spool / "results" / f"{job['id']}.json",
-                                  dict(result, id=job["id"], worker=self.name, finished=time.time()))
-        (self.spool / "claimed" / f"{job['id']}.json").unlink(missing_ok=True)
+    def evaluate(self, job: SpoolJob, files: dict[str, bytes]) -> EvaluationOutcome:
+        """The trusted evaluator on saved weights; it sandboxes the model server itself."""
+        run_dir = private_directory(self.scratch / job.id)
+        for name, content in files.items():
+            (run_dir / name).write_bytes(content)
+        command = [sys.executable, "-m", "trainer.evaluate", str(job.checkpoint), "--splits", ",".join(job.splits)]
+        command += ["--probe"] if job.probe else []
+        env = self.device_env() | {"PYTHONPATH": str(PROJECT_ROOT), "AUTORESEARCH_CACHE": str(cache_root())}
+        try:
+            outcome = run_untrusted(command, run_dir, self.log_path(job), job.timeout, env, on_start=self.started)
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        return EvaluationOutcome(returncode=outcome.returncode, timed_out=outcome.timed_out, seconds=outcome.seconds,
+                                 isolated=outcome.isolated)
+
+    def started(self, process: subprocess.Popen) -> None:
+        self.process = process
+
+    def device_env(self) -> dict[str, str]:
+        return {"CUDA_VISIBLE_DEVICES": self.gpu} if self.gpu is not None else {}
+
+    def log_path(self, job: SpoolJob) -> Path:
+        return self.spool / "logs" / f"{job.id}.log"
+
+    def finish(self, job: SpoolJob, result: SpoolResult) -> None:
+        spoolfs.write_message(self.spool / "results" / f"{job.id}.json", result)
+        (self.spool / "claimed" / f"{job.id}.json").unlink(missing_ok=True)
         self.job, self.process = None, None
 
 

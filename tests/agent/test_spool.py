@@ -23,6 +23,7 @@ from agent.triage import Triage
 from tests.helpers.processes import processes_under
 from trainer import spool as spoolfs
 from trainer.sandbox import isolation_available
+from trainer.spool import SpoolJob, SpoolResult
 
 ROOT = Path(__file__).resolve().parents[2]
 ISOLATED = isolation_available()
@@ -43,7 +44,7 @@ class Workers:
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.processes[name] = process
         deadline = time.monotonic() + 30
-        while not any(w["worker"] == name for w in spoolfs.alive_workers(self.spool)):
+        while not any(w.worker == name for w in spoolfs.alive_workers(self.spool)):
             assert time.monotonic() < deadline, f"worker {name} never sent a heartbeat"
             time.sleep(0.1)
         return process
@@ -124,8 +125,8 @@ def test_two_workers_never_run_the_same_job(workspace, workers, tmp_path):
     commit = workspace.commit_train(textwrap.dedent(body), "counts its runs")
     jobs = [f"job{i}" for i in range(8)]
     for job in jobs:
-        spoolfs.submit(workers.spool, dict(id=job, workspace=str(workspace.dir), commit=commit, timeout=30, seed=42,
-                                           frozen=workspace.frozen_hashes()))
+        spoolfs.submit(workers.spool, SpoolJob(id=job, workspace=workspace.dir, commit=commit, timeout=30,
+                                               frozen=workspace.frozen_hashes()))
     workers.start("w1", TORCHINDUCTOR_CACHE_DIR=str(shared))
     workers.start("w2", TORCHINDUCTOR_CACHE_DIR=str(shared))
     deadline = time.monotonic() + 90
@@ -134,8 +135,9 @@ def test_two_workers_never_run_the_same_job(workspace, workers, tmp_path):
         time.sleep(0.2)
     runs = ledger_of_runs.read_text().split()
     assert sorted(runs) == sorted(jobs)
-    results = [spoolfs.read_json(workers.spool / "results" / f"{job}.json") for job in jobs]
-    assert {r["worker"] for r in results} <= {"w1", "w2"} and all(r["returncode"] == 0 for r in results)
+    results = [spoolfs.read_message(workers.spool / "results" / f"{job}.json", SpoolResult) for job in jobs]
+    assert {r.worker for r in results} <= {"w1", "w2"} and all(r.run.returncode == 0 for r in results)
+    assert all(r.run.verdict.triage == Triage.OK and r.run.isolated == ISOLATED for r in results)
 
 
 def test_a_timed_out_job_leaves_no_process(workspace, workers):

@@ -17,6 +17,7 @@ import pytest
 
 from tests.docker.conftest import ROOT, Engine
 from tests.helpers.llm_server import LLMServer, tool_call
+from trainer.spool import SpoolResult, read_message
 
 PROJECT = "autoresearch-test"
 TAG = "e2e"
@@ -47,8 +48,8 @@ class Deployment:
     stop_seconds: float
     records_after_stop: list[dict]
     stop_exit: int
-    first_results: list[dict]
-    stopped_results: list[dict]
+    first_results: list[SpoolResult]
+    stopped_results: list[SpoolResult]
 
 
 def volume(engine: Engine, name: str) -> Path:
@@ -63,8 +64,8 @@ def wait_for(condition, timeout: float, what: str) -> None:
         time.sleep(1)
 
 
-def read_results(spool: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in (spool / "results").glob("*.json")]
+def read_results(spool: Path) -> list[SpoolResult]:
+    return [read_message(p, SpoolResult) for p in (spool / "results").glob("*.json")]
 
 
 def read_records(workspace: Path) -> list[dict]:
@@ -150,8 +151,8 @@ def test_the_ledger_and_transcripts_are_on_the_workspaces_volume(deployment):
 def test_the_trainer_trained_without_network_and_isolated(deployment):
     assert deployment.trainer_network == "none"
     assert "runs are isolated (bubblewrap): uid 65534" in deployment.trainer_log, deployment.trainer_log[-2000:]
-    trained = [r for r in deployment.first_results if "checkpoint_sha256" in r]
-    assert len(trained) == 2 and all(r["isolated"] and r["returncode"] == 0 for r in trained), deployment.first_results
+    trained = [r.run for r in deployment.first_results if r.run is not None and r.run.checkpoint_sha256]
+    assert len(trained) == 2 and all(r.isolated and r.returncode == 0 for r in trained), deployment.first_results
 
 
 def test_the_api_key_is_only_in_the_agent(deployment):
@@ -169,4 +170,5 @@ def test_compose_stop_records_the_running_experiment_as_interrupted(deployment):
     assert new[0]["description"] == "LOGIT_SOFTCAP 15 -> 20"
     assert not (deployment.workspace / "current.json").exists()
     # The agent withdrew the job it had handed over: the worker killed that run.
-    assert [r["returncode"] for r in deployment.stopped_results] == [-9], deployment.stopped_results
+    stopped = [r.run.returncode if r.run else r.infra for r in deployment.stopped_results]
+    assert stopped == [-9], deployment.stopped_results

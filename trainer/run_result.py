@@ -1,0 +1,62 @@
+"""What one run of a commit did, as the harness observed it and triage classified it: built by the run
+path (trainer/training_run.py) for every runner, written by a trainer worker into the spool, read by
+the agent. Validated when built and when read back."""
+
+from __future__ import annotations
+
+from dataclasses import field
+from pathlib import Path
+
+from pydantic import ConfigDict, TypeAdapter
+from pydantic.dataclasses import dataclass
+
+from trainer.run_log import read_log
+from trainer.triage import Triage, Verdict, classify, parse_model_config
+
+
+# A pydantic dataclass rather than a BaseModel: the run's printed config is `model_config`, a name
+# BaseModel reserves for itself.
+@dataclass(config=ConfigDict(extra="forbid"))
+class RunResult:
+    returncode: int | None
+    timed_out: bool
+    log_path: Path
+    verdict: Verdict
+    seconds: float
+    head: str
+    tail: str
+    frozen_changed: list[str] = field(default_factory=list)
+    model_config: dict = field(default_factory=dict)
+    checkpoint: Path | None = None        # where the weights the run sealed are, if it did
+    checkpoint_sha256: str | None = None  # their hash at the seal
+    seal_seconds: float | None = None     # from the run's start to its seal, timed by the harness
+    trained_tokens: int | None = None     # training tokens make_dataloader handed out, as reported at the seal
+    isolated: bool | None = None          # whether it ran as a stranger (trainer/sandbox.py); None: never started
+
+    @property
+    def summary(self) -> dict[str, str]:
+        return self.verdict.summary
+
+    @classmethod
+    def observed(cls, log_path: Path, returncode: int | None, timed_out: bool, seconds: float,
+                 frozen_changed: list[str], seal_refused: str | None = None, **sealed) -> RunResult:
+        """The result of a run that ran, classified from its (bounded) log."""
+        log = read_log(log_path)
+        return cls(returncode=returncode, timed_out=timed_out, log_path=log_path, seconds=seconds,
+                   verdict=classify(returncode, timed_out, log.text, frozen_changed, seal_refused),
+                   head=log.head, tail=log.tail, frozen_changed=frozen_changed,
+                   model_config=parse_model_config(log.head), **sealed)
+
+    @classmethod
+    def infra(cls, problem: str, log_path: Path, seconds: float = 0.0, said_by: str = "harness") -> RunResult:
+        """A run that could not run or finish for a reason outside the experiment; the problem is
+        appended to its log (created if need be) as said_by's line."""
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "a") as log:
+            log.write(f"\n[{said_by}] {problem}\n")
+        log = read_log(log_path)
+        return cls(returncode=None, timed_out=False, log_path=log_path, verdict=Verdict(Triage.INFRA, problem, {}),
+                   seconds=seconds, head=log.head, tail=log.tail)
+
+
+RUN_RESULT = TypeAdapter(RunResult)

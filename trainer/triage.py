@@ -1,0 +1,160 @@
+"""Crash triage: what happened to a run, as a pure function of what the runner observed.
+
+| class         | action                                                              |
+|---------------|---------------------------------------------------------------------|
+| ok            | the summary parsed: keep or discard on val_bpb                      |
+| edit_rejected | never ran (decided before the runner; listed here for completeness) |
+| fixable       | crash in the code under test: its log tail goes back to the proposer |
+| oom           | crash; the next proposal is told memory ran out                     |
+| diverged      | crash (train.py printed FAIL:)                                      |
+| timeout       | crash; the runner killed the whole process group                    |
+| infra         | not the experiment's fault: retry the same commit once, then stop   |
+| tamper        | crash, flagged: frozen files changed, exit 0 without a metric, or   |
+|               | an attempt on the validation seal (reading val/holdout in training) |
+| over_budget   | crash: the run trained past its track's budget as the harness       |
+|               | counts it at the seal (trainer/seal.py); its number is no result    |
+| interrupted   | the loop stopped during the run; recorded once, workspace reset     |
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import signal
+from dataclasses import dataclass
+from enum import Enum
+from typing import Annotated
+
+from pydantic import Field, StrictBool, StrictInt, StringConstraints, TypeAdapter, ValidationError
+
+from trainer.run_log import escape_controls
+from trainer.seal import OVER_BUDGET
+
+
+class Triage(str, Enum):
+    OK = "ok"
+    EDIT_REJECTED = "edit_rejected"
+    FIXABLE = "fixable"
+    OOM = "oom"
+    DIVERGED = "diverged"
+    TIMEOUT = "timeout"
+    INFRA = "infra"
+    TAMPER = "tamper"
+    OVER_BUDGET = "over_budget"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    triage: Triage
+    reason: str
+    summary: dict[str, str]
+
+
+OOM_PATTERNS = re.compile(r"CUDA out of memory|OutOfMemoryError|MemoryError|MPS backend out of memory|"
+                          r"Cannot allocate memory|std::bad_alloc")
+INFRA_PATTERNS = re.compile(
+    r"CUDA driver version is insufficient|no CUDA-capable device|CUDA error: (?:initialization error|"
+    r"unspecified launch failure|an illegal memory access|uncorrectable ECC)|NCCL error|cudaErrorDevicesUnavailable|"
+    r"No space left on device|Disk quota exceeded|is not prepared in|data is missing|"
+    r"no tokenizer in|was built for another track|PrepareError|ModuleNotFoundError: No module named '(?:torch|"
+    r"numpy|pyarrow|tiktoken)'")
+# prepare.py marks every refusal of the seal; a training run that opens a sealed split's files itself
+# finds them missing (the runner's data view has none, an isolated run sees an empty mount).
+SEAL_BREACH = re.compile(r"\(validation seal\)|^\w*(?:Error|Exception)\b.*/(?:val|holdout)(?:/|'|\"|$)",
+                         re.MULTILINE)
+FAIL_LINE = re.compile(r"^FAIL: (.*)$", re.MULTILINE)
+EXCEPTION_LINE = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Interrupt)\b.*)$", re.MULTILINE)
+
+
+SUMMARY_KEYS, SUMMARY_VALUE_CHARS = 64, 200
+CONFIG_KEYS, CONFIG_LINE_CHARS = 64, 8000
+Key = Annotated[str, StringConstraints(pattern=r"^\w{1,64}$")]
+Scalar = StrictBool | StrictInt | Annotated[float, Field(allow_inf_nan=False)] \
+    | Annotated[str, StringConstraints(max_length=SUMMARY_VALUE_CHARS)] | None
+ConfigValue = Scalar | Annotated[list[Scalar], Field(max_length=CONFIG_KEYS, strict=True)]
+# What a run's log may put into a record: a few short strings, and a flat config of JSON scalars.
+SUMMARY = TypeAdapter(Annotated[dict[Key, Annotated[str, StringConstraints(max_length=SUMMARY_VALUE_CHARS)]],
+                                Field(max_length=SUMMARY_KEYS)])
+MODEL_CONFIG = TypeAdapter(Annotated[dict[Key, ConfigValue], Field(max_length=CONFIG_KEYS)])
+
+
+def parse_summary(log_text: str) -> dict[str, str]:
+    """key: value lines after the last line that is exactly --- (the first SUMMARY_KEYS keys that are
+    words, values clipped to SUMMARY_VALUE_CHARS and their control characters escaped)."""
+    lines = log_text.splitlines()
+    if "---" not in lines:
+        return {}
+    start = len(lines) - 1 - lines[::-1].index("---")
+    summary: dict[str, str] = {}
+    for line in lines[start + 1:]:
+        key, sep, value = line.partition(":")
+        if sep and key.strip() and " " not in key.strip() and len(summary) < SUMMARY_KEYS:
+            summary[key.strip()[:64]] = escape_controls(value.strip(), keep_newlines=False)[:SUMMARY_VALUE_CHARS]
+    try:
+        return SUMMARY.validate_python(summary)
+    except ValidationError:  # a key that is not a word: keep the ones that are
+        return {k: v for k, v in summary.items() if re.fullmatch(r"\w{1,64}", k)}
+
+
+def parse_model_config(log_text: str) -> dict:
+    """The resolved model config train.py prints as `config: {...}` (a Python literal of JSON scalars,
+    at most CONFIG_KEYS of them), or {} when the line is missing, too long or holds anything else."""
+    for line in log_text.splitlines():
+        if line.startswith("config: "):
+            literal = line[len("config: "):]
+            try:
+                value = ast.literal_eval(literal) if len(literal) <= CONFIG_LINE_CHARS else None
+                if isinstance(value, dict):  # tuples are lists in JSON; sets and the rest are refused
+                    value = {k: list(v) if isinstance(v, tuple) else v for k, v in value.items()}
+                return MODEL_CONFIG.validate_python(value)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, ValidationError):
+                return {}
+    return {}
+
+
+def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_changed: list[str],
+             seal_refused: str | None = None) -> Verdict:
+    summary = parse_summary(log_text)
+    if frozen_changed:
+        return Verdict(Triage.TAMPER, f"frozen files changed during the run: {', '.join(frozen_changed)}", summary)
+    if seal_refused and seal_refused.startswith(OVER_BUDGET):
+        return Verdict(Triage.OVER_BUDGET, seal_refused.removeprefix(OVER_BUDGET), summary)
+    if seal_refused:
+        return Verdict(Triage.TAMPER, f"the harness refused to open validation data: {seal_refused}", summary)
+    if breach := SEAL_BREACH.search(log_text):
+        return Verdict(Triage.TAMPER, f"the training process reached for validation data: "
+                                      f"{_line_of(log_text, breach.start())}", summary)
+    if timed_out:
+        return Verdict(Triage.TIMEOUT, "killed at the hard timeout (the whole process group)", summary)
+    infra = INFRA_PATTERNS.search(log_text)
+    if infra and returncode != 0:
+        exceptions = EXCEPTION_LINE.findall(log_text)
+        detail = exceptions[-1][:300] if exceptions else _line_of(log_text, infra.start())
+        return Verdict(Triage.INFRA, f"the machine or its data failed: {detail}", summary)
+    if returncode == 0:
+        value = summary.get("val_bpb", "")
+        try:
+            val_bpb = float(value)
+        except ValueError:
+            return Verdict(Triage.TAMPER, "exited 0 without a val_bpb in its summary", summary)
+        if not math.isfinite(val_bpb) or val_bpb <= 0:
+            return Verdict(Triage.TAMPER, f"exited 0 with an impossible val_bpb {value!r}", summary)
+        return Verdict(Triage.OK, f"val_bpb {val_bpb:.6f}", summary)
+    if fail := FAIL_LINE.search(log_text):
+        return Verdict(Triage.DIVERGED, fail.group(1).strip(), summary)
+    if oom := OOM_PATTERNS.search(log_text):
+        return Verdict(Triage.OOM, f"out of memory: {_line_of(log_text, oom.start())}", summary)
+    if returncode == -signal.SIGKILL:
+        return Verdict(Triage.OOM, "killed by SIGKILL (most likely the kernel's out-of-memory killer)", summary)
+    exceptions = EXCEPTION_LINE.findall(log_text)
+    if exceptions:
+        return Verdict(Triage.FIXABLE, exceptions[-1][:300], summary)
+    return Verdict(Triage.FIXABLE, f"exited with code {returncode} and no traceback", summary)
+
+
+def _line_of(text: str, index: int) -> str:
+    start = text.rfind("\n", 0, index) + 1
+    end = text.find("\n", index)
+    return text[start:end if end != -1 else None].strip()[:300]
