@@ -41,6 +41,7 @@ from trainer.prepare import (
     iter_documents,
     track_constants,
 )
+from trainer.track_spec import TrackSpec
 
 FORMAT_VERSION = 1
 TOKENIZER_DOC_CHARS = 10_000        # each training document is truncated to this for BPE
@@ -52,9 +53,13 @@ MAX_TRAIN_SHARDS = 6541             # shards 06541 and 06542 are holdout and val
 @dataclass
 class PreparedTrack:
     directory: Path
-    spec: dict
+    spec: dict      # track.json as written: what a workspace commits, byte for byte, as its frozen copy
     reused: bool
     seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def track(self) -> TrackSpec:
+        return TrackSpec.model_validate(self.spec)
 
 
 def prepare_track(track: str, source: str | None = None, num_shards: int | None = None,
@@ -64,10 +69,10 @@ def prepare_track(track: str, source: str | None = None, num_shards: int | None 
     source = source or constants["source"]
     source_spec = _source_spec(source, num_shards)
     final = cache / track
-    existing = read_json(final / "track.json")
-    if (existing and existing.get("source") == source_spec and existing.get("constants") == constants
-            and _intact(final, existing)):
-        return PreparedTrack(final, existing, reused=True)  # also from a read-only cache
+    existing = _readable_track(final)
+    if (existing and existing.source.model_dump() == source_spec
+            and existing.constants.model_dump(exclude_unset=True) == constants and _intact(final, existing)):
+        return PreparedTrack(final, read_json(final / "track.json"), reused=True)  # also from a read-only cache
     _ensure_writable(cache)
 
     for stale in [*cache.glob(f".staging-{track}-*"), *cache.glob(f".old-{track}-*")]:
@@ -82,7 +87,7 @@ def prepare_track(track: str, source: str | None = None, num_shards: int | None 
         fingerprint = _fingerprint(track, constants, manifest)
 
         start = time.perf_counter()
-        if existing and existing.get("fingerprint") == fingerprint and _tokenizer_ok(final, fingerprint):
+        if existing and existing.fingerprint == fingerprint and _tokenizer_ok(final, fingerprint):
             shutil.copytree(final / "tokenizer", staging / "tokenizer")
         else:
             train_tokenizer(files["train"], constants["vocab_size"], staging / "tokenizer", fingerprint)
@@ -113,17 +118,17 @@ def prepare_track(track: str, source: str | None = None, num_shards: int | None 
 
 
 def describe(prepared: PreparedTrack) -> str:
-    spec = prepared.spec
-    lines = [f"track {spec['track']} {'already prepared' if prepared.reused else 'prepared'} "
+    spec = prepared.track
+    lines = [f"track {spec.track} {'already prepared' if prepared.reused else 'prepared'} "
              f"in {prepared.directory}",
-             f"  fingerprint {spec['fingerprint'][:16]}  source {spec['source']['kind']}",
-             f"  constants   {', '.join(f'{k}={v}' for k, v in spec['constants'].items())}"]
+             f"  fingerprint {spec.fingerprint[:16]}  source {spec.source.kind}",
+             f"  constants   {', '.join(f'{k}={v}' for k, v in prepared.spec['constants'].items())}"]
     for split in SPLITS:
-        entries = spec["files"][split]
-        lines.append(f"  {split:<8}    {len(entries)} shard(s), {sum(e['docs'] for e in entries):,} documents, "
-                     f"{sum(e['bytes'] for e in entries) / 1e6:.1f} MB")
-    lines.append(f"  tokenizer   {spec['tokenizer']['vocab_size']} tokens; val scores {spec['eval_rows']} rows "
-                 f"of {spec['constants']['max_seq_len']} tokens")
+        entries = spec.files[split]
+        lines.append(f"  {split:<8}    {len(entries)} shard(s), {sum(e.docs for e in entries):,} documents, "
+                     f"{sum(e.bytes for e in entries) / 1e6:.1f} MB")
+    lines.append(f"  tokenizer   {spec.tokenizer.vocab_size} tokens; val scores {spec.eval_rows} rows "
+                 f"of {spec.constants.max_seq_len} tokens")
     if prepared.seconds:
         lines.append("  seconds     " + ", ".join(f"{k} {v:.1f}" for k, v in prepared.seconds.items()))
     return "\n".join(lines)
@@ -261,13 +266,21 @@ def _ensure_writable(cache: Path) -> None:
                            "with --cache or AUTORESEARCH_CACHE") from err
 
 
-def _intact(directory: Path, spec: dict) -> bool:
+def _readable_track(directory: Path) -> TrackSpec | None:
+    """The prepared track's track.json, or None when there is none or it is not one (it is built again)."""
+    try:
+        return TrackSpec.read(directory / "track.json")
+    except PrepareError:
+        return None
+
+
+def _intact(directory: Path, spec: TrackSpec) -> bool:
     for split in SPLITS:
-        for entry in spec["files"][split]:
-            path = directory / split / entry["name"]
-            if not path.is_file() or path.stat().st_size != entry["bytes"]:
+        for entry in spec.files[split]:
+            path = directory / split / entry.name
+            if not path.is_file() or path.stat().st_size != entry.bytes:
                 return False
-    return _tokenizer_ok(directory, spec["fingerprint"])
+    return _tokenizer_ok(directory, spec.fingerprint)
 
 
 def _tokenizer_ok(directory: Path, fingerprint: str) -> bool:

@@ -15,7 +15,6 @@ Nothing here needs the workspace, its repository or the agent: the caller passes
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -27,6 +26,7 @@ from trainer.prepare import PrepareError, cache_root, track_dir
 from trainer.run_result import RunResult
 from trainer.sandbox import View, private_directory, run_untrusted, runs_root, writable_by_stranger
 from trainer.seal import OPENED_DIR, Seal, data_paths, hidden_paths, training_view
+from trainer.track_spec import TrackSpec
 
 TRACKED = ("train.py", "prepare.py", "track.json")  # a workspace commit's whole tree
 FROZEN = ("prepare.py", "track.json")               # never changed after the workspace's first commit
@@ -60,7 +60,7 @@ def run_commit(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen_
                          f"missing: {', '.join(missing)}")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        track = track_dir(track_name(files["track.json"]))
+        track = track_dir(TrackSpec.parse(files["track.json"], "the commit's track.json").track)
     except PrepareError as err:
         return RunResult.infra(str(err), log_path)
     private_directory(run_dir)
@@ -91,15 +91,3 @@ def run_commit(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen_
                               sealed.problem, checkpoint=sealed.checkpoint, checkpoint_sha256=sealed.sha256,
                               seal_seconds=sealed.seconds, trained_tokens=sealed.trained_tokens,
                               isolated=outcome.isolated)
-
-
-def track_name(track_json: bytes) -> str:
-    """The track a commit's track.json names."""
-    try:
-        name = json.loads(track_json)["track"]
-    except (ValueError, TypeError, KeyError) as err:
-        raise PrepareError(f"the commit's track.json does not name a track ({type(err).__name__}: {err}): "
-                           "it is the workspace's frozen copy and must not change") from err
-    if not isinstance(name, str):
-        raise PrepareError(f"the commit's track.json names track {name!r}, not a track name")
-    return name

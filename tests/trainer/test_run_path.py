@@ -1,0 +1,98 @@
+"""The run path on its own: a commit's files in, a typed RunResult out, with no workspace, repository or
+agent involved; and the spool's messages, validated when read."""
+
+import hashlib
+import json
+import secrets
+import shutil
+from pathlib import Path
+
+import pytest
+
+from trainer import spool as spoolfs
+from trainer.run_result import RUN_RESULT, RunResult
+from trainer.sandbox import isolation_available, runs_root
+from trainer.spool import SpoolJob, SpoolMessageError, SpoolResult
+from trainer.training_run import FROZEN, run_commit
+from trainer.triage import Triage
+
+TRAINER = Path(__file__).resolve().parents[2] / "trainer"
+PRINTS_A_RESULT = b"""
+print("config: {'n_layer': 2, 'n_embd': 64}")
+print("---")
+print("val_bpb: 1.234567")
+print("device: cpu")
+"""
+
+
+def commit_files(test_track, train_py: bytes, track_json: bytes | None = None) -> dict[str, bytes]:
+    return {"train.py": train_py, "prepare.py": (TRAINER / "prepare.py").read_bytes(),
+            "track.json": track_json if track_json is not None else json.dumps(test_track.spec).encode()}
+
+
+@pytest.fixture
+def place(tmp_path):
+    """Where a run happens and what it leaves: a run directory under the runs root, a log, weights."""
+    parent = runs_root() / f"run-path-{secrets.token_hex(4)}"
+    yield dict(run_dir=parent / "0000", log_path=tmp_path / "logs" / "0000.log",
+               checkpoint_destination=tmp_path / "checkpoints" / "0000.pt", compile_cache=tmp_path / "compile")
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+def run(files: dict[str, bytes], place: dict, **options) -> RunResult:
+    frozen = {name: hashlib.sha256(files[name]).hexdigest() for name in FROZEN}
+    return run_commit(files, seed=7, timeout=60, frozen_sha256=frozen, **place, **options)
+
+
+def test_a_commit_runs_from_its_files_alone(test_track, place):
+    seen = []
+    train_py = PRINTS_A_RESULT + b"import os; print('seed', os.environ['AUTORESEARCH_SEED'])\n"
+    result = run(commit_files(test_track, train_py), place, extra_env={"CUDA_VISIBLE_DEVICES": "3"},
+                 on_start=seen.append)
+    assert result.verdict.triage == Triage.OK and result.verdict.reason == "val_bpb 1.234567", result.tail
+    assert result.summary == {"val_bpb": "1.234567", "device": "cpu"}
+    assert result.model_config == {"n_layer": 2, "n_embd": 64}
+    assert result.returncode == 0 and not result.timed_out and result.frozen_changed == []
+    assert result.isolated == isolation_available() and len(seen) == 1
+    assert result.checkpoint is None and result.log_path == place["log_path"]
+    assert "seed 7" in place["log_path"].read_text()
+    assert not place["run_dir"].exists()
+    # What a worker sends back is what the agent reads, field for field.
+    message = SpoolResult(id="t-0000-abc", worker="w1", run=result).model_dump_json()
+    assert SpoolResult.model_validate_json(message).run == result
+    assert RUN_RESULT.validate_json(RUN_RESULT.dump_json(result)) == result
+
+
+def test_a_track_json_that_is_not_one_is_infra_without_running(test_track, place):
+    result = run(commit_files(test_track, b"open('ran', 'w')\n", b'{"track": "gpu"}'), place)
+    assert result.verdict.triage == Triage.INFRA and result.returncode is None
+    assert "the commit's track.json is not a track.json this version reads" in result.verdict.reason
+    assert "fingerprint: Field required" in result.verdict.reason
+    assert "[harness]" in place["log_path"].read_text() and not place["run_dir"].exists()
+    with pytest.raises(ValueError, match="missing: track.json"):
+        run_commit({"train.py": b"", "prepare.py": b""}, seed=1, timeout=5, frozen_sha256={}, **place)
+
+
+def test_a_malformed_job_gets_an_infra_result_and_is_not_run(tmp_path):
+    spool = spoolfs.layout(tmp_path / "spool")
+    spoolfs.write_json_atomic(spool / "jobs" / "t-0001-abc.json", {"id": "t-0001-abc", "commit": "HEAD", "timeout": -1})
+    assert spoolfs.claim_next(spool, "w1") is None
+    refused = spoolfs.read_message(spool / "results" / "t-0001-abc.json", SpoolResult)
+    assert refused.run is None and refused.worker == "w1"
+    assert "is not a SpoolJob" in refused.infra
+    assert all(field in refused.infra for field in ("workspace: Field required", "commit: String should match",
+                                                    "timeout: Input should be greater than 0"))
+    assert not list((spool / "claimed").iterdir()) and not list((spool / "jobs").iterdir())
+
+
+def test_a_result_from_another_version_is_a_clear_error(tmp_path):
+    spool = spoolfs.layout(tmp_path / "spool")
+    old = spool / "results" / "t-0002-abc.json"
+    spoolfs.write_json_atomic(old, {"id": "t-0002-abc", "worker": "w1", "returncode": 0, "timed_out": False})
+    with pytest.raises(SpoolMessageError, match=r"t-0002-abc.json is not a SpoolResult \(returncode: Extra inputs"):
+        spoolfs.read_message(old, SpoolResult)
+    job = SpoolJob(id="t-0003-abc", workspace=tmp_path, commit="a" * 40, timeout=10, frozen={})
+    spoolfs.submit(spool, job)
+    claimed = spoolfs.claim_next(spool, "w2")
+    assert claimed == job.model_copy(update={"worker": "w2"})
+    assert spoolfs.read_message(spool / "claimed" / "t-0003-abc.json", SpoolJob).worker == "w2"

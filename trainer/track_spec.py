@@ -1,0 +1,118 @@
+"""track.json as a typed record: what a prepared track (and every workspace's frozen copy) says it is.
+
+The builder writes the file from a plain dict and a workspace commits it byte for byte (it is
+hash-guarded), so the file's text is never re-rendered from this model: the model is how the
+project's code reads it. The frozen prepare.py reads its own copy without it, as old workspaces'
+copies do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from trainer.prepare import SPLITS, TRACKS, PrepareError
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class TrackConstants(BaseModel):
+    """prepare.TRACKS[track] as it was when the track was prepared (further constants are kept as they are)."""
+    model_config = ConfigDict(extra="allow", frozen=True)
+    max_seq_len: int
+    time_budget: float
+    eval_tokens: int
+    vocab_size: int
+    source: str
+    doc_chars: int
+    step_budget: int | None = None
+
+
+class ClimbmixSource(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["climbmix"]
+    dataset: str
+    num_shards: int
+    val: str
+    holdout: str
+
+
+class StdlibSource(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["stdlib"]
+    python: str
+    signature: Sha256
+
+
+class FolderSource(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["folder"]
+    path: str
+    signature: Sha256
+
+
+class ShardEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    bytes: int
+    sha256: Sha256
+    docs: int
+
+
+class TokenizerMeta(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    fingerprint: Sha256
+    vocab_size: int
+    pattern: str
+    special_tokens: dict[str, int]
+    bos_token_id: int
+    sha256: Sha256
+
+
+class TrackSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    format: int
+    track: str
+    fingerprint: Sha256
+    constants: TrackConstants
+    source: Annotated[ClimbmixSource | StdlibSource | FolderSource, Field(discriminator="kind")]
+    files: dict[str, list[ShardEntry]]
+    eval_rows: int
+    tokenizer: TokenizerMeta
+    created: str
+
+    @field_validator("track")
+    @classmethod
+    def _known_track(cls, track: str) -> str:
+        if track not in TRACKS:
+            raise ValueError(f"unknown track {track!r} (known: {', '.join(TRACKS)})")
+        return track
+
+    @field_validator("files")
+    @classmethod
+    def _every_split(cls, files: dict[str, list[ShardEntry]]) -> dict[str, list[ShardEntry]]:
+        if sorted(files) != sorted(SPLITS):
+            raise ValueError(f"files must list exactly the splits {', '.join(SPLITS)}, not {', '.join(files)}")
+        return files
+
+    @classmethod
+    def parse(cls, text: str | bytes, where: str | Path) -> TrackSpec:
+        """The track.json text read from where; PrepareError naming what is wrong if it is not one."""
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as err:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the file'}: {e['msg']}"
+                                 for e in err.errors()[:5])
+            raise PrepareError(f"{where} is not a track.json this version reads ({problems}): prepare the track "
+                               "again (`autoresearch prepare --track NAME`)") from None
+
+    @classmethod
+    def read(cls, path: Path) -> TrackSpec | None:
+        """The track.json at path, or None when there is none."""
+        try:
+            text = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return cls.parse(text, path)
