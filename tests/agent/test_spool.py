@@ -203,6 +203,32 @@ def test_no_worker_alive_is_infra(workspace, tmp_path):
     assert not list((tmp_path / "empty-spool" / "jobs").iterdir())
 
 
+def test_a_result_the_agent_cannot_read_is_infra_with_the_reason(workspace, tmp_path):
+    """A worker of another version answers in a format this one does not read: the run is infra, and says why."""
+    spool = spoolfs.layout(tmp_path / "spool")
+    stop = threading.Event()
+
+    def old_worker():
+        while not stop.is_set():
+            spoolfs.write_json_atomic(spool / "workers" / "old.json", {"worker": "old", "pid": 1, "time": time.time()})
+            for job in (spool / "jobs").glob("*.json"):
+                spoolfs.write_json_atomic(spool / "results" / job.name, {"id": job.stem, "worker": "old",
+                                                                         "returncode": 0, "timed_out": False})
+                job.unlink()
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=old_worker)
+    thread.start()
+    try:
+        result = SpoolRunner(spool, poll=0.05).run(workspace, workspace.head(), 30, "0000")
+    finally:
+        stop.set()
+        thread.join()
+    assert result.verdict.triage == Triage.INFRA and result.returncode is None
+    assert "is not a SpoolResult (returncode: Extra inputs are not permitted" in result.verdict.reason
+    assert "[spool]" in (workspace.dir / "logs" / "0000.log").read_text()
+
+
 def test_compose_and_images_keep_the_trainer_sandboxed():
     compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
     trainer, agent = compose["services"]["trainer"], compose["services"]["agent"]

@@ -14,6 +14,7 @@ import pytest
 from trainer import corpus
 from trainer.prepare import SPLITS, PrepareError, Tokenizer
 from trainer.track_builder import prepare_track
+from trainer.track_spec import TrackSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,6 +84,21 @@ def test_changed_data_changes_the_fingerprint(text_folder, tmp_path):
     after = prepare_track("test", source=str(folder), cache=tmp_path / "c", show_progress=False)
     assert not after.reused and after.spec["fingerprint"] != before.spec["fingerprint"]
     assert leftovers(tmp_path / "c") == []
+
+
+def test_a_damaged_track_json_is_named_and_the_track_built_again(text_folder, tmp_path):
+    built = prepare_track("test", source=str(text_folder), cache=tmp_path / "d", show_progress=False)
+    assert built.track.files["val"][0].sha256 == built.spec["files"]["val"][0]["sha256"]
+    path = built.directory / "track.json"
+    damaged = {k: v for k, v in built.spec.items() if k != "tokenizer"}
+    path.write_text(json.dumps(dict(damaged, track="nope")))
+    with pytest.raises(PrepareError, match="is not a track.json this version reads") as refused:
+        TrackSpec.read(path)
+    assert "track: Value error, unknown track 'nope'" in str(refused.value)
+    assert "tokenizer: Field required" in str(refused.value)
+    again = prepare_track("test", source=str(text_folder), cache=tmp_path / "d", show_progress=False)
+    assert not again.reused and again.spec["fingerprint"] == built.spec["fingerprint"]
+    assert TrackSpec.read(path) == again.track
 
 
 def test_splits_share_no_document(test_track):
