@@ -8,6 +8,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("agent", "trainer")
+# What decides whether a run is trusted: it must not pull in the downloader's network and terminal stack.
+SECURITY_PATH = ("trainer.seal", "trainer.sandbox", "trainer.hashing", "trainer.training_run", "trainer.worker",
+                 "agent.verify")
+NOT_ON_THE_SECURITY_PATH = {"httpx", "rich", "tenacity"}
 
 
 def project_modules() -> dict[str, Path]:
@@ -101,3 +105,26 @@ def test_trainer_never_imports_agent():
     upward = {module: sorted(t for t in targets if t.split(".")[0] == "agent")
               for module, targets in graph.items() if module.startswith("trainer")}
     assert {module: targets for module, targets in upward.items() if targets} == {}
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def test_the_security_path_imports_no_network_or_terminal_library():
+    modules = project_modules()
+    graph = import_graph(modules)
+    pulled = {}
+    for start in SECURITY_PATH:
+        for module in reachable(graph, start):
+            outside = {name.split(".")[0] for name in imported_names(module, modules[module])}
+            if found := outside & NOT_ON_THE_SECURITY_PATH:
+                pulled[f"{start} -> {module}"] = sorted(found)
+    assert pulled == {}
+    assert "trainer.download" in reachable(graph, "trainer.track_builder")  # the walk does reach it where it is
+
