@@ -1,21 +1,18 @@
-"""Running trainer/evaluate.py on a commit's saved weights: an exported copy of the commit (in a
-fresh directory outside the workspace) as cwd, a process of its own (allowlisted environment,
-hard timeout; it never imports train.py and sandboxes the model server that does), its log in
-logs/, its result parsed from the last EVALUATION line."""
+"""Running trainer/evaluate.py on a commit's saved weights on this machine, through the run path's
+evaluate_commit (trainer/training_run.py): the commit's files in a fresh directory outside the
+workspace as cwd, a process of its own (allowlisted environment, hard timeout; it never imports
+train.py and sandboxes the model server that does), its log in logs/, its result parsed from the
+last EVALUATION line."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
 from agent.workspace import Workspace
 from trainer.evaluate import RESULT_PREFIX
-from trainer.prepare import cache_root
-from trainer.sandbox import private_directory, run_untrusted
-
-ROOT = Path(__file__).resolve().parents[1]
+from trainer.training_run import TRACKED, evaluate_commit
 
 
 class EvaluationFailed(Exception):
@@ -24,17 +21,10 @@ class EvaluationFailed(Exception):
 
 def evaluate_checkpoint(workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
                         probe: bool = False, timeout: float = 1800.0, python: str = sys.executable) -> dict:
-    run_dir = private_directory(workspace.runs_dir / name)
-    workspace.export(commit, run_dir)
+    files = {path: workspace.file_at(path, commit).encode() for path in TRACKED}
     log_path = workspace.dir / "logs" / f"{name}.log"
-    log_path.parent.mkdir(exist_ok=True)
-    cache = cache_root()
-    command = [python, "-m", "trainer.evaluate", str(checkpoint), "--splits", ",".join(splits)]
-    try:
-        outcome = run_untrusted(command + (["--probe"] if probe else []), run_dir, log_path, timeout,
-                                {"PYTHONPATH": str(ROOT), "AUTORESEARCH_CACHE": str(cache)})
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
+    outcome = evaluate_commit(files, checkpoint, splits, probe=probe, timeout=timeout,
+                              run_dir=workspace.runs_dir / name, log_path=log_path, python=python)
     return parse_evaluation(log_path, outcome.returncode, outcome.timed_out, checkpoint)
 
 

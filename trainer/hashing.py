@@ -35,6 +35,3 @@ def regular_file_sha256(path: Path, limit: int = 1 << 30) -> str | None:
             digest.update(block)
         return digest.hexdigest()
 
-
-def bytes_sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()

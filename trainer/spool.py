@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from trainer.atomic import read_json, write_json_atomic
 from trainer.run_result import RunResult
@@ -52,6 +52,12 @@ class SpoolJob(BaseModel):
     splits: tuple[str, ...] = ()            # evaluate: the splits to score them on
     probe: bool = False                     # evaluate: also probe the model for lookahead
     worker: str | None = None               # set by the worker that claimed it
+
+    @model_validator(mode="after")
+    def _evaluation_names_its_weights(self) -> SpoolJob:
+        if self.kind == "evaluate" and (self.checkpoint is None or not self.splits):
+            raise ValueError("an evaluate job names its checkpoint and at least one split")
+        return self
 
 
 class EvaluationOutcome(BaseModel):

@@ -10,7 +10,9 @@ run left in their place, and its log is classified (trainer/triage.py). The dire
 the sealed weights stay where the seal moved them. The log is written while the run lives, so a
 caller can follow it at log_path.
 
-Nothing here needs the workspace, its repository or the agent: the caller passes the files.
+The trusted evaluator (trainer/evaluate.py) runs on a commit's saved weights the same way for every
+runner too: evaluate_commit. Nothing here needs the workspace, its repository or the agent: the
+caller passes the files.
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ from pathlib import Path
 from trainer.hashing import regular_file_sha256
 from trainer.prepare import PrepareError, cache_root, track_dir
 from trainer.run_result import RunResult
-from trainer.sandbox import View, private_directory, run_untrusted, runs_root, writable_by_stranger
+from trainer.sandbox import (
+    PROJECT_ROOT,
+    ProcessOutcome,
+    View,
+    private_directory,
+    run_untrusted,
+    runs_root,
+    writable_by_stranger,
+)
 from trainer.seal import OPENED_DIR, Seal, data_paths, hidden_paths, training_view
 from trainer.track_spec import TrackSpec
 
@@ -91,3 +101,22 @@ def run_commit(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen_
                               sealed.problem, checkpoint=sealed.checkpoint, checkpoint_sha256=sealed.sha256,
                               seal_seconds=sealed.seconds, trained_tokens=sealed.trained_tokens,
                               isolated=outcome.isolated)
+
+
+def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[str, ...], *, probe: bool,
+                    timeout: float, run_dir: Path, log_path: Path, extra_env: Mapping[str, str] | None = None,
+                    python: str = sys.executable, on_start: Callable | None = None) -> ProcessOutcome:
+    """trainer/evaluate.py on saved weights, in a fresh run_dir holding the commit's files (it imports their
+    frozen prepare.py, never their train.py, and sandboxes the model server that does); its scores are the
+    last EVALUATION line of log_path."""
+    private_directory(run_dir)
+    for name in TRACKED:
+        (run_dir / name).write_bytes(files[name])
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    command = [python, "-m", "trainer.evaluate", str(checkpoint), "--splits", ",".join(splits)]
+    env = {**(extra_env or {}), "PYTHONPATH": str(PROJECT_ROOT), "AUTORESEARCH_CACHE": str(cache_root())}
+    try:
+        return run_untrusted(command + (["--probe"] if probe else []), run_dir, log_path, timeout, env,
+                             on_start=on_start)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,12 +24,9 @@ from pathlib import Path
 import git
 
 from trainer import spool as spoolfs
-from trainer.prepare import cache_root
-from trainer.sandbox import isolation, private_directory, run_untrusted
+from trainer.sandbox import isolation
 from trainer.spool import EvaluationOutcome, SpoolJob, SpoolResult
-from trainer.training_run import TRACKED, compile_cache_dir, run_commit
-
-PROJECT_ROOT = Path(__file__).resolve().parents[1]  # where trainer.evaluate is imported from
+from trainer.training_run import TRACKED, compile_cache_dir, evaluate_commit, run_commit
 
 
 class Worker:
@@ -101,17 +97,9 @@ class Worker:
         self.finish(job, result)
 
     def evaluate(self, job: SpoolJob, files: dict[str, bytes]) -> EvaluationOutcome:
-        """The trusted evaluator on saved weights; it sandboxes the model server itself."""
-        run_dir = private_directory(self.scratch / job.id)
-        for name, content in files.items():
-            (run_dir / name).write_bytes(content)
-        command = [sys.executable, "-m", "trainer.evaluate", str(job.checkpoint), "--splits", ",".join(job.splits)]
-        command += ["--probe"] if job.probe else []
-        env = self.device_env() | {"PYTHONPATH": str(PROJECT_ROOT), "AUTORESEARCH_CACHE": str(cache_root())}
-        try:
-            outcome = run_untrusted(command, run_dir, self.log_path(job), job.timeout, env, on_start=self.started)
-        finally:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        outcome = evaluate_commit(files, job.checkpoint, job.splits, probe=job.probe, timeout=job.timeout,
+                                  run_dir=self.scratch / job.id, log_path=self.log_path(job),
+                                  extra_env=self.device_env(), on_start=self.started)
         return EvaluationOutcome(returncode=outcome.returncode, timed_out=outcome.timed_out, seconds=outcome.seconds,
                                  isolated=outcome.isolated)
 
