@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from trainer.atomic import read_json, write_json_atomic
+from trainer.atomic import write_json_atomic
 from trainer.run_result import RunResult
 
 DEAD_AFTER = 20.0       # seconds without a heartbeat
@@ -91,13 +91,14 @@ class Heartbeat(BaseModel):
 
 
 def read_message(path: Path, kind: type[BaseModel]):
-    """The message in path, or None while it does not exist (or is half-visible); SpoolMessageError if it
-    holds something else."""
-    data = read_json(path)
-    if data is None:
+    """The message in path, or None while there is none; SpoolMessageError if it holds something else (every
+    writer renames a whole file into place, so a file is never seen half-written)."""
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
         return None
     try:
-        return kind.model_validate(data)
+        return kind.model_validate_json(text)
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the file'}: {e['msg']}" for e in err.errors()[:5])
         raise SpoolMessageError(f"{path} is not a {kind.__name__} ({problems}): written by another version of "

@@ -91,6 +91,10 @@ def test_a_result_from_another_version_is_a_clear_error(tmp_path):
     spoolfs.write_json_atomic(old, {"id": "t-0002-abc", "worker": "w1", "returncode": 0, "timed_out": False})
     with pytest.raises(SpoolMessageError, match=r"t-0002-abc.json is not a SpoolResult \(returncode: Extra inputs"):
         spoolfs.read_message(old, SpoolResult)
+    old.write_text("{not json")
+    with pytest.raises(SpoolMessageError, match=r"is not a SpoolResult \(the file: Invalid JSON"):
+        spoolfs.read_message(old, SpoolResult)
+    assert spoolfs.read_message(spool / "results" / "none.json", SpoolResult) is None
     job = SpoolJob(id="t-0003-abc", workspace=tmp_path, commit="a" * 40, timeout=10, frozen={})
     spoolfs.submit(spool, job)
     claimed = spoolfs.claim_next(spool, "w2")
