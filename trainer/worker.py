@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 
 import git
@@ -85,15 +86,20 @@ class Worker:
                                          infra=f"cannot export {job.commit[:7]} from {job.workspace}: {err}"))
             return
         result = SpoolResult(id=job.id, worker=self.name)
-        if job.kind == "evaluate":
-            result.evaluation = self.evaluate(job, files)
-        else:
-            result.run = run_commit(files, seed=job.seed, timeout=job.timeout, frozen_sha256=job.frozen,
-                                    run_dir=self.scratch / job.id, log_path=self.log_path(job),
-                                    checkpoint_destination=self.spool / "checkpoints" / f"{job.id}.pt",
-                                    compile_cache=compile_cache_dir(self.scratch / "compile"),
-                                    hidden=[self.spool, job.workspace], extra_env=self.device_env(),
-                                    python=sys.executable, on_start=self.started)
+        try:
+            if job.kind == "evaluate":
+                result.evaluation = self.evaluate(job, files)
+            else:
+                result.run = run_commit(files, seed=job.seed, timeout=job.timeout, frozen_sha256=job.frozen,
+                                        run_dir=self.scratch / job.id, log_path=self.log_path(job),
+                                        checkpoint_destination=self.spool / "checkpoints" / f"{job.id}.pt",
+                                        compile_cache=compile_cache_dir(self.scratch / "compile"),
+                                        hidden=[self.spool, job.workspace], extra_env=self.device_env(),
+                                        python=sys.executable, on_start=self.started)
+        except Exception as err:  # this machine failed, not the experiment: the agent's infra rule decides
+            traceback.print_exc()
+            result = SpoolResult(id=job.id, worker=self.name,
+                                 infra=f"worker {self.name} could not run the job: {type(err).__name__}: {err}")
         self.finish(job, result)
 
     def evaluate(self, job: SpoolJob, files: dict[str, bytes]) -> EvaluationOutcome:

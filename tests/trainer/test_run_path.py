@@ -7,6 +7,7 @@ import secrets
 import shutil
 from pathlib import Path
 
+import git
 import pytest
 
 from trainer import spool as spoolfs
@@ -15,6 +16,7 @@ from trainer.sandbox import isolation_available, runs_root
 from trainer.spool import SpoolJob, SpoolMessageError, SpoolResult
 from trainer.training_run import FROZEN, run_commit
 from trainer.triage import Triage
+from trainer.worker import Worker
 
 TRAINER = Path(__file__).resolve().parents[2] / "trainer"
 PRINTS_A_RESULT = b"""
@@ -100,3 +102,18 @@ def test_a_result_from_another_version_is_a_clear_error(tmp_path):
     claimed = spoolfs.claim_next(spool, "w2")
     assert claimed == job.model_copy(update={"worker": "w2"})
     assert spoolfs.read_message(spool / "claimed" / "t-0003-abc.json", SpoolJob).worker == "w2"
+
+
+def test_a_job_the_run_path_cannot_take_is_infra_and_the_worker_goes_on(test_track, tmp_path):
+    repo = git.Repo.init(tmp_path / "ws")
+    for name, content in commit_files(test_track, PRINTS_A_RESULT).items():
+        (tmp_path / "ws" / name).write_bytes(content)
+    repo.index.add(["train.py", "prepare.py", "track.json"])
+    commit = repo.index.commit("baseline").hexsha
+    spool = spoolfs.layout(tmp_path / "spool")
+    spoolfs.submit(spool, SpoolJob(id="t-0004-abc", workspace=tmp_path / "ws", commit=commit, timeout=10, frozen={}))
+    Worker(spool, "w1", tmp_path / "scratch").run(spoolfs.claim_next(spool, "w1"))
+    result = spoolfs.read_message(spool / "results" / "t-0004-abc.json", SpoolResult)
+    assert result.run is None and "worker w1 could not run the job: ValueError" in result.infra
+    assert "missing: prepare.py, track.json" in result.infra
+    assert not list((spool / "claimed").iterdir())
