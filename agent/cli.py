@@ -309,10 +309,10 @@ def _status_view(workspace):
     from rich.console import Group
     from rich.text import Text
 
-    from agent.ledger import read_ledger
+    from agent.ledger import read_in_flight, read_ledger
     from agent.proposal_failures import read_failures
+    from agent.record import ExperimentStatus
     from agent.report.summary import headline, parse_time
-    from trainer.atomic import read_json
     records, bad = read_ledger(workspace.dir)
     lines: list = [shown(line.describe(workspace.dir / "experiments.jsonl", moved=False), style="yellow")
                    for line in bad]
@@ -323,16 +323,17 @@ def _status_view(workspace):
         lines.append(Text.from_markup(
             f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}, {h.experiments} experiments, "
             f"{h.keeps} kept, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, duty cycle {h.duty_cycle:.0%}"))
-        best = next(r for r in reversed(records) if r["status"] == "keep") if h.best is not None else None
+        kept = [r for r in records if r.status == ExperimentStatus.KEEP]
+        best = kept[-1] if kept and h.best is not None else None
         if best:
-            lines.append(shown(f"best val_bpb {h.best:.6f} ({best['commit'][:7]}, {bounded(best['description'])}); "
+            lines.append(shown(f"best val_bpb {h.best:.6f} ({best.commit[:7]}, {bounded(best.description)}); "
                                f"baseline {h.baseline:.6f}, {h.gain_percent:.2f}% better"))
-        floors = [r for r in records if r["status"] == "noise"]
+        floors = [r for r in records if not r.is_experiment]
         if floors:
             floor = floors[-1]
-            measured = f"sigma {floor['sigma']:.6f}" if floor.get("sigma") is not None else "sigma not measured"
-            lines.append(Text(f"noise: {measured} from {len(floor['values'])} runs of {floor['of']} (val_bpb "
-                              + ", ".join(f"{v:.6f}" for v in floor["values"])
+            measured = f"sigma {floor.sigma:.6f}" if floor.sigma is not None else "sigma not measured"
+            lines.append(Text(f"noise: {measured} from {len(floor.values or [])} runs of {floor.of} (val_bpb "
+                              + ", ".join(f"{v:.6f}" for v in floor.values or [])
                               + f"); {h.confirmed} keep(s) confirmed by a re-run"))
         if h.crash_rates:
             lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
@@ -343,19 +344,19 @@ def _status_view(workspace):
         spent = sum(float(f.usage.get("cost_usd", 0.0)) for f in failed)
         lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
                           f"for {failed[-1].experiment_id}: {failed[-1].reason[:200]}"))
-    current = read_json(workspace.dir / "current.json")
+    current = read_in_flight(workspace.dir)
     if current:
-        elapsed = time.time() - parse_time(current["started"])
+        elapsed = time.time() - parse_time(current.started)
         budget = workspace.track["constants"]["time_budget"]
         left = f"{budget - elapsed:.0f} s of the {budget} s budget left" if elapsed < budget else \
             f"past the {budget} s budget (startup, compile and eval come on top)"
-        lines.append(shown(f"running: {current.get('id')} {bounded(current.get('description', ''))} "
+        lines.append(shown(f"running: {current.id} {bounded(current.description)} "
                            f"({elapsed:.0f} s, {left})"))
     if records:
         table = Table("id", "status", "val_bpb", "triage", "description", title="last experiments")
         for r in records[-10:]:
-            table.add_row(shown(r["id"], 20), r["status"], f"{r['val_bpb']:.6f}" if r.get("val_bpb") else "-",
-                          shown(str(r.get("triage", "")), 20), shown(bounded(r["description"], 200)))
+            table.add_row(shown(r.id, 20), r.status.value, f"{r.val_bpb:.6f}" if r.val_bpb else "-",
+                          shown(str(r.triage or ""), 20), shown(bounded(r.description, 200)))
         lines.append(table)
     return Group(*lines)
 

@@ -50,7 +50,7 @@ def test_ledger_rows_agree_and_a_torn_line_is_dropped(tmp_path):
     with open(tmp_path / "experiments.jsonl", "a") as f:
         f.write('{"id": "0002", "status": "kee')
     reopened = Ledger(tmp_path)
-    assert [r["id"] for r in reopened.records] == ["0000", "0001"]
+    assert [r.id for r in reopened.records] == ["0000", "0001"]
     assert (tmp_path / "experiments.jsonl").read_text().endswith("}\n")
     assert (tmp_path / "results.tsv").read_text().splitlines()[1:] == [
         "0000000\t2.000000\t2.0\tkeep\te 0", "0000000\t0.000000\t2.0\tcrash\te 1"]

@@ -10,8 +10,8 @@ from agent.llm.models import PricingError, find_model, model_info
 from agent.llm.pricing import PriceTable
 from agent.llm.retry import call_with_retries
 from agent.llm.select import conversation_factory, unknown_model_warning
-from agent.llm.tools import bounded
 from agent.llm.types import ContextTooLong, ProviderFatal, ProviderUnavailable, RequestRefused, Usage
+from agent.proposers.toolbox import bounded
 from tests.helpers.llm_server import LLMServer, error
 
 
