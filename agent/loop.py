@@ -36,7 +36,8 @@ from agent.record import (
 )
 from agent.recovery import record_interrupted, settle_interrupted
 from agent.runner import Runner
-from agent.training import LoopSettings, LoopStopped, Training
+from agent.settings import LoopSettings
+from agent.training import LoopStopped, Training
 from agent.transcript import Transcript
 from agent.triage import Triage
 from agent.untrusted import bounded

@@ -5,32 +5,15 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
 
 from agent.ledger import Ledger
 from agent.noise import commit_runs, fresh_seed, sigma_of
 from agent.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, now
 from agent.runner import Runner, RunResult
+from agent.settings import LoopSettings
 from agent.transcript import Transcript
 from agent.triage import Triage
 from agent.workspace import Workspace
-
-
-@dataclass
-class LoopSettings:
-    max_experiments: int | None = None   # experiments this call may run (the baseline counts)
-    max_hours: float | None = None       # no new experiment starts after this
-    min_delta: float = 0.0               # keep only if val_bpb < best - min_delta
-    grace_seconds: float = 120.0         # hard timeout = 2 x budget + grace
-    timeout_seconds: float | None = None  # overrides the hard timeout
-    max_fix_attempts: int = 2            # fixes a proposer may submit for a fixable crash
-    max_cost_usd: float | None = None    # stop once the run's LLM spend reaches this
-    outage_poll_seconds: float = 60.0    # while the LLM provider is down, try again this often
-    overlap: bool = True                 # propose the next experiment while this one trains
-    seed: int = 42                       # the baseline's; every later run gets a seed not used before
-    noise_seeds: int = 2                 # re-runs of the best that measure sigma (0: no noise floor)
-    noise_every_keeps: int = 5           # measure the noise floor again after this many keeps
-    keep_sigmas: float = 2.0             # a gain must exceed this many sigma (standard errors after re-runs)
 
 
 class LoopStopped(Exception):

@@ -326,3 +326,26 @@ def test_a_cost_cap_needs_a_price_for_the_model(workspace):
     refused = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     assert refused.returncode == 2 and "not in the model table" in refused.stdout
     assert "--max-cost-usd cannot be enforced: openai-compatible:my-llama has no price" in refused.stdout
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai", "compatible"])
+def test_every_call_is_validated_by_its_argument_model_through_each_sdk(workspace, server, tmp_path, provider):
+    """A missing field, a wrong type, an unknown field and an unknown tool each come back as a tool error that
+    says what to fix; the proposal goes on and ends with the valid submission, checked once."""
+    server.script(tool_calls([("submit_experiment", {"description": "no edits given"}),
+                              ("list_experiments", {"limit": "many"}),
+                              ("show_diff", {"experiment_id": "0000", "colour": True}),
+                              ("delete_experiment", {"experiment_id": "0000"})]),
+                  tool_call("submit_experiment", CHANGE))
+    proposal, seen = propose(workspace, llm_proposer(workspace, provider), tmp_path)
+    assert not isinstance(proposal, Exception), proposal
+    errors = [e["content"] for e in seen if e["type"] == "tool_result" and e["is_error"]]
+    assert len(errors) == 4 and server.pending == 0
+    assert "invalid arguments for submit_experiment: edits: Field required" in errors[0]
+    assert "nothing was committed" in errors[0]
+    assert "invalid arguments for list_experiments: limit: Input should be a valid integer" in errors[1]
+    assert "invalid arguments for show_diff: colour: Extra inputs are not permitted" in errors[2]
+    assert "there is no tool 'delete_experiment'" in errors[3] and "submit_experiment" in errors[3]
+    assert all("Call it again with corrected arguments" in e for e in errors[:3])
+    assert proposal.description == CHANGE["description"] and proposal.meta["reflections"] == 1
+    assert proposal.applied_to == workspace.file_at("train.py") and "WARMDOWN_RATIO = 0.4" in proposal.source
