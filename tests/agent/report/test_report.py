@@ -23,7 +23,7 @@ from agent.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.llm_server import LLMServer, tool_call
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
 HOSTILE_THOUGHT = "Try a shorter warm-down. <script>alert('x')</script> <img src=x onerror=alert(1)>"
 

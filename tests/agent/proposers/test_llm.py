@@ -25,7 +25,7 @@ from agent.transcript import Transcript
 from agent.workspace import Workspace
 from tests.helpers.llm_server import LLMServer, error, tool_call, tool_calls
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
 CHANGE = {"description": "WARMDOWN_RATIO 0.5 -> 0.4",
           "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.4 ")}]}

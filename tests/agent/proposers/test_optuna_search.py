@@ -9,7 +9,7 @@ from agent.record import ExperimentRecord
 from agent.transcript import Transcript
 from trainer.hyperparameters import set_hyperparameters, train_source_for_track
 
-SOURCE = (Path(__file__).resolve().parents[2] / "trainer" / "train.py").read_text()
+SOURCE = (Path(__file__).resolve().parents[3] / "trainer" / "train.py").read_text()
 
 
 def test_search_space_follows_the_block():
