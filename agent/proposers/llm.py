@@ -21,7 +21,7 @@ from pathlib import Path
 from agent.edits import Edit, EditRejected
 from agent.llm.pricing import PriceTable
 from agent.llm.retry import call_with_retries
-from agent.llm.tools import SUBMIT, TOOLS, BadToolCall, SubmitArgs, parse_arguments
+from agent.llm.tools import SUBMIT, TOOLS, BadToolCall, parse_arguments
 from agent.llm.types import AssistantTurn, ContextTooLong, Conversation, RequestRefused, ToolCall, ToolResult, Usage
 from agent.logview import prompt_tail
 from agent.policy import checked_source
@@ -218,7 +218,6 @@ class LLMProposer:
             arguments = parse_arguments(call)
         except BadToolCall as err:
             return ToolResult(call.id, f"{err}; nothing was committed", True), None
-        assert isinstance(arguments, SubmitArgs)
         description = arguments.description.strip()
         if not description:
             return ToolResult(call.id, "submit_experiment needs a one-line description of the change", True), None
