@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from agent.decisions import decide, implausible_fall, verified
 from agent.edits import EditRejected
-from agent.fixing import Trained, train_with_fixes
+from agent.fixing import Fixing, Trained
 from agent.ledger import Ledger
 from agent.llm.types import ProviderFatal, ProviderUnavailable
 from agent.noise import CLOSE, CRASH, DISCARD, KEEP, Judgement, fresh_seed, wants_noise_floor
@@ -78,6 +78,7 @@ class Loop:
         self.ledger = Ledger(workspace.dir)
         self.proposing = Proposing(workspace, self.ledger, proposer)
         self.training = Training(workspace, runner, settings)
+        self.fixing = Fixing(self.training, self.ledger, proposer)
 
     def run(self) -> str:
         for message in self.ledger.set_aside:
@@ -150,9 +151,8 @@ class Loop:
         self.propose(experiment, ahead)
         self.look_ahead(experiment, look_ahead)
         try:
-            experiment.trained = train_with_fixes(self.training, self.ledger, self.proposer, experiment.in_flight,
-                                                  experiment.obtained.source, experiment.transcript,
-                                                  can_fix=experiment.best is not None)
+            experiment.trained = self.fixing.train(experiment.in_flight, experiment.obtained.source,
+                                                   experiment.transcript, can_fix=experiment.best is not None)
         except KeyboardInterrupt:
             record_interrupted(self.workspace, self.ledger, experiment.in_flight, experiment.best,
                                experiment.transcript)
