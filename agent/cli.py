@@ -139,7 +139,6 @@ def settings_command(model: type[BaseModel], extras: dict[str, dict]):
 def run(settings: RunSettings) -> None:
     """Run the research loop on a tag (created if new, resumed if it exists). Ctrl-C stops cleanly."""
     from agent.loop import LoopStopped, run_loop
-    from agent.runner import LocalRunner
     from agent.workspace import Workspace, WorkspaceError
 
     _use_cache(settings.cache)
@@ -160,7 +159,7 @@ def run(settings: RunSettings) -> None:
                   + (f", model {settings.model}" if settings.model else "") + ")")
     # SIGTERM (`docker compose stop`, systemd, kill) stops the loop the way Ctrl-C does.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    trainer = _runner(settings.spool) if settings.spool is not None else LocalRunner()
+    trainer = _runner(settings.spool)
     try:
         why = run_loop(workspace, chosen, trainer, settings, say=say)
     except KeyboardInterrupt:

@@ -66,7 +66,7 @@ def test_run_time_attacks_end_as_crashes_and_the_loop_goes_on(workspace, tmp_pat
     assert "training tokens through make_dataloader" in hostile.reason and hostile.checkpoint is None
     assert hostile.runs[0].trained_tokens == (38 + 1) * 2048 > (30 + 1) * 2048
     assert baseline.runs[0].trained_tokens == (30 + 1) * 2048
-    assert hostile["model_config"] == {} and baseline["model_config"]["n_layer"] == 2
+    assert hostile.architecture == {} and baseline.architecture["n_layer"] == 2
     assert len(hostile.description) < 700 and "\x1b" not in hostile.description
     assert "\\x1b[2J\\x00" in hostile.description and "\\u202e" in hostile.description
     assert workspace.is_clean() and workspace.head() == baseline.commit

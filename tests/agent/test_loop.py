@@ -89,7 +89,7 @@ def test_baseline_then_three_optuna_experiments(workspace):
     for r in records[1:]:
         added = [line for line in r.diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
         assert r.proposal["parameter"] in added[0] and len(added) == 1
-        assert r["model_config"]["n_layer"] >= 1
+        assert r.architecture["n_layer"] >= 1
         if r.status == "keep":
             assert r.val_bpb < best_bpb
             best_bpb = r.val_bpb

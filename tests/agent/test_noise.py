@@ -90,8 +90,8 @@ def test_noise_floor_then_a_no_op_re_run_and_discarded_and_a_clear_win_kept(work
     assert no_op.val_bpb == pytest.approx(sum(r.val_bpb for r in no_op.runs) / 2)
     events = [json.loads(line) for line in (workspace.dir / no_op.transcript).read_text().splitlines()]
     assert [e["type"] for e in events].count("run_started") == 2 and "rerun" in [e["type"] for e in events]
-    assert events[-1]["type"] == "decision" and events[-1]["evidence"]["candidate_runs"] == no_op.evidence[
-        "candidate_runs"]
+    assert events[-1]["type"] == "decision"
+    assert events[-1]["evidence"]["candidate_runs"] == no_op.evidence.candidate_runs
     assert (workspace.dir / "logs" / "0001.rerun1.log").exists()
 
     assert win.status == "keep" and [r.seed for r in win.runs] == [51] and "clear win" in win.reason

@@ -135,7 +135,7 @@ def test_two_workers_never_run_the_same_job(workspace, workers, tmp_path):
     runs = ledger_of_runs.read_text().split()
     assert sorted(runs) == sorted(jobs)
     results = [spoolfs.read_json(workers.spool / "results" / f"{job}.json") for job in jobs]
-    assert {r["worker"] for r in results} <= {"w1", "w2"} and all(r.returncode == 0 for r in results)
+    assert {r["worker"] for r in results} <= {"w1", "w2"} and all(r["returncode"] == 0 for r in results)
 
 
 def test_a_timed_out_job_leaves_no_process(workspace, workers):

@@ -149,7 +149,7 @@ def test_rate_limit_and_overload_are_retried(workspace, server):
     loop(workspace, llm_proposer(workspace))
     assert len(Ledger(workspace.dir).records) == 2
     retries = [e for e in events(workspace, "0001") if e["type"] == "retry"]
-    assert [r.status for r in retries] == [429, 529]
+    assert [r["status"] for r in retries] == [429, 529]
     assert retries[0]["retry_after"] == 1.0 and retries[0]["wait_s"] == 1.0
 
 
@@ -170,7 +170,7 @@ def test_a_crash_is_fixed_and_trained_under_the_same_experiment(workspace, serve
     loop(workspace, llm_proposer(workspace))
     record = Ledger(workspace.dir).records[-1]
     assert record.id == "0001" and record.status in ("keep", "discard")
-    assert len(record.fix_attempts) == 1 and record.fix_attempts[0]["triage"] == "fixable"
+    assert len(record.fix_attempts) == 1 and record.fix_attempts[0].triage == "fixable"
     assert (workspace.dir / "logs" / "0001.log").exists() and (workspace.dir / "logs" / "0001.fix1.log").exists()
     assert "+WARMDOWN_RATIO = 0.4" in record.diff and "boom" not in record.diff
     last_request = json.dumps(server.requests[-1].body)
@@ -201,8 +201,8 @@ def test_a_changed_program_steers_the_next_experiment(workspace, server):
     assert steered.returncode == 0, steered.stdout + steered.stderr
     loop(workspace, llm_proposer(workspace))
     first, second = Ledger(workspace.dir).records[1:]
-    assert (first.program["name"], second.program["name"]) == ("program", "simplify")
-    assert first.program["sha256"] != second.program["sha256"]
+    assert (first.program.name, second.program.name) == ("program", "simplify")
+    assert first.program.sha256 != second.program.sha256
     systems = [r.body["system"][0]["text"] for r in server.requests]
     assert (ROOT / "prompts" / "simplify.md").read_text().strip()[:200] in systems[1]
 
