@@ -191,17 +191,9 @@ def confirm(tag: TagOption = "demo", workspaces: WorkspacesOption = None, cache:
             spool: Annotated[Path | None, typer.Option(help="Evaluate on the trainer workers of this spool.")] = None,
             ) -> None:
     """Score the baseline's and the best's saved weights on val and on the holdout split no decision read."""
-    from agent.runner import LocalRunner
-    if cache is not None:
-        import os
-        os.environ["AUTORESEARCH_CACHE"] = str(cache.expanduser().resolve())
+    _use_cache(cache)
     workspace = open_workspace(tag, workspaces)
-    if spool is not None:
-        from agent.spool_runner import SpoolRunner
-        trainer = SpoolRunner(spool)
-    else:
-        trainer = LocalRunner()
-    if not _confirm(workspace, trainer):
+    if not _confirm(workspace, _runner(spool)):
         raise typer.Exit(1)
 
 
