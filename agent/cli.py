@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import inspect
+import os
 import signal
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from agent.settings import RunSettings
 from agent.untrusted import bounded, shown
 from trainer.prepare import TRACKS, PrepareError
 
@@ -54,7 +57,6 @@ def tag_problem(tag: str) -> str | None:
 
 
 def shown_repr(text: str) -> str:
-    from agent.untrusted import bounded
     return repr(bounded(text, 80))
 
 
@@ -67,6 +69,15 @@ ProgramOption = Annotated[Path, typer.Option(help="The research program (a markd
 def fail(message: str) -> None:
     console.print(Text("error: ", style="red") + shown(message, 4000))
     raise typer.Exit(2)
+
+
+def open_workspace(tag: str, workspaces: Path | None):
+    """The workspace of a tag, or a clear error naming what is missing and how to create it."""
+    from agent.workspace import Workspace, WorkspaceError
+    try:
+        return Workspace.open(tag, workspaces)
+    except WorkspaceError as err:
+        fail(str(err))
 
 
 def say(message: str) -> None:
@@ -96,78 +107,60 @@ def init(tag: TagOption, track: TrackOption = "cpu", program: ProgramOption = DE
                   f"start it with `autoresearch run --tag {tag}`")
 
 
+def settings_command(model: type[BaseModel], extras: dict[str, dict]):
+    """A command taking one settings object, offered as an option per field (help: the field's description;
+    extras: more typer.Option arguments by option name)."""
+    def decorate(function):
+        parameters = []
+        own = [name for name in model.model_fields if name in model.__annotations__]  # its own fields first
+        for name in own + [name for name in model.model_fields if name not in own]:
+            field = model.model_fields[name]
+            if (field.json_schema_extra or {}).get("cli") is False:
+                continue
+            option = field.alias or name
+            arguments = dict(help=field.description) | extras.get(option, {})
+            annotation = Annotated[field.annotation, typer.Option(**arguments)]
+            parameters.append(inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=field.default,
+                                                annotation=annotation))
+
+        def command(**options):
+            return function(model.model_validate(options))
+        command.__name__, command.__doc__ = function.__name__, function.__doc__
+        command.__signature__ = inspect.Signature(parameters)
+        command.__annotations__ = {p.name: p.annotation for p in parameters}
+        return command
+    return decorate
+
+
 @app.command()
-def run(
-    tag: TagOption = "demo",
-    track: Annotated[str, typer.Option(help="Track for a new tag (an existing tag keeps its own).")] = "cpu",
-    max_experiments: Annotated[int | None, typer.Option(help="Experiments to run now (the baseline counts).")] = None,
-    max_hours: Annotated[float | None, typer.Option(help="Start no experiment after this many hours.")] = None,
-    proposer: Annotated[str, typer.Option(help="optuna (offline), llm, or hybrid (Optuna on a share).")] = "optuna",
-    model: Annotated[str | None, typer.Option(
-        help="PROVIDER:MODEL for llm/hybrid: anthropic:..., openai:..., openai-compatible:NAME.")] = None,
-    base_url: Annotated[str | None, typer.Option(help="Server URL (openai-compatible, or a proxy).")] = None,
-    program: Annotated[Path | None, typer.Option(help="The research program (default: the tag's).")] = None,
-    min_delta: Annotated[float, typer.Option(help="A keep must also gain more than this.")] = 0.0,
-    seed: Annotated[int, typer.Option(help="The baseline's seed; each later run gets one not used before.")] = 42,
-    noise_seeds: Annotated[int, typer.Option(
-        help="Re-runs of the best that measure sigma of val_bpb (0: no noise floor, plain comparison).")] = 2,
-    noise_every: Annotated[int, typer.Option(help="Measure the noise floor again after this many keeps.")] = 5,
-    keep_sigmas: Annotated[float, typer.Option(
-        help="Keep when the gain exceeds this many sigma; smaller gains are re-run and judged on the mean.")] = 2.0,
-    grace_seconds: Annotated[float, typer.Option(help="Hard timeout = 2 x budget + this.")] = 120.0,
-    max_cost_usd: Annotated[float | None, typer.Option(
-        help="Stop once the LLM spend of the tag reaches this.")] = None,
-    max_tool_calls: Annotated[int, typer.Option(help="Tool calls an LLM may make per proposal.")] = 20,
-    thinking_budget: Annotated[int, typer.Option(
-        help="Thinking tokens for Anthropic models that only take a budget (4.5 and older).")] = 4000,
-    effort: Annotated[str | None, typer.Option(
-        help="Reasoning effort: low, medium, high, xhigh, max (Anthropic adaptive thinking; OpenAI also none, "
-             "minimal). Default: the model's own.")] = None,
-    pricing: Annotated[Path | None, typer.Option(
-        help='JSON prices, USD per million tokens, e.g. {"my-model": {"input": 3, "output": 15, '
-             '"cache_read": 0.3}}; extends and overrides the model table.')] = None,
-    hybrid_share: Annotated[float, typer.Option(help="Share of hybrid experiments proposed by Optuna.")] = 0.3,
-    outage_minutes: Annotated[float, typer.Option(help="Retry a silent LLM provider this long, then pause.")] = 30.0,
-    overlap: Annotated[bool, typer.Option(help="Propose the next experiment while the current one trains.")] = True,
-    runner: Annotated[str, typer.Option(help="local (a subprocess here) or spool (trainer workers).")] = "local",
-    spool: Annotated[Path | None, typer.Option(help="The spool directory shared with trainer workers.")] = None,
-    workspaces: WorkspacesOption = None,
-    cache: CacheOption = None,
-) -> None:
+@settings_command(RunSettings, {"tag": dict(callback=checked_tag), "track": dict(help=f"Track for a new tag: "
+                                                                              f"{', '.join(TRACKS)} (an existing "
+                                                                              "tag keeps its own).")})
+def run(settings: RunSettings) -> None:
     """Run the research loop on a tag (created if new, resumed if it exists). Ctrl-C stops cleanly."""
-    from agent.loop import LoopSettings, LoopStopped, run_loop
-    from agent.runner import LocalRunner
+    from agent.loop import LoopStopped, run_loop
     from agent.workspace import Workspace, WorkspaceError
 
-    if cache is not None:
-        import os
-        os.environ["AUTORESEARCH_CACHE"] = str(cache.expanduser().resolve())
-    if proposer not in ("optuna", "llm", "hybrid"):
-        fail(f"unknown proposer {proposer!r}: use optuna, llm or hybrid")
-    if runner not in ("local", "spool") or (runner == "spool") != (spool is not None):
+    _use_cache(settings.cache)
+    if settings.proposer not in ("optuna", "llm", "hybrid"):
+        fail(f"unknown proposer {settings.proposer!r}: use optuna, llm or hybrid")
+    if settings.runner not in ("local", "spool") or (settings.runner == "spool") != (settings.spool is not None):
         fail("use --runner local, or --runner spool --spool DIR")
     try:
-        workspace = Workspace.open(tag, workspaces)
+        workspace = Workspace.open(settings.tag, settings.workspaces)
     except WorkspaceError:
-        workspace = _create(tag, track, program or DEFAULT_PROGRAM, workspaces, cache)
-        console.print(f"created {workspace.dir} (track {track})")
-    if program is not None:
-        _set_program(workspace, program)
-    chosen = _make_proposer(proposer, workspace, model, base_url, max_tool_calls, thinking_budget, pricing,
-                            hybrid_share, outage_minutes, effort=effort, max_cost_usd=max_cost_usd)
-    settings = LoopSettings(max_experiments=max_experiments, max_hours=max_hours, min_delta=min_delta,
-                            grace_seconds=grace_seconds, max_cost_usd=max_cost_usd, overlap=overlap, seed=seed,
-                            noise_seeds=noise_seeds, noise_every_keeps=noise_every, keep_sigmas=keep_sigmas)
+        workspace = _create(settings.tag, settings.track, settings.program or DEFAULT_PROGRAM, settings.workspaces,
+                            settings.cache)
+        console.print(f"created {workspace.dir} (track {settings.track})")
+    if settings.program is not None:
+        _set_program(workspace, settings.program)
+    chosen = _make_proposer(workspace, settings)
     console.print(f"research loop on {workspace.dir} (track {workspace.settings['track']}, proposer {chosen.name}"
-                  + (f", model {model}" if model else "") + ")")
+                  + (f", model {settings.model}" if settings.model else "") + ")")
     # SIGTERM (`docker compose stop`, systemd, kill) stops the loop the way Ctrl-C does.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    trainer = _runner(settings.spool)
     try:
-        if spool is not None:
-            from agent.spool_runner import SpoolRunner
-            trainer = SpoolRunner(spool)
-        else:
-            trainer = LocalRunner()
         why = run_loop(workspace, chosen, trainer, settings, say=say)
     except KeyboardInterrupt:
         why = "stopped by Ctrl-C; the running experiment was recorded as interrupted"
@@ -180,26 +173,27 @@ def run(
     _where(workspace)
 
 
+def _use_cache(cache: Path | None) -> None:
+    if cache is not None:
+        os.environ["AUTORESEARCH_CACHE"] = str(cache.expanduser().resolve())
+
+
+def _runner(spool: Path | None):
+    from agent.runner import LocalRunner
+    if spool is None:
+        return LocalRunner()
+    from agent.spool_runner import SpoolRunner
+    return SpoolRunner(spool)
+
+
 @app.command()
 def confirm(tag: TagOption = "demo", workspaces: WorkspacesOption = None, cache: CacheOption = None,
             spool: Annotated[Path | None, typer.Option(help="Evaluate on the trainer workers of this spool.")] = None,
             ) -> None:
     """Score the baseline's and the best's saved weights on val and on the holdout split no decision read."""
-    from agent.runner import LocalRunner
-    from agent.workspace import Workspace, WorkspaceError
-    if cache is not None:
-        import os
-        os.environ["AUTORESEARCH_CACHE"] = str(cache.expanduser().resolve())
-    try:
-        workspace = Workspace.open(tag, workspaces)
-    except WorkspaceError as err:
-        fail(str(err))
-    if spool is not None:
-        from agent.spool_runner import SpoolRunner
-        trainer = SpoolRunner(spool)
-    else:
-        trainer = LocalRunner()
-    if not _confirm(workspace, trainer):
+    _use_cache(cache)
+    workspace = open_workspace(tag, workspaces)
+    if not _confirm(workspace, _runner(spool)):
         raise typer.Exit(1)
 
 
@@ -217,46 +211,42 @@ def _confirm(workspace, trainer) -> bool:
     return True
 
 
-def _make_proposer(kind: str, workspace, model: str | None, base_url: str | None, max_tool_calls: int,
-                   thinking_budget: int, pricing: Path | None, hybrid_share: float, outage_minutes: float, *,
-                   effort: str | None = None, max_cost_usd: float | None = None):
+def _make_proposer(workspace, settings: RunSettings):
     from agent.proposers.optuna_search import OptunaProposer
     optuna = OptunaProposer(workspace.dir / "optuna.journal")
-    if kind == "optuna":
+    if settings.proposer == "optuna":
         return optuna
     from agent.llm.pricing import PriceTable
     from agent.llm.select import conversation_factory, parse_model, unknown_model_warning
     from agent.llm.types import ProviderFatal
     from agent.proposers.hybrid import HybridProposer
     from agent.proposers.llm import LLMProposer
+    model = settings.model
     if model is None:
-        fail(f"--proposer {kind} needs --model PROVIDER:MODEL (e.g. anthropic:claude-opus-4-8)")
+        fail(f"--proposer {settings.proposer} needs --model PROVIDER:MODEL (e.g. anthropic:claude-opus-4-8)")
     try:
-        factory = conversation_factory(model, base_url, thinking_budget, effort=effort, cache_key=workspace.tag)
-        prices = PriceTable(pricing)
+        factory = conversation_factory(model, settings.base_url, settings.thinking_budget, effort=settings.effort,
+                                       cache_key=workspace.tag)
+        prices = PriceTable(settings.pricing)
         name = parse_model(model)[1].name
     except (ProviderFatal, OSError, ValueError) as err:
         fail(str(err))
     warning = unknown_model_warning(model)
     if warning:
         console.print(f"[yellow]{warning}[/yellow]")
-    if max_cost_usd is not None and prices.price(name) is None:
+    if settings.max_cost_usd is not None and prices.price(name) is None:
         fail(f"--max-cost-usd cannot be enforced: {model} has no price. Give one with --pricing FILE, e.g. "
              f'{{"{name}": {{"input": 3.0, "output": 15.0, "cache_read": 0.3}}}} (USD per million tokens)')
-    llm = LLMProposer(factory, workspace.dir, prices, max_tool_calls=max_tool_calls,
-                      outage_window_s=outage_minutes * 60)
-    return llm if kind == "llm" else HybridProposer(llm, optuna, hybrid_share)
+    llm = LLMProposer(factory, workspace.dir, prices, max_tool_calls=settings.max_tool_calls,
+                      outage_window_s=settings.outage_minutes * 60)
+    return llm if settings.proposer == "llm" else HybridProposer(llm, optuna, settings.hybrid_share)
 
 
 @app.command()
 def steer(tag: TagOption, program: Annotated[Path, typer.Argument(help="The research program to switch to.")],
           workspaces: WorkspacesOption = None) -> None:
     """Swap the research program of a tag, running or not: the next experiment is proposed under it."""
-    from agent.workspace import Workspace, WorkspaceError
-    try:
-        workspace = Workspace.open(tag, workspaces)
-    except WorkspaceError as err:
-        fail(str(err))
+    workspace = open_workspace(tag, workspaces)
     _set_program(workspace, program)
     console.print(f"{tag} now follows {program.resolve()} from its next experiment on")
 
@@ -267,11 +257,7 @@ def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.
     """Print one experiment's transcript readably."""
     from agent.transcript import Transcript
     from agent.transcript_view import render
-    from agent.workspace import Workspace, WorkspaceError
-    try:
-        workspace = Workspace.open(tag, workspaces)
-    except WorkspaceError as err:
-        fail(str(err))
+    workspace = open_workspace(tag, workspaces)
     paths = sorted((workspace.dir / "transcripts").glob("*.jsonl"))
     if not paths:
         fail(f"{tag} has no transcripts yet")
@@ -287,77 +273,20 @@ def status(tag: TagOption = "demo", workspaces: WorkspacesOption = None,
            watch: Annotated[bool, typer.Option(help="Refresh until Ctrl-C.")] = False,
            interval: Annotated[float, typer.Option(help="Seconds between refreshes with --watch.")] = 5.0) -> None:
     """Best so far, counts, keep rate, cost, and the experiment running now."""
-    from agent.workspace import Workspace, WorkspaceError
-    try:
-        workspace = Workspace.open(tag, workspaces)
-    except WorkspaceError as err:
-        fail(str(err))
-    if not watch:
-        console.print(_status_view(workspace))
-        return
     from rich.live import Live
+
+    from agent.status_view import status_view
+    workspace = open_workspace(tag, workspaces)
+    if not watch:
+        console.print(status_view(workspace))
+        return
     try:
-        with Live(_status_view(workspace), console=console, refresh_per_second=4) as live:
+        with Live(status_view(workspace), console=console, refresh_per_second=4) as live:
             while True:
                 time.sleep(interval)
-                live.update(_status_view(workspace))
+                live.update(status_view(workspace))
     except KeyboardInterrupt:
         pass
-
-
-def _status_view(workspace):
-    from rich.console import Group
-    from rich.text import Text
-
-    from agent.ledger import read_ledger
-    from agent.proposal_failures import read_failures
-    from agent.report.summary import headline, parse_time
-    from trainer.atomic import read_json
-    records, bad = read_ledger(workspace.dir)
-    lines: list = [shown(line.describe(workspace.dir / "experiments.jsonl", moved=False), style="yellow")
-                   for line in bad]
-    if not records:
-        lines.append(Text(f"{workspace.tag}: no experiments yet"))
-    else:
-        h = headline(records)
-        lines.append(Text.from_markup(
-            f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}, {h.experiments} experiments, "
-            f"{h.keeps} kept, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, duty cycle {h.duty_cycle:.0%}"))
-        best = next(r for r in reversed(records) if r["status"] == "keep") if h.best is not None else None
-        if best:
-            lines.append(shown(f"best val_bpb {h.best:.6f} ({best['commit'][:7]}, {bounded(best['description'])}); "
-                               f"baseline {h.baseline:.6f}, {h.gain_percent:.2f}% better"))
-        floors = [r for r in records if r["status"] == "noise"]
-        if floors:
-            floor = floors[-1]
-            measured = f"sigma {floor['sigma']:.6f}" if floor.get("sigma") is not None else "sigma not measured"
-            lines.append(Text(f"noise: {measured} from {len(floor['values'])} runs of {floor['of']} (val_bpb "
-                              + ", ".join(f"{v:.6f}" for v in floor["values"])
-                              + f"); {h.confirmed} keep(s) confirmed by a re-run"))
-        if h.crash_rates:
-            lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
-        if h.tokens:
-            lines.append(Text(f"LLM: {h.tokens:,} tokens, ${h.cost_usd:.2f} so far"))
-    failed = read_failures(workspace.dir)
-    if failed:
-        spent = sum(float(f.usage.get("cost_usd", 0.0)) for f in failed)
-        lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
-                          f"for {failed[-1].experiment_id}: {failed[-1].reason[:200]}"))
-    current = read_json(workspace.dir / "current.json")
-    if current:
-        elapsed = time.time() - parse_time(current["started"])
-        budget = workspace.track["constants"]["time_budget"]
-        left = f"{budget - elapsed:.0f} s of the {budget} s budget left" if elapsed < budget else \
-            f"past the {budget} s budget (startup, compile and eval come on top)"
-        lines.append(shown(f"running: {current.get('id')} {bounded(current.get('description', ''))} "
-                           f"({elapsed:.0f} s, {left})"))
-    if records:
-        table = Table("id", "status", "val_bpb", "triage", "description", title="last experiments")
-        for r in records[-10:]:
-            table.add_row(shown(r["id"], 20), r["status"], f"{r['val_bpb']:.6f}" if r.get("val_bpb") else "-",
-                          shown(str(r.get("triage", "")), 20), shown(bounded(r["description"], 200)))
-        lines.append(table)
-    return Group(*lines)
 
 
 @app.command()
@@ -366,11 +295,8 @@ def report(tag: Annotated[list[str], typer.Option(help="Tag to report on; repeat
            workspaces: WorkspacesOption = None) -> None:
     """Write workspace/<tag>/report/index.html (self-contained) and progress.png; several tags are compared."""
     from agent.report.build import write_comparison, write_report
-    from agent.workspace import Workspace, WorkspaceError, default_root
-    try:
-        opened = [Workspace.open(t, workspaces) for t in tag]
-    except WorkspaceError as err:
-        fail(str(err))
+    from agent.workspace import default_root
+    opened = [open_workspace(t, workspaces) for t in tag]
     for workspace in opened:
         console.print(f"{workspace.tag}: {write_report(workspace)}")
     if len(opened) > 1:

@@ -1,10 +1,10 @@
 """Deciding one experiment: crash, or the noise-aware verdict on its runs (agent/noise.py),
-and for a would-be keep the trusted re-computation of its numbers (agent/verify.py); and which
-saved weights stay."""
+and for a would-be keep the trusted re-computation of its numbers (agent/verify.py)."""
 
 from __future__ import annotations
 
-from agent.noise import Judgement, commit_runs, current_sigma, judge
+from agent.noise import CRASH, KEEP, Judgement, commit_runs, current_sigma, judge
+from agent.record import ExperimentRecord, RunEntry
 from agent.runner import Runner, RunResult
 from agent.transcript import Transcript
 from agent.triage import Triage
@@ -12,16 +12,16 @@ from agent.verify import verify_runs
 from agent.workspace import Workspace
 
 
-def decide(result: RunResult, best: dict | None, records: list[dict], runs: list[dict],
-           sigmas: float, min_delta: float) -> Judgement:
+def decide(result: RunResult, best: ExperimentRecord | None, records: list[ExperimentRecord],
+           runs: list[RunEntry], sigmas: float, min_delta: float) -> Judgement:
     """crash, the baseline's keep, or the noise-aware verdict on the runs so far (see agent/noise.py)."""
     verdict = result.verdict
     if verdict.triage != Triage.OK:
-        return Judgement("crash", f"{verdict.triage.value}: {verdict.reason}")
-    measured = [r["val_bpb"] for r in runs if r["val_bpb"] is not None]
+        return Judgement(CRASH, f"{verdict.triage.value}: {verdict.reason}")
+    measured = [r.val_bpb for r in runs if r.val_bpb is not None]
     if best is None:
-        return Judgement("keep", f"baseline val_bpb {measured[0]:.6f}")
-    return judge(measured, commit_runs(records, best["commit"]), current_sigma(records), sigmas, min_delta)
+        return Judgement(KEEP, f"baseline val_bpb {measured[0]:.6f}")
+    return judge(measured, commit_runs(records, best.commit), current_sigma(records), sigmas, min_delta)
 
 
 # One experiment is one change. Gains in the reference's research logs are fractions of a percent, a few
@@ -31,53 +31,25 @@ def decide(result: RunResult, best: dict | None, records: list[dict], runs: list
 IMPLAUSIBLE_FALL = 0.10
 
 
-def implausible_fall(runs: list[dict], best: dict | None) -> str | None:
+def implausible_fall(runs: list[RunEntry], best: ExperimentRecord | None) -> str | None:
     """Why the first run's number is too good to keep on its own, or None."""
-    measured = [r["val_bpb"] for r in runs if r.get("val_bpb") is not None]
-    if best is None or not measured or not best.get("val_bpb"):
+    measured = [r.val_bpb for r in runs if r.val_bpb is not None]
+    if best is None or not measured or not best.val_bpb:
         return None
-    fall = (best["val_bpb"] - measured[0]) / best["val_bpb"]
+    fall = (best.val_bpb - measured[0]) / best.val_bpb
     if fall <= IMPLAUSIBLE_FALL:
         return None
-    return (f"val_bpb fell {100 * fall:.1f}% in one experiment ({best['val_bpb']:.6f} -> {measured[0]:.6f}), more "
+    return (f"val_bpb fell {100 * fall:.1f}% in one experiment ({best.val_bpb:.6f} -> {measured[0]:.6f}), more "
             f"than the {100 * IMPLAUSIBLE_FALL:.0f}% one change plausibly gains")
 
 
-def verified(workspace: Workspace, runner: Runner, commit: str, runs: list[dict], judgement: Judgement,
+def verified(workspace: Workspace, runner: Runner, commit: str, runs: list[RunEntry], judgement: Judgement,
              transcript: Transcript) -> Judgement:
     """The keep, once the trusted evaluator reproduced every run's number; else a tamper crash."""
     problem, evidence = verify_runs(workspace, runner, commit, runs)
     transcript.event("verification", passed=problem is None, problem=problem, **evidence)
     if problem is None:
-        return Judgement("keep", judgement.reason + "; verified from the sealed weights",
-                         dict(judgement.evidence, verification=evidence))
-    return Judgement("crash", f"tamper: {problem}", dict(judgement.evidence, verification=evidence),
+        return Judgement(KEEP, judgement.reason + "; verified from the sealed weights",
+                         judgement.evidence.model_copy(update=dict(verification=evidence)))
+    return Judgement(CRASH, f"tamper: {problem}", judgement.evidence.model_copy(update=dict(verification=evidence)),
                      triage=Triage.TAMPER.value)
-
-
-def run_entry(workspace: Workspace, result: RunResult, seed: int) -> dict:
-    ok = result.verdict.triage == Triage.OK
-    return dict(seed=seed, val_bpb=as_float(result.summary.get("val_bpb")) if ok else None,
-                checkpoint=str(result.checkpoint.relative_to(workspace.dir)) if result.checkpoint else None,
-                checkpoint_sha256=result.checkpoint_sha256,
-                training_seconds=as_float(result.summary.get("training_seconds")),
-                seal_seconds=result.seal_seconds, trained_tokens=result.trained_tokens,
-                device=result.summary.get("device"),
-                triage=result.verdict.triage.value, seconds=round(result.seconds, 3),
-                log=str(result.log_path.relative_to(workspace.dir)))
-
-
-def prune_checkpoints(workspace: Workspace, records: list[dict]) -> None:
-    """Keeps the weights of the baseline and of the best (what `confirm` evaluates); the rest go."""
-    kept = [r for r in records if r["status"] == "keep"]
-    wanted = {workspace.dir / r["checkpoint"] for r in kept[:1] + kept[-1:] if r.get("checkpoint")}
-    for path in (workspace.dir / "checkpoints").glob("*.pt"):
-        if path not in wanted:
-            path.unlink(missing_ok=True)
-
-
-def as_float(value) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None

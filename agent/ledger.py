@@ -15,16 +15,16 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
+from agent.record import ExperimentRecord, ExperimentStatus, InFlight
 from trainer.atomic import write_text_atomic
 
 TSV_HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
-NOISE = "noise"  # the status of a noise-floor record (re-runs of the best), which is not an experiment
 QUARANTINE = "experiments.quarantine.jsonl"  # lines of experiments.jsonl that were not records, with their numbers
-TSV_STATUS = {"keep": "keep", "discard": "discard", "crash": "crash", "interrupted": "crash"}
+TSV_STATUS = {ExperimentStatus.KEEP: "keep", ExperimentStatus.DISCARD: "discard", ExperimentStatus.CRASH: "crash",
+              ExperimentStatus.INTERRUPTED: "crash"}
 
 
 def append_line(path: Path, line: str) -> None:
@@ -34,16 +34,6 @@ def append_line(path: Path, line: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-class RecordHead(BaseModel):
-    """What every line of experiments.jsonl must hold to be read at all; the rest of it is kept as written."""
-    model_config = ConfigDict(extra="allow")
-    id: str
-    status: Literal["keep", "discard", "crash", "interrupted", "noise"]
-    val_bpb: float | None = None
-    commit: str = ""
-    description: str = ""
 
 
 @dataclass(frozen=True)
@@ -59,14 +49,14 @@ class BadLine:
                 + " and the other records are used")
 
 
-def parse_records(data: bytes) -> tuple[list[dict], list[BadLine]]:
+def parse_records(data: bytes) -> tuple[list[ExperimentRecord], list[BadLine]]:
     """The records of the complete lines of experiments.jsonl, and the lines that are not records."""
     records, bad = [], []
     for number, line in enumerate(data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
             continue
         try:
-            records.append(RecordHead.model_validate_json(line).model_dump())
+            records.append(ExperimentRecord.model_validate_json(line))
         except ValidationError as err:
             first = err.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
@@ -74,12 +64,12 @@ def parse_records(data: bytes) -> tuple[list[dict], list[BadLine]]:
     return records, bad
 
 
-def read_records(directory: Path) -> list[dict]:
+def read_records(directory: Path) -> list[ExperimentRecord]:
     """The experiments of a workspace, read-only: a torn last line and lines that are not records are skipped."""
     return read_ledger(directory)[0]
 
 
-def read_ledger(directory: Path) -> tuple[list[dict], list[BadLine]]:
+def read_ledger(directory: Path) -> tuple[list[ExperimentRecord], list[BadLine]]:
     path = directory / "experiments.jsonl"
     return parse_records(path.read_bytes()) if path.exists() else ([], [])
 
@@ -90,10 +80,10 @@ class Ledger:
         self.tsv = directory / "results.tsv"
         self.current = directory / "current.json"
         self.set_aside: list[str] = []  # what _load moved to the quarantine file, for the user
-        self.records: list[dict] = self._load()
+        self.records: list[ExperimentRecord] = self._load()
         self._sync_tsv()
 
-    def _load(self) -> list[dict]:
+    def _load(self) -> list[ExperimentRecord]:
         if not self.jsonl.exists():
             return []
         data = self.jsonl.read_bytes()
@@ -117,43 +107,60 @@ class Ledger:
         if not self.tsv.exists() or self.tsv.read_text() != expected:
             write_text_atomic(self.tsv, expected)
 
-    def append(self, record: dict) -> None:
-        append_line(self.jsonl, json.dumps(record, sort_keys=True) + "\n")
+    def append(self, record: ExperimentRecord) -> None:
+        append_line(self.jsonl, record.to_json() + "\n")
         append_line(self.tsv, tsv_row(record))
         self.records.append(record)
 
     # -- reading ------------------------------------------------------------
 
     def next_id(self) -> str:
-        return f"{sum(1 for r in self.records if r['status'] != NOISE):04d}"
+        return f"{sum(1 for r in self.records if r.is_experiment):04d}"
 
-    def best(self) -> dict | None:
-        kept = [r for r in self.records if r["status"] == "keep"]
+    def best(self) -> ExperimentRecord | None:
+        kept = self.kept()
         return kept[-1] if kept else None
 
+    def kept(self) -> list[ExperimentRecord]:
+        return [r for r in self.records if r.status == ExperimentStatus.KEEP]
+
     def has(self, experiment_id: str) -> bool:
-        return any(r["id"] == experiment_id for r in self.records)
+        return any(r.id == experiment_id for r in self.records)
+
+    def prune_checkpoints(self) -> None:
+        """Keeps the weights of the baseline and of the best (what `confirm` evaluates); the rest go."""
+        kept = self.kept()
+        workspace_dir = self.jsonl.parent
+        wanted = {workspace_dir / r.checkpoint for r in kept[:1] + kept[-1:] if r.checkpoint}
+        for path in (workspace_dir / "checkpoints").glob("*.pt"):
+            if path not in wanted:
+                path.unlink(missing_ok=True)
 
     # -- the experiment in flight -------------------------------------------
 
-    def begin(self, in_flight: dict) -> None:
-        write_text_atomic(self.current, json.dumps(in_flight, sort_keys=True))
+    def begin(self, in_flight: InFlight) -> None:
+        write_text_atomic(self.current, in_flight.model_dump_json())
 
-    def in_flight(self) -> dict | None:
-        try:
-            return json.loads(self.current.read_text())
-        except (OSError, ValueError):
-            return None
+    def in_flight(self) -> InFlight | None:
+        return read_in_flight(self.jsonl.parent)
 
     def finish(self) -> None:
         self.current.unlink(missing_ok=True)
 
 
-def tsv_row(record: dict) -> str:
-    if record["status"] == NOISE:
+def read_in_flight(directory: Path) -> InFlight | None:
+    """current.json of a workspace, or None when nothing is in flight (or the marker is unreadable)."""
+    try:
+        return InFlight.model_validate_json((directory / "current.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def tsv_row(record: ExperimentRecord) -> str:
+    if not record.is_experiment:
         return ""
-    val = record.get("val_bpb")
-    memory_gb = (record.get("peak_vram_mb") or 0.0) / 1024
-    description = " ".join(str(record.get("description", "")).split())
-    return (f"{record.get('commit', '')[:7]}\t{val if val is not None else 0.0:.6f}\t{memory_gb:.1f}\t"
-            f"{TSV_STATUS[record['status']]}\t{description}\n")
+    val = record.val_bpb
+    memory_gb = (record.peak_vram_mb or 0.0) / 1024
+    description = " ".join(record.description.split())
+    return (f"{record.commit[:7]}\t{val if val is not None else 0.0:.6f}\t{memory_gb:.1f}\t"
+            f"{TSV_STATUS[record.status]}\t{description}\n")

@@ -16,14 +16,17 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from agent.ledger import NOISE
+from agent.record import Evidence, ExperimentRecord, ExperimentStatus, RunEntry
+
+KEEP, DISCARD, CRASH = ExperimentStatus.KEEP, ExperimentStatus.DISCARD, ExperimentStatus.CRASH
+CLOSE = "close"  # not a final status: run the candidate again, then judge the mean
 
 
 @dataclass
 class Judgement:
-    status: str     # keep | discard | close (run the candidate again) | crash
+    status: ExperimentStatus | str     # keep | discard | crash | CLOSE
     reason: str
-    evidence: dict = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=Evidence)
     triage: str | None = None  # overrides the run's triage class (tamper found by verification)
 
 
@@ -31,68 +34,64 @@ def judge(candidate: list[float], best: list[float], sigma: float | None, sigmas
           min_delta: float = 0.0) -> Judgement:
     """The verdict on a candidate's val_bpb runs against the best commit's runs (lower is better)."""
     gain = statistics.fmean(best) - statistics.fmean(candidate)
-    evidence = dict(candidate_runs=candidate, best_runs=best, gain=round(gain, 6),
-                    sigma=round(sigma, 6) if sigma else sigma)
+    evidence = Evidence(candidate_runs=candidate, best_runs=best, gain=round(gain, 6),
+                        sigma=round(sigma, 6) if sigma else sigma)
     said = (f"mean of {len(candidate)} run(s) {statistics.fmean(candidate):.6f} vs the best's mean "
             f"{statistics.fmean(best):.6f}")
     if not sigma:
-        evidence["rule"] = f"gain > {min_delta} (no noise floor measured)"
+        evidence.rule = f"gain > {min_delta} (no noise floor measured)"
         if gain > min_delta:
-            return Judgement("keep", f"{said}: gain {gain:.6f} > {min_delta}", evidence)
-        return Judgement("discard", f"{said}: gain {gain:.6f} is not above {min_delta}", evidence)
+            return Judgement(KEEP, f"{said}: gain {gain:.6f} > {min_delta}", evidence)
+        return Judgement(DISCARD, f"{said}: gain {gain:.6f} is not above {min_delta}", evidence)
     if len(candidate) == 1:
         threshold = max(sigmas * sigma, min_delta)
-        evidence.update(rule=f"one run: gain > {sigmas:g} sigma keeps, 0 < gain <= {sigmas:g} sigma re-runs",
-                        threshold=round(threshold, 6))
+        evidence.rule = f"one run: gain > {sigmas:g} sigma keeps, 0 < gain <= {sigmas:g} sigma re-runs"
+        evidence.threshold = round(threshold, 6)
         if gain > threshold:
-            return Judgement("keep", f"{said}: gain {gain:.6f} > {sigmas:g} sigma ({threshold:.6f}), a clear win",
+            return Judgement(KEEP, f"{said}: gain {gain:.6f} > {sigmas:g} sigma ({threshold:.6f}), a clear win",
                              evidence)
         if gain > 0:
-            return Judgement("close", f"{said}: gain {gain:.6f} is inside {sigmas:g} sigma ({threshold:.6f}), "
+            return Judgement(CLOSE, f"{said}: gain {gain:.6f} is inside {sigmas:g} sigma ({threshold:.6f}), "
                                       "a close call: running it again with a fresh seed", evidence)
-        return Judgement("discard", f"{said}: no gain", evidence)
+        return Judgement(DISCARD, f"{said}: no gain", evidence)
     standard_error = sigma * math.sqrt(1 / len(candidate) + 1 / len(best))
     threshold = max(sigmas * standard_error, min_delta)
-    evidence.update(rule=f"mean of runs: gain > {sigmas:g} x sigma x sqrt(1/{len(candidate)} + 1/{len(best)})",
-                    threshold=round(threshold, 6))
+    evidence.rule = f"mean of runs: gain > {sigmas:g} x sigma x sqrt(1/{len(candidate)} + 1/{len(best)})"
+    evidence.threshold = round(threshold, 6)
     if gain > threshold:
-        return Judgement("keep", f"{said}: gain {gain:.6f} > {threshold:.6f}, confirmed by the re-run", evidence)
-    return Judgement("discard", f"{said}: gain {gain:.6f} is not above {threshold:.6f}, the re-run did not "
+        return Judgement(KEEP, f"{said}: gain {gain:.6f} > {threshold:.6f}, confirmed by the re-run", evidence)
+    return Judgement(DISCARD, f"{said}: gain {gain:.6f} is not above {threshold:.6f}, the re-run did not "
                                 "confirm it", evidence)
 
 
-def commit_runs(records: list[dict], commit: str) -> list[float]:
+def commit_runs(records: list[ExperimentRecord], commit: str) -> list[float]:
     """val_bpb of every successful run of a kept commit: its experiment's runs and its noise runs."""
-    values = []
-    for record in records:
-        if record.get("commit") == commit and record["status"] in ("keep", NOISE):
-            runs = record.get("runs") or [dict(val_bpb=record.get("val_bpb"))]
-            values += [run["val_bpb"] for run in runs if run.get("val_bpb") is not None]
-    return values
+    return [value for r in records if r.commit == commit and r.status in (KEEP, ExperimentStatus.NOISE)
+            for value in r.measured]
 
 
-def current_sigma(records: list[dict]) -> float | None:
+def current_sigma(records: list[ExperimentRecord]) -> float | None:
     """sigma from the latest noise floor, None before one was measured."""
-    floors = [r for r in records if r["status"] == NOISE and r.get("sigma") is not None]
-    return floors[-1]["sigma"] if floors else None
+    floors = [r for r in records if not r.is_experiment and r.sigma is not None]
+    return floors[-1].sigma if floors else None
 
 
 def sigma_of(values: list[float]) -> float | None:
     return statistics.stdev(values) if len(values) >= 2 else None
 
 
-def wants_noise_floor(records: list[dict], noise_seeds: int, every_keeps: int) -> bool:
+def wants_noise_floor(records: list[ExperimentRecord], noise_seeds: int, every_keeps: int) -> bool:
     """After the baseline, and once every_keeps keeps have happened since the last floor."""
-    if noise_seeds <= 0 or not any(r["status"] == "keep" for r in records):
+    if noise_seeds <= 0 or not any(r.status == KEEP for r in records):
         return False
-    last_floor = max((i for i, r in enumerate(records) if r["status"] == NOISE), default=None)
+    last_floor = max((i for i, r in enumerate(records) if not r.is_experiment), default=None)
     if last_floor is None:
         return True
-    keeps_since = sum(1 for r in records[last_floor + 1:] if r["status"] == "keep")
+    keeps_since = sum(1 for r in records[last_floor + 1:] if r.status == KEEP)
     return every_keeps > 0 and keeps_since >= every_keeps
 
 
-def fresh_seed(records: list[dict], base: int) -> int:
+def fresh_seed(records: list[ExperimentRecord], base: int, also_used: list[RunEntry] = ()) -> int:
     """A seed no run of this workspace used yet: one more than the largest used (the base seed first)."""
-    used = [run["seed"] for r in records for run in r.get("runs", []) if run.get("seed") is not None]
-    return max([base, *used]) + 1
+    runs = [run for r in records for run in r.runs] + list(also_used)
+    return max([base, *(run.seed for run in runs if run.seed is not None)]) + 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from agent.edits import EditRejected
+from agent.edits import Edit, EditRejected, apply_edits
 
 FORBIDDEN_MODULES = {
     "socket", "ssl", "http", "urllib", "urllib3", "requests", "httpx", "aiohttp", "ftplib", "smtplib",
@@ -53,6 +53,13 @@ PATH_WRITERS = {"write_text", "write_bytes", "mkdir", "touch", "unlink", "rmdir"
 # Of those, the ones no other common type has: on anything but Path("literal") they are refused, since the
 # path a variable holds cannot be checked here.
 PATH_ONLY_WRITERS = PATH_WRITERS - {"rename", "replace"}
+
+
+def checked_source(parent: str, edits: list[Edit]) -> str:
+    """train.py after the edits, once they applied to parent and the result passed the policy."""
+    source = apply_edits(parent, edits)
+    check_policy(source, parent=parent)
+    return source
 
 
 def check_policy(source: str, parent: str | None = None) -> None:

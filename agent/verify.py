@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 from agent.evaluator import EvaluationFailed
+from agent.record import RunEntry
 from agent.runner import Runner
 from agent.workspace import Workspace
 from trainer.hashing import file_sha256
@@ -27,28 +28,28 @@ LOOKAHEAD_LIMIT = 1e-3  # logits are softcapped at 15; a causal model moves them
 CONSISTENCY_LIMIT = 1e-3
 
 
-def verify_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[dict]) -> tuple[str | None, dict]:
+def verify_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[RunEntry]) -> tuple[str | None, dict]:
     """(None, evidence) when every run's number is reproduced; else (why it is tamper, evidence)."""
     started, checks = time.monotonic(), []
     evidence = dict(checks=checks)
     for run in runs:
-        if run.get("val_bpb") is None:
+        if run.val_bpb is None:
             continue
-        if not run.get("checkpoint"):
-            return (f"the run with seed {run['seed']} printed val_bpb {run['val_bpb']} but sealed no weights through "
+        if not run.checkpoint:
+            return (f"the run with seed {run.seed} printed val_bpb {run.val_bpb} but sealed no weights through "
                     "prepare.evaluate_bpb, so the number cannot have come from the metric"), evidence
-        checkpoint = workspace.dir / run["checkpoint"]
-        if not checkpoint.is_file() or file_sha256(checkpoint) != run.get("checkpoint_sha256"):
-            return f"the weights the run with seed {run['seed']} sealed were changed or removed since", evidence
-        name = "verify-" + run["log"].split("/")[-1].removesuffix(".log")
+        checkpoint = workspace.dir / run.checkpoint
+        if not checkpoint.is_file() or file_sha256(checkpoint) != run.checkpoint_sha256:
+            return f"the weights the run with seed {run.seed} sealed were changed or removed since", evidence
+        name = "verify-" + run.log.split("/")[-1].removesuffix(".log")
         try:
             scores = runner.evaluate(workspace, commit, checkpoint, name, ("val",), probe=True)
         except EvaluationFailed as err:
-            return f"the run with seed {run['seed']} cannot be verified: {err}", evidence
-        both_cpu = scores["device"] == "cpu" and run.get("device") == "cpu"  # else bf16 somewhere
+            return f"the run with seed {run.seed} cannot be verified: {err}", evidence
+        both_cpu = scores["device"] == "cpu" and run.device == "cpu"  # else bf16 somewhere
         tolerance = AGREEMENT["cpu"] if both_cpu else AGREEMENT["cuda"]
-        gap = abs(scores["val"] - run["val_bpb"])
-        checks.append(dict(seed=run["seed"], printed=run["val_bpb"], trusted=round(scores["val"], 6),
+        gap = abs(scores["val"] - run.val_bpb)
+        checks.append(dict(seed=run.seed, printed=run.val_bpb, trusted=round(scores["val"], 6),
                            gap=gap, tolerance=tolerance, lookahead=scores["lookahead"], probes=scores.get("probes"),
                            audit=scores["audit"],
                            audited_tokens=scores["audited_tokens"], repeat=scores["repeat"], device=scores["device"]))
@@ -63,7 +64,7 @@ def verify_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[di
                     f"its logits before the first replaced token moved by up to {scores['lookahead']:.3g} (limit "
                     f"{LOOKAHEAD_LIMIT}, {scores.get('probes')} probes)"), evidence
         if gap > tolerance:
-            return (f"the run with seed {run['seed']} printed val_bpb {run['val_bpb']:.6f} but its saved weights "
+            return (f"the run with seed {run.seed} printed val_bpb {run.val_bpb:.6f} but its saved weights "
                     f"score {scores['val']:.6f} (allowed difference {tolerance:g})"), evidence
     evidence["verify_s"] = round(time.monotonic() - started, 3)
     return None, evidence

@@ -3,7 +3,6 @@
 | class         | action                                                              |
 |---------------|---------------------------------------------------------------------|
 | ok            | the summary parsed: keep or discard on val_bpb                      |
-| edit_rejected | never ran (decided before the runner; listed here for completeness) |
 | fixable       | crash in the code under test: its log tail goes back to the proposer |
 | oom           | crash; the next proposal is told memory ran out                     |
 | diverged      | crash (train.py printed FAIL:)                                      |
@@ -34,7 +33,6 @@ from trainer.seal import OVER_BUDGET
 
 class Triage(str, Enum):
     OK = "ok"
-    EDIT_REJECTED = "edit_rejected"
     FIXABLE = "fixable"
     OOM = "oom"
     DIVERGED = "diverged"

@@ -1,20 +1,15 @@
-"""The tools the model may call, defined once (rendered per API by each provider), and the
-read-only ones' implementations. submit_experiment is handled by the proposer."""
+"""The tools the model may call, defined once (rendered per API by each provider) as models of their
+arguments, which also validate every call. Their answers are the proposer's (agent/proposers/toolbox.py)."""
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agent.llm.types import UNPARSED, ToolCall, ToolResult, ToolSpec
-from agent.logview import last_lines
-from agent.noise import current_sigma
+from agent.llm.types import UNPARSED, ToolCall, ToolSpec
 
 READABLE_FILES = ("train.py", "prepare.py", "program.md", "track.json")
-MAX_RESULT_CHARS = 60_000
 SUBMIT = "submit_experiment"
 
 
@@ -97,78 +92,3 @@ def parse_arguments(call: ToolCall) -> BaseModel:
                              for e in err.errors())
         raise BadToolCall(f"invalid arguments for {call.name}: {problems}. Call it again with corrected "
                           "arguments") from err
-
-
-def bounded(text: str, limit: int = MAX_RESULT_CHARS) -> str:
-    """Head and tail of a long tool output, with a note of what was cut in between."""
-    if len(text) <= limit:
-        return text
-    head, tail = text[: limit // 2], text[-limit // 2:]
-    cut = len(text) - len(head) - len(tail)
-    return f"{head}\n[... {cut} characters cut here (of {len(text)}); ask for less to see them ...]\n{tail}"
-
-
-
-def history_table(records: list[dict], limit: int = 30) -> str:
-    """The ledger as the proposer reads it: val_bpb is the mean of an experiment's runs, with its
-    standard error (sigma / sqrt(runs)) once a noise floor is known; noise rows are re-runs of a best."""
-    best = next((r["id"] for r in reversed(records) if r["status"] == "keep"), None)
-    sigma = current_sigma(records)
-    rows = []
-    if sigma:
-        rows.append(f"sigma of val_bpb between seeds: {sigma:.6f}; a gain under 2 sigma is noise unless re-runs "
-                    "confirm it")
-    rows.append("id          status       val_bpb    +-       runs  triage         description")
-    for r in records[-limit:]:
-        val = f"{r['val_bpb']:.6f}" if r.get("val_bpb") is not None else "   -    "
-        runs = len(r.get("runs") or []) or 1
-        error = f"{sigma / math.sqrt(runs):.6f}" if sigma and r.get("val_bpb") is not None else "   -    "
-        mark = "*" if r["id"] == best else " "
-        description = r["description"] + (" (confirmed by a re-run)" if r["status"] == "keep" and runs > 1 else "")
-        rows.append(f"{r['id']:<10}{mark} {r['status']:<11}  {val}  {error}  {runs:>4}  {r.get('triage', ''):<13}  "
-                    f"{description}")
-    return "\n".join(rows)
-
-
-class ToolBox:
-    """Answers the read-only tools against one workspace's state."""
-
-    def __init__(self, workspace_dir: Path, files: dict[str, str], records: list[dict]):
-        self.dir, self.files, self.records = workspace_dir, files, records
-
-    def run(self, call: ToolCall) -> ToolResult:
-        """A read-only tool's answer; a bad call or a failure inside the tool comes back as a tool error."""
-        try:
-            arguments = parse_arguments(call)
-            content = getattr(self, f"_{call.name}")(**arguments.model_dump())
-        except BadToolCall as err:
-            return ToolResult(call.id, str(err), is_error=True)
-        except LookupError as err:
-            return ToolResult(call.id, str(err.args[0]), is_error=True)
-        except Exception as err:  # noqa: BLE001 - the model gets the failure, the night goes on
-            return ToolResult(call.id, f"{call.name} failed: {type(err).__name__}: {err}", is_error=True)
-        return ToolResult(call.id, bounded(content))
-
-    def _read_file(self, path: str) -> str:
-        if path not in self.files:
-            raise LookupError(f"{path!r} cannot be read: choose one of {', '.join(READABLE_FILES)}")
-        return self.files[path]
-
-    def _list_experiments(self, limit: int = 30) -> str:
-        return history_table(self.records, max(1, min(int(limit), 500)))
-
-    def _record(self, experiment_id: str) -> dict:
-        for r in self.records:
-            if r["id"] == str(experiment_id).strip():
-                return r
-        raise LookupError(f"no experiment {experiment_id!r}: ids are {', '.join(r['id'] for r in self.records)}")
-
-    def _read_run_log(self, experiment_id: str, tail_lines: int = 60) -> str:
-        record = self._record(experiment_id)
-        path = self.dir / record.get("log", f"logs/{record['id']}.log")
-        if not path.exists():
-            raise LookupError(f"experiment {experiment_id} has no log (it was not run)")
-        return last_lines(path, max(1, min(int(tail_lines), 400)))
-
-    def _show_diff(self, experiment_id: str) -> str:
-        return self._record(experiment_id).get("diff") or "(no change: the baseline)"

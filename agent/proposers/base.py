@@ -6,7 +6,17 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.edits import Edit
+from agent.policy import checked_source
+from agent.record import ExperimentRecord
 from agent.transcript import Transcript
+
+
+@dataclass(frozen=True)
+class Running:
+    """The experiment training while the next one is proposed (its result unknown)."""
+    id: str
+    description: str
+    proposer: str | None
 
 
 @dataclass
@@ -15,10 +25,10 @@ class ProposalContext:
     program_name: str
     program_text: str
     train_source: str           # train.py at the best commit
-    best: dict                  # the ledger record of the best experiment
-    history: list[dict]         # every ledger record so far, oldest first
+    best: ExperimentRecord      # the ledger record of the best experiment
+    history: list[ExperimentRecord]  # every ledger record so far, oldest first
     experiment_id: str
-    running: dict | None = None  # the experiment training while this one is proposed (its result unknown)
+    running: Running | None = None
 
 
 @dataclass
@@ -27,6 +37,25 @@ class Proposal:
     edits: list[Edit]
     meta: dict = field(default_factory=dict)
     usage: dict = field(default_factory=dict)  # LLM tokens and cost spent on it (see agent.llm.types.Usage)
+    # train.py after the edits and the source they were applied to, once checked (agent.policy.checked_source)
+    source: str | None = None
+    applied_to: str | None = None
+
+    def checked_against(self, parent: str) -> str:
+        """train.py after the edits on parent, applied and policy-checked once per parent."""
+        if self.source is None or self.applied_to != parent:
+            self.source, self.applied_to = checked_source(parent, self.edits), parent
+        return self.source
+
+
+@dataclass(frozen=True)
+class Crashed:
+    """A fixable crash of the change a proposer just proposed."""
+    id: str
+    triage: str
+    reason: str
+    log_tail: str
+    proposer: str | None
 
 
 class ProposerError(Exception):
@@ -39,15 +68,14 @@ class ProposerError(Exception):
 
 
 class Proposer(Protocol):
+    """A proposer may also define fix(crashed: Crashed, crashed_source, transcript) -> Proposal: a fix for a
+    fixable crash of the change it just proposed, whose edits apply to crashed_source."""
+
     name: str
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
         """One experiment against context.best; reasoning and tool use go to the transcript."""
 
-    def observe(self, record: dict) -> None:
-        """The ledger record of an experiment this proposer proposed, once it is decided."""
-
-
-class FixingProposer(Proposer, Protocol):
-    def fix(self, crashed: dict, crashed_source: str, transcript: Transcript) -> Proposal:
-        """A fix for a fixable crash of the change it just proposed (edits apply to crashed_source)."""
+    def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
+        """What became of a proposal of this proposer: its ledger record once decided, or None when it
+        never ran (its edits no longer applied to the best, or failed the policy)."""

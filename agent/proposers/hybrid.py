@@ -3,7 +3,8 @@ proposes code changes on the rest. The share is kept over the run's whole histor
 
 from __future__ import annotations
 
-from agent.proposers.base import Proposal, ProposalContext, ProposerError
+from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerError
+from agent.record import ExperimentRecord
 from agent.transcript import Transcript
 
 
@@ -17,10 +18,10 @@ class HybridProposer:
         self.llm, self.optuna, self.share = llm, optuna, optuna_share
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
-        proposed = [r for r in context.history if r.get("proposer") in self.by_name]
-        if context.running and context.running.get("proposer") in self.by_name:
-            proposed.append(context.running)  # proposed, still training
-        by_optuna = sum(r["proposer"] == self.optuna.name for r in proposed)
+        proposed = [r.proposer for r in context.history if r.proposer in self.by_name]
+        if context.running and context.running.proposer in self.by_name:
+            proposed.append(context.running.proposer)  # proposed, still training
+        by_optuna = proposed.count(self.optuna.name)
         chosen = self.optuna if by_optuna < self.share * (len(proposed) + 1) else self.llm
         transcript.event("reasoning", text=f"hybrid: {by_optuna} of {len(proposed)} proposals so far came from "
                                            f"Optuna (share {self.share:.0%}); this one goes to {chosen.name}")
@@ -28,13 +29,13 @@ class HybridProposer:
         proposal.meta["proposer"] = chosen.name
         return proposal
 
-    def fix(self, crashed: dict, crashed_source: str, transcript: Transcript) -> Proposal:
-        owner = self.by_name.get(crashed.get("proposer", ""))
+    def fix(self, crashed: Crashed, crashed_source: str, transcript: Transcript) -> Proposal:
+        owner = self.by_name.get(crashed.proposer or "")
         if not hasattr(owner, "fix"):
-            raise ProposerError(f"{crashed.get('proposer')} does not fix crashes")
+            raise ProposerError(f"{crashed.proposer} does not fix crashes")
         return owner.fix(crashed, crashed_source, transcript)
 
-    def observe(self, record: dict) -> None:
-        owner = self.by_name.get(record.get("proposal", {}).get("proposer", ""))
+    def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
+        owner = self.by_name.get(proposal_meta.get("proposer", ""))
         if owner is not None:
-            owner.observe(record)
+            owner.observe(experiment_id, proposal_meta, record)

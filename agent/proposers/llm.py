@@ -18,14 +18,16 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.edits import Edit, EditRejected, apply_edits
+from agent.edits import Edit, EditRejected
 from agent.llm.pricing import PriceTable
 from agent.llm.retry import call_with_retries
-from agent.llm.tools import SUBMIT, TOOLS, BadToolCall, ToolBox, history_table, parse_arguments
+from agent.llm.tools import SUBMIT, TOOLS, BadToolCall, parse_arguments
 from agent.llm.types import AssistantTurn, ContextTooLong, Conversation, RequestRefused, ToolCall, ToolResult, Usage
 from agent.logview import prompt_tail
-from agent.policy import check_policy
-from agent.proposers.base import Proposal, ProposalContext, ProposerError
+from agent.policy import checked_source
+from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerError
+from agent.proposers.toolbox import ToolBox, history_table
+from agent.record import ExperimentRecord, ExperimentStatus
 from agent.transcript import Transcript
 
 MAX_REFLECTIONS = 3
@@ -56,27 +58,27 @@ def state_message(context: ProposalContext) -> str:
     constants = track.get("constants", {})
     lines = [f"Track {track.get('track')} (fingerprint {str(track.get('fingerprint', ''))[:12]}): "
              + ", ".join(f"{k}={v}" for k, v in constants.items()),
-             f"Best so far: val_bpb {best['val_bpb']:.6f} at commit {best['commit'][:7]} "
-             f"(experiment {best['id']}: {best['description']}).",
+             f"Best so far: val_bpb {best.val_bpb:.6f} at commit {best.commit[:7]} "
+             f"(experiment {best.id}: {best.description}).",
              "", "History (newest last, * marks the best):", history_table(context.history, 20)]
     last = context.history[-1] if context.history else None
-    if last is not None and last["id"] != best["id"]:
-        lines += ["", f"The last experiment, {last['id']} ({last['description']}), ended as {last['status']}"
-                      f" ({last.get('triage')}): {last.get('reason', '')}"]
-        if last["status"] == "crash" and last.get("log_tail"):
-            tail = prompt_tail(last["log_tail"], LOG_TAIL_LINES)
+    if last is not None and last.id != best.id:
+        lines += ["", f"The last experiment, {last.id} ({last.description}), ended as {last.status.value}"
+                      f" ({last.triage}): {last.reason}"]
+        if last.status == ExperimentStatus.CRASH and last.log_tail:
+            tail = prompt_tail(last.log_tail, LOG_TAIL_LINES)
             lines += ["Its log ends with:", "```", tail, "```"]
     if context.running:
-        lines += ["", f"Experiment {context.running['id']} ({context.running['description']}) is training right now "
+        lines += ["", f"Experiment {context.running.id} ({context.running.description}) is training right now "
                       "and its result is not known yet. Your change will be applied to whichever commit is best when "
                       "it ends (re-applied on top of it if it is kept), so prefer a change that does not depend on it."]
     lines += ["", f"Propose experiment {context.experiment_id}: one change, submitted with submit_experiment."]
     return "\n".join(lines)
 
 
-def crash_message(record: dict) -> str:
-    tail = prompt_tail(record.get("log_tail") or "", LOG_TAIL_LINES)
-    return (f"Your change crashed ({record['triage']}: {record['reason']}). The log ends with:\n```\n{tail}\n```\n"
+def crash_message(crashed: Crashed) -> str:
+    tail = prompt_tail(crashed.log_tail, LOG_TAIL_LINES)
+    return (f"Your change crashed ({crashed.triage}: {crashed.reason}). The log ends with:\n```\n{tail}\n```\n"
             "Submit a fix with submit_experiment. Your edits now apply to train.py as you changed it "
             "(read_file shows that version); fix the cause, keep the idea.")
 
@@ -109,19 +111,19 @@ class LLMProposer:
         self.sessions[context.experiment_id] = (conversation, toolbox)
         return self._converse(conversation, toolbox, context.train_source, transcript)
 
-    def fix(self, crashed: dict, crashed_source: str, transcript: Transcript) -> Proposal:
+    def fix(self, crashed: Crashed, crashed_source: str, transcript: Transcript) -> Proposal:
         """A fix for a fixable crash, in the conversation that proposed the change."""
-        if crashed["id"] not in self.sessions:
-            raise ProposerError(f"no conversation of experiment {crashed['id']} to continue")
-        conversation, toolbox = self.sessions[crashed["id"]]
+        if crashed.id not in self.sessions:
+            raise ProposerError(f"no conversation of experiment {crashed.id} to continue")
+        conversation, toolbox = self.sessions[crashed.id]
         toolbox.files["train.py"] = crashed_source
         message = crash_message(crashed)
         conversation.add_user(message)
         transcript.event("fix_requested", message=message)
         return self._converse(conversation, toolbox, crashed_source, transcript)
 
-    def observe(self, record: dict) -> None:
-        self.sessions.pop(record.get("id"), None)
+    def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
+        self.sessions.pop(experiment_id, None)
 
     def _converse(self, conversation: Conversation, toolbox: ToolBox, base_source: str,
                   transcript: Transcript) -> Proposal:
@@ -221,14 +223,14 @@ class LLMProposer:
             return ToolResult(call.id, "submit_experiment needs a one-line description of the change", True), None
         edits = [Edit(e.old_string, e.new_string) for e in arguments.edits]
         try:
-            check_policy(apply_edits(base_source, edits), parent=base_source)
+            source = checked_source(base_source, edits)
         except EditRejected as err:
             return ToolResult(call.id, f"rejected, nothing was committed: {err}", True), None
         except Exception as err:  # noqa: BLE001 - whatever the edits did to the checks, the model is told
             return ToolResult(call.id, f"rejected, nothing was committed: the edits could not be checked "
                                        f"({type(err).__name__}: {err})", True), None
         return (ToolResult(call.id, "accepted: the change is committed and trained now"),
-                Proposal(description.splitlines()[0][:200], edits))
+                Proposal(description.splitlines()[0][:200], edits, source=source, applied_to=base_source))
 
 
 def _read(path: Path) -> str:

@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 
 from agent.edits import Edit
 from agent.proposers.base import Proposal, ProposalContext, ProposerError
+from agent.record import ExperimentRecord, ExperimentStatus
 from agent.transcript import Transcript
 from trainer.hyperparameters import BLOCK_END, BLOCK_START, set_hyperparameters
 
@@ -137,17 +138,18 @@ class OptunaProposer:
             + (f"; its best, trial {best.number}, reached val_bpb {best.value:.6f}" if best else "") + "). "
             f"It chose {dim.name} among {len(space)} parameters and proposes {dim.value} -> {value} "
             f"(searched over {dim.describe()}). One change, against the current best "
-            f"(val_bpb {context.best['val_bpb']:.6f}, commit {context.best['commit'][:7]})."))
+            f"(val_bpb {context.best.val_bpb:.6f}, commit {context.best.commit[:7]})."))
         return Proposal(description=f"{dim.name} {dim.value} -> {value}",
                         edits=[Edit(old_string=old_line, new_string=new_line)],
                         meta={"trial": trial.number, "parameter": dim.name, "old": dim.value, "new": value})
 
-    def observe(self, record: dict) -> None:
-        trial = record.get("proposal", {}).get("trial")
+    def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
+        trial = proposal_meta.get("trial")
         if trial is None:
             return
-        if record["status"] in ("keep", "discard") and record.get("val_bpb") is not None:
-            self.study.tell(trial, record["val_bpb"])
+        judged = record is not None and record.status in (ExperimentStatus.KEEP, ExperimentStatus.DISCARD)
+        if judged and record.val_bpb is not None:
+            self.study.tell(trial, record.val_bpb)
         else:
             self.study.tell(trial, state=TrialState.FAIL)
 

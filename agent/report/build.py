@@ -6,6 +6,7 @@ from pathlib import Path
 
 from agent.ledger import read_records
 from agent.proposal_failures import read_failures
+from agent.record import ExperimentStatus
 from agent.report.page import comparison_page, page
 from agent.report.plot import comparison_png, progress_png
 from agent.report.summary import headline
@@ -16,9 +17,9 @@ from trainer.atomic import read_json
 
 def write_report(workspace: Workspace) -> Path:
     records = read_records(workspace.dir)
-    events = {r["id"]: Transcript(workspace.dir / r["transcript"]).events() for r in records if r.get("transcript")}
-    kept = [r for r in records if r["status"] == "keep"]
-    cumulative = workspace.repo.git.diff(workspace.root_commit(), kept[-1]["commit"], "--", "train.py") if kept else ""
+    events = {r.id: Transcript(workspace.dir / r.transcript).events() for r in records if r.transcript}
+    kept = [r for r in records if r.status == ExperimentStatus.KEEP]
+    cumulative = workspace.repo.git.diff(workspace.root_commit(), kept[-1].commit, "--", "train.py") if kept else ""
     png = progress_png(records, f"{workspace.tag}: val_bpb per experiment")
     out = workspace.dir / "report"
     out.mkdir(exist_ok=True)

@@ -14,7 +14,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
-from agent.ledger import NOISE
+from agent.record import ExperimentRecord, ExperimentStatus
 from agent.report.summary import Headline, gains_by_program
 
 STYLE = """
@@ -76,36 +76,34 @@ def failed_proposals(failures: list) -> str:
             "</table></details>")
 
 
-def kept_changes(records: list[dict]) -> str:
+def kept_changes(records: list[ExperimentRecord]) -> str:
     parts, best = [], None
     for r in records:
-        if r["status"] != "keep":
+        if r.status != ExperimentStatus.KEEP:
             continue
         if best is None:
-            best = r["val_bpb"]
+            best = r.val_bpb
             continue
-        gain, best = best - r["val_bpb"], r["val_bpb"]
-        runs = r.get("runs") or []
-        evidence = r.get("evidence") or {}
-        how = (f"confirmed by {len(runs)} runs (seeds {', '.join(str(x['seed']) for x in runs)})" if len(runs) > 1
-               else f"one run, gain above {_value(evidence.get('threshold'))}" if evidence.get("threshold")
-               else "one run") + (", verified from its saved weights" if r.get("verified") else "")
-        config = r.get("model_config") or {}
-        config_html = ", ".join(f"{escape(str(k))}={escape(str(v))}" for k, v in config.items()) or "-"
+        gain, best = best - r.val_bpb, r.val_bpb
+        runs, evidence = r.runs, r.evidence
+        how = (f"confirmed by {len(runs)} runs (seeds {', '.join(str(x.seed) for x in runs)})" if len(runs) > 1
+               else f"one run, gain above {_value(evidence.threshold)}" if evidence.threshold
+               else "one run") + (", verified from its saved weights" if r.verified else "")
+        config_html = ", ".join(f"{escape(str(k))}={escape(str(v))}" for k, v in r.architecture.items()) or "-"
         parts.append(
-            f"<div class='change' id='keep-{escape(r['id'])}'><b>{escape(r['id'])}</b> "
-            f"{escape(r['description'])} — val_bpb {_value(r['val_bpb'])} (gain {gain:.6f}, {escape(how)}) · program "
-            f"{escape(str((r.get('program') or {}).get('name')))} · "
-            f"<a href='#t-{escape(r['id'])}'>transcript</a><div class='small'>model: {config_html}</div>"
-            f"{diff_html(r.get('diff', ''))}</div>")
+            f"<div class='change' id='keep-{escape(r.id)}'><b>{escape(r.id)}</b> "
+            f"{escape(r.description)} — val_bpb {_value(r.val_bpb)} (gain {gain:.6f}, {escape(how)}) · program "
+            f"{escape(str(r.program.name))} · "
+            f"<a href='#t-{escape(r.id)}'>transcript</a><div class='small'>model: {config_html}</div>"
+            f"{diff_html(r.diff)}</div>")
     return "".join(parts) or "<p>No change beat the baseline yet.</p>"
 
 
-def noise_and_holdout(records: list[dict], confirmation: dict | None) -> str:
-    floors = [r for r in records if r["status"] == NOISE]
+def noise_and_holdout(records: list[ExperimentRecord], confirmation: dict | None) -> str:
+    floors = [r for r in records if not r.is_experiment]
     rows = "".join(
-        f"<tr><td>{escape(r['of'])}</td><td>{len(r['values'])}</td><td>{_value(r.get('sigma'))}</td>"
-        f"<td>{', '.join(_value(v) for v in r['values'])}</td></tr>" for r in floors)
+        f"<tr><td>{escape(r.of)}</td><td>{len(r.values or [])}</td><td>{_value(r.sigma)}</td>"
+        f"<td>{', '.join(_value(v) for v in r.values or [])}</td></tr>" for r in floors)
     parts = [("<p>Each noise floor re-runs a best commit with other seeds. A gain above 2 sigma is kept at once; "
               "a smaller one is re-run and kept only if the mean gain exceeds 2 standard errors.</p>"
               f"<table><tr><th>best</th><th>runs</th><th>sigma</th><th>val_bpb of the runs</th></tr>{rows}</table>")
@@ -126,22 +124,22 @@ def noise_and_holdout(records: list[dict], confirmation: dict | None) -> str:
     return "".join(parts)
 
 
-def programs_table(records: list[dict]) -> str:
+def programs_table(records: list[ExperimentRecord]) -> str:
     rows = "".join(f"<tr><td>{escape(name)}</td><td>{count}</td><td>{kept}</td><td>{gain:.6f}</td></tr>"
                    for name, (count, kept, gain) in gains_by_program(records).items())
     return f"<table><tr><th>program</th><th>experiments</th><th>kept</th><th>val_bpb gained</th></tr>{rows}</table>"
 
 
-def experiments_table(records: list[dict]) -> str:
+def experiments_table(records: list[ExperimentRecord]) -> str:
     rows = []
     for r in records:
-        cost = (r.get("llm") or {}).get("cost_usd", 0.0)
+        cost = r.llm.cost_usd
         rows.append(
-            f"<tr><td><a href='#t-{escape(r['id'])}'>{escape(r['id'])}</a></td>"
-            f"<td class='{escape(r['status'])}'>{escape(r['status'])}</td><td>{_value(r.get('val_bpb'))}</td>"
-            f"<td>{escape(str(r.get('triage', '')))}</td><td>{escape(str(r.get('proposer', '')))}</td>"
-            f"<td>{escape(str((r.get('program') or {}).get('name', '')))}</td><td>${cost:.4f}</td>"
-            f"<td>{escape(r['description'])}<div class='small'>{escape(str(r.get('reason', '')))}</div></td></tr>")
+            f"<tr><td><a href='#t-{escape(r.id)}'>{escape(r.id)}</a></td>"
+            f"<td class='{escape(r.status)}'>{escape(r.status)}</td><td>{_value(r.val_bpb)}</td>"
+            f"<td>{escape(str(r.triage or ''))}</td><td>{escape(str(r.proposer or ''))}</td>"
+            f"<td>{escape(str(r.program.name or ''))}</td><td>${cost:.4f}</td>"
+            f"<td>{escape(r.description)}<div class='small'>{escape(r.reason)}</div></td></tr>")
     return ("<table><tr><th>id</th><th>status</th><th>val_bpb</th><th>triage</th><th>proposer</th><th>program</th>"
             f"<th>LLM $</th><th>description and decision</th></tr>{''.join(rows)}</table>")
 
@@ -187,17 +185,17 @@ def event_html(e: dict) -> str:
     return f"<div class='event small'>{escape(kind)}: {escape(json.dumps(fields, default=str)[:500])}</div>"
 
 
-def transcripts(records: list[dict], events_by_id: dict[str, list[dict]]) -> str:
+def transcripts(records: list[ExperimentRecord], events_by_id: dict[str, list[dict]]) -> str:
     parts = []
     for r in records:
-        body = "".join(event_html(e) for e in events_by_id.get(r["id"], [])) or "<p class='small'>(none)</p>"
-        parts.append(f"<details class='transcript' id='t-{escape(r['id'])}'><summary><b>{escape(r['id'])}</b> "
-                     f"<span class='{escape(r['status'])}'>{escape(r['status'])}</span> "
-                     f"{escape(r['description'])}</summary>{body}</details>")
+        body = "".join(event_html(e) for e in events_by_id.get(r.id, [])) or "<p class='small'>(none)</p>"
+        parts.append(f"<details class='transcript' id='t-{escape(r.id)}'><summary><b>{escape(r.id)}</b> "
+                     f"<span class='{escape(r.status)}'>{escape(r.status)}</span> "
+                     f"{escape(r.description)}</summary>{body}</details>")
     return "".join(parts)
 
 
-def page(tag: str, track: dict, records: list[dict], h: Headline, plot_png: bytes, cumulative_diff: str,
+def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, plot_png: bytes, cumulative_diff: str,
          events_by_id: dict[str, list[dict]], confirmation: dict | None = None,
          failures: list | None = None) -> str:
     plot = base64.b64encode(plot_png).decode()

@@ -10,40 +10,40 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from agent.ledger import NOISE  # noqa: E402
 from agent.noise import current_sigma  # noqa: E402
+from agent.record import ExperimentRecord, ExperimentStatus  # noqa: E402
 
 LABEL_CHARS = 38
 
 
-def _experiments(records: list[dict]) -> list[dict]:
-    return [r for r in records if r["status"] != NOISE]
+def _experiments(records: list[ExperimentRecord]) -> list[ExperimentRecord]:
+    return [r for r in records if r.is_experiment]
 
 
-def _running_best(records: list[dict]) -> tuple[list[int], list[float]]:
+def _running_best(records: list[ExperimentRecord]) -> tuple[list[int], list[float]]:
     xs, ys, best = [], [], None
     for i, r in enumerate(_experiments(records)):
-        if r["status"] == "keep" and r.get("val_bpb") is not None:
-            best = r["val_bpb"] if best is None else min(best, r["val_bpb"])
+        if r.status == ExperimentStatus.KEEP and r.val_bpb is not None:
+            best = r.val_bpb if best is None else min(best, r.val_bpb)
         if best is not None:
             xs.append(i)
             ys.append(best)
     return xs, ys
 
 
-def progress_png(records: list[dict], title: str) -> bytes:
+def progress_png(records: list[ExperimentRecord], title: str) -> bytes:
     fig, ax = plt.subplots(figsize=(11, 5.5), dpi=110)
     sigma, records = current_sigma(records), _experiments(records)
-    valued = [(i, r) for i, r in enumerate(records) if r.get("val_bpb") is not None]
-    discards = [(i, r["val_bpb"]) for i, r in valued if r["status"] != "keep"]
-    keeps = [(i, r) for i, r in valued if r["status"] == "keep"]
+    valued = [(i, r) for i, r in enumerate(records) if r.val_bpb is not None]
+    discards = [(i, r.val_bpb) for i, r in valued if r.status != ExperimentStatus.KEEP]
+    keeps = [(i, r) for i, r in valued if r.status == ExperimentStatus.KEEP]
     if discards:
         ax.scatter(*zip(*discards, strict=True), s=18, color="#9aa5b1", alpha=0.5, label="discarded")
     if keeps:
-        ax.scatter([i for i, _ in keeps], [r["val_bpb"] for _, r in keeps], s=46, color="#1f9d55", zorder=3,
+        ax.scatter([i for i, _ in keeps], [r.val_bpb for _, r in keeps], s=46, color="#1f9d55", zorder=3,
                    label="kept")
         for i, r in keeps:
-            ax.annotate(r["description"][:LABEL_CHARS], (i, r["val_bpb"]), textcoords="offset points",
+            ax.annotate(r.description[:LABEL_CHARS], (i, r.val_bpb), textcoords="offset points",
                         xytext=(6, 6), fontsize=7.5, color="#1f6f43", rotation=12)
     xs, ys = _running_best(records)
     if xs:
@@ -51,9 +51,9 @@ def progress_png(records: list[dict], title: str) -> bytes:
         if sigma:
             ax.fill_between(xs, [y - 2 * sigma for y in ys], [y + 2 * sigma for y in ys], step="post",
                             color="#1f9d55", alpha=0.12, label=f"best ± 2 sigma (sigma {sigma:.4f})")
-    crashes = [i for i, r in enumerate(records) if r["status"] in ("crash", "interrupted")]
+    crashes = [i for i, r in enumerate(records) if r.status in (ExperimentStatus.CRASH, ExperimentStatus.INTERRUPTED)]
     if crashes:
-        values = [v for _, r in valued for v in [r["val_bpb"]]]
+        values = [v for _, r in valued for v in [r.val_bpb]]
         low = min(values) if values else 0.0
         ax.scatter(crashes, [low] * len(crashes), marker="x", color="#d64545", s=30, label="crashed", zorder=3)
     ax.set_xlabel("experiment")
@@ -64,7 +64,7 @@ def progress_png(records: list[dict], title: str) -> bytes:
     return _png(fig)
 
 
-def comparison_png(runs: dict[str, list[dict]]) -> bytes:
+def comparison_png(runs: dict[str, list[ExperimentRecord]]) -> bytes:
     fig, ax = plt.subplots(figsize=(11, 5.5), dpi=110)
     for tag, records in runs.items():
         xs, ys = _running_best(records)

@@ -6,8 +6,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from agent.ledger import NOISE
 from agent.noise import commit_runs, current_sigma
+from agent.record import ExperimentRecord, ExperimentStatus
 
 
 def parse_time(stamp: str) -> float:
@@ -38,55 +38,54 @@ class Headline:
         return 100 * self.gain / self.baseline if self.baseline else 0.0
 
 
-def headline(records: list[dict]) -> Headline:
-    experiments = [r for r in records if r["status"] != NOISE]
-    proposed = [r for r in experiments if r.get("proposer") != "baseline"]
-    keeps = [r for r in proposed if r["status"] == "keep"]
-    kept = [r for r in experiments if r["status"] == "keep"]
+def headline(records: list[ExperimentRecord]) -> Headline:
+    experiments = [r for r in records if r.is_experiment]
+    proposed = [r for r in experiments if r.proposer != "baseline"]
+    keeps = [r for r in proposed if r.status == ExperimentStatus.KEEP]
+    kept = [r for r in experiments if r.status == ExperimentStatus.KEEP]
     crashes: dict[str, int] = {}
     for r in experiments:
-        if r["status"] in ("crash", "interrupted"):
-            crashes[r.get("triage", "crash")] = crashes.get(r.get("triage", "crash"), 0) + 1
-    wall = (parse_time(records[-1]["finished"]) - parse_time(records[0]["started"])) if records else 0.0
-    usage = [r.get("llm") or {} for r in records]
+        if r.status in (ExperimentStatus.CRASH, ExperimentStatus.INTERRUPTED):
+            triage = r.triage or "crash"
+            crashes[triage] = crashes.get(triage, 0) + 1
+    wall = (parse_time(records[-1].finished) - parse_time(records[0].started)) if records else 0.0
     return Headline(
         baseline=commit_mean(records, kept[0]) if kept else None,
         best=commit_mean(records, kept[-1]) if kept else None, experiments=len(experiments),
         keeps=len(keeps), keep_rate=len(keeps) / len(proposed) if proposed else 0.0,
         crash_rates={k: v / len(experiments) for k, v in sorted(crashes.items())},
         hours=wall / 3600, duty_cycle=sum(map(training_seconds, records)) / wall if wall > 0 else 0.0,
-        tokens=sum(u.get("input_tokens", 0) + u.get("output_tokens", 0) for u in usage),
-        cost_usd=sum(u.get("cost_usd", 0.0) for u in usage), sigma=current_sigma(records),
-        confirmed=sum(1 for r in keeps if len(r.get("runs") or []) > 1))
+        tokens=sum(r.llm.input_tokens + r.llm.output_tokens for r in records),
+        cost_usd=sum(r.llm.cost_usd for r in records), sigma=current_sigma(records),
+        confirmed=sum(1 for r in keeps if len(r.runs) > 1))
 
 
-def commit_mean(records: list[dict], record: dict) -> float:
+def commit_mean(records: list[ExperimentRecord], record: ExperimentRecord) -> float:
     """val_bpb of a kept commit: the mean of all its runs (its experiment's, and noise-floor re-runs)."""
-    values = commit_runs(records, record["commit"])
-    return statistics.fmean(values) if values else record["val_bpb"]
+    values = commit_runs(records, record.commit)
+    return statistics.fmean(values) if values else record.val_bpb
 
 
-def training_seconds(record: dict) -> float:
+def training_seconds(record: ExperimentRecord) -> float:
     """Seconds the trainer spent training for this record, over all its runs."""
-    runs = record.get("runs")
-    if runs:
-        return sum(_number(run.get("training_seconds")) for run in runs)
-    return _number((record.get("summary") or {}).get("training_seconds"))
+    if record.runs:
+        return sum(_number(run.training_seconds) for run in record.runs)
+    return _number(record.summary.get("training_seconds"))
 
 
-def gains_by_program(records: list[dict]) -> dict[str, tuple[int, int, float]]:
+def gains_by_program(records: list[ExperimentRecord]) -> dict[str, tuple[int, int, float]]:
     """program -> (experiments, keeps, summed val_bpb gain of its keeps)."""
     out: dict[str, tuple[int, int, float]] = {}
     best = None
     for r in records:
-        if r["status"] == NOISE:
+        if not r.is_experiment:
             continue
-        name = (r.get("program") or {}).get("name") or "?"
+        name = r.program.name or "?"
         count, kept, gain = out.get(name, (0, 0, 0.0))
-        if r["status"] == "keep":
-            if best is not None and r.get("proposer") != "baseline":
-                kept, gain = kept + 1, gain + best - r["val_bpb"]
-            best = r["val_bpb"]
+        if r.status == ExperimentStatus.KEEP:
+            if best is not None and r.proposer != "baseline":
+                kept, gain = kept + 1, gain + best - r.val_bpb
+            best = r.val_bpb
         out[name] = (count + 1, kept, gain)
     return out
 

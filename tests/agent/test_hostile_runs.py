@@ -53,23 +53,23 @@ def test_run_time_attacks_end_as_crashes_and_the_loop_goes_on(workspace, tmp_pat
     run_loop(workspace, proposer, LocalRunner(), settings, say=say)
 
     baseline, lookahead, hostile = Ledger(workspace.dir).records
-    assert baseline["status"] == "keep"
+    assert baseline.status == "keep"
 
-    assert lookahead["status"] == "crash" and lookahead["triage"] == "tamper", lookahead["reason"]
-    assert "the model looks ahead" in lookahead["reason"] and not lookahead["verified"]
-    assert "fell" in lookahead["evidence"]["implausible_fall"]  # flagged, and not kept on its first number
-    assert len(lookahead["runs"]) == 2 and all(r["val_bpb"] < 0.5 * baseline["val_bpb"] for r in lookahead["runs"])
-    check = lookahead["evidence"]["verification"]["checks"][0]
+    assert lookahead.status == "crash" and lookahead.triage == "tamper", lookahead.reason
+    assert "the model looks ahead" in lookahead.reason and not lookahead.verified
+    assert "fell" in lookahead.evidence.implausible_fall  # flagged, and not kept on its first number
+    assert len(lookahead.runs) == 2 and all(r.val_bpb < 0.5 * baseline.val_bpb for r in lookahead.runs)
+    check = lookahead.evidence.verification["checks"][0]
     assert check["lookahead"] > 1.0 and check["audit"] < 1e-3 and check["repeat"] < 1e-3
 
-    assert hostile["status"] == "crash" and hostile["triage"] == "over_budget", hostile["reason"]
-    assert "training tokens through make_dataloader" in hostile["reason"] and hostile["checkpoint"] is None
-    assert hostile["runs"][0]["trained_tokens"] == (38 + 1) * 2048 > (30 + 1) * 2048
-    assert baseline["runs"][0]["trained_tokens"] == (30 + 1) * 2048
-    assert hostile["model_config"] == {} and baseline["model_config"]["n_layer"] == 2
-    assert len(hostile["description"]) < 700 and "\x1b" not in hostile["description"]
-    assert "\\x1b[2J\\x00" in hostile["description"] and "\\u202e" in hostile["description"]
-    assert workspace.is_clean() and workspace.head() == baseline["commit"]
+    assert hostile.status == "crash" and hostile.triage == "over_budget", hostile.reason
+    assert "training tokens through make_dataloader" in hostile.reason and hostile.checkpoint is None
+    assert hostile.runs[0].trained_tokens == (38 + 1) * 2048 > (30 + 1) * 2048
+    assert baseline.runs[0].trained_tokens == (30 + 1) * 2048
+    assert hostile.architecture == {} and baseline.architecture["n_layer"] == 2
+    assert len(hostile.description) < 700 and "\x1b" not in hostile.description
+    assert "\\x1b[2J\\x00" in hostile.description and "\\u202e" in hostile.description
+    assert workspace.is_clean() and workspace.head() == baseline.commit
 
     # The status view prints the description as text, escaped: no markup error, no raw escape sequence.
     shown = CliRunner(env=WIDE).invoke(cli.app, ["status", "--tag", "t", "--workspaces", str(workspace.dir.parent)])
@@ -92,7 +92,7 @@ def test_run_time_attacks_end_as_crashes_and_the_loop_goes_on(workspace, tmp_pat
     assert any("line 3 is not an experiment record" in m and QUARANTINE in m for m in messages)
     set_aside = [json.loads(line) for line in (workspace.dir / QUARANTINE).read_text().splitlines()]
     assert [entry["line"] for entry in set_aside] == [3, 4] and "0.01" in set_aside[1]["text"]
-    assert [r["id"] for r in Ledger(workspace.dir).records] == ["0000", "0001", "0002"]
+    assert [r.id for r in Ledger(workspace.dir).records] == ["0000", "0001", "0002"]
 
 
 def shown_status(workspace) -> str:

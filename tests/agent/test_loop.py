@@ -33,12 +33,12 @@ class InvariantChecking:
     def propose(self, context, transcript):
         return self.inner.propose(context, transcript)
 
-    def observe(self, record):
-        if "commit" in record:
-            expected = record["commit"] if record["status"] == "keep" else record["parent"]
+    def observe(self, experiment_id, proposal_meta, record):
+        if record is not None:
+            expected = record.commit if record.status == "keep" else record.parent
             if self.workspace.head() != expected or not self.workspace.is_clean():
-                self.violations.append(record["id"])
-        self.inner.observe(record)
+                self.violations.append(record.id)
+        self.inner.observe(experiment_id, proposal_meta, record)
 
 
 class Scripted:
@@ -55,7 +55,7 @@ class Scripted:
         transcript.event("reasoning", text=f"scripted: {description}")
         return Proposal(description, edits)
 
-    def observe(self, record):
+    def observe(self, experiment_id, proposal_meta, record):
         self.observed.append(record)
 
 
@@ -75,34 +75,34 @@ def test_baseline_then_three_optuna_experiments(workspace):
                    say=lambda _: None)
     assert "ran 4 experiment(s)" in why
     records = Ledger(workspace.dir).records
-    assert [r["id"] for r in records] == ["0000", "0001", "0002", "0003"]
-    assert records[0]["description"] == "baseline" and records[0]["status"] == "keep"
-    assert all(r["status"] in ("keep", "discard", "crash") for r in records)
+    assert [r.id for r in records] == ["0000", "0001", "0002", "0003"]
+    assert records[0].description == "baseline" and records[0].status == "keep"
+    assert all(r.status in ("keep", "discard", "crash") for r in records)
     rows = tsv_rows(workspace)
-    assert [(r["commit"][:7], f"{r['val_bpb'] or 0:.6f}", r["status"], r["description"]) for r in records] == \
+    assert [(r.commit[:7], f"{r.val_bpb or 0:.6f}", r.status, r.description) for r in records] == \
         [(row[0], row[1], row[3], row[4]) for row in rows]
     assert proposer.violations == []
-    kept = [r["commit"] for r in records if r["status"] == "keep"]
+    kept = [r.commit for r in records if r.status == "keep"]
     assert first_parent_history(workspace)[::-1] == kept
     assert workspace.head() == kept[-1] and workspace.is_clean()
-    best_bpb = records[0]["val_bpb"]
+    best_bpb = records[0].val_bpb
     for r in records[1:]:
-        added = [line for line in r["diff"].splitlines() if line.startswith("+") and not line.startswith("+++")]
-        assert r["proposal"]["parameter"] in added[0] and len(added) == 1
-        assert r["model_config"]["n_layer"] >= 1
-        if r["status"] == "keep":
-            assert r["val_bpb"] < best_bpb
-            best_bpb = r["val_bpb"]
+        added = [line for line in r.diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+        assert r.proposal["parameter"] in added[0] and len(added) == 1
+        assert r.architecture["n_layer"] >= 1
+        if r.status == "keep":
+            assert r.val_bpb < best_bpb
+            best_bpb = r.val_bpb
         else:
-            assert workspace.repo.is_ancestor(r["commit"], workspace.head()) is False
-        events = [json.loads(line)["type"] for line in (workspace.dir / r["transcript"]).read_text().splitlines()]
+            assert workspace.repo.is_ancestor(r.commit, workspace.head()) is False
+        events = [json.loads(line)["type"] for line in (workspace.dir / r.transcript).read_text().splitlines()]
         assert events[:3] == ["proposal_started", "reasoning", "proposal"] and events[-1] == "decision"
-        assert (workspace.dir / r["log"]).exists()
+        assert (workspace.dir / r.log).exists()
     study = proposer.inner.study
     assert len([t for t in study.trials if t.state.name in ("COMPLETE", "FAIL")]) == 3
     shown = subprocess.run([sys.executable, "-m", "agent.cli", "status", "--tag", workspace.tag, "--workspaces",
                             str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
-    best = min(r["val_bpb"] for r in records if r["status"] == "keep")
+    best = min(r.val_bpb for r in records if r.status == "keep")
     assert "4 experiments" in shown.stdout and f"best val_bpb {best:.6f}" in shown.stdout, shown.stdout
 
 
@@ -115,11 +115,11 @@ def test_crash_resets_to_the_best_and_rejected_edits_commit_nothing(workspace):
         run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=10, noise_seeds=0),
                  say=messages.append)
     records = Ledger(workspace.dir).records
-    assert [r["status"] for r in records] == ["keep", "crash"]
-    assert records[1]["triage"] == "fixable" and "RuntimeError: boom at start" in records[1]["reason"]
-    assert "boom at start" in records[1]["log_tail"]
+    assert [r.status for r in records] == ["keep", "crash"]
+    assert records[1].triage == "fixable" and "RuntimeError: boom at start" in records[1].reason
+    assert "boom at start" in records[1].log_tail
     assert tsv_rows(workspace)[1][1:4] == ["0.000000", "0.0", "crash"]
-    assert workspace.head() == records[0]["commit"] and workspace.is_clean()
+    assert workspace.head() == records[0].commit and workspace.is_clean()
     assert len(first_parent_history(workspace)) == 1
     rejected = [json.loads(line) for line in (workspace.dir / "transcripts" / "0002.jsonl").read_text().splitlines()]
     assert rejected[-1]["type"] == "edit_rejected" and "matches" in rejected[-1]["message"]
@@ -131,7 +131,7 @@ def test_broken_data_is_retried_once_then_stops_the_loop(workspace, tmp_path, mo
     with pytest.raises(LoopStopped, match="failed twice for a reason outside the experiment"):
         run_loop(workspace, Scripted(), LocalRunner(), LoopSettings(max_experiments=3), say=lambda _: None)
     records = Ledger(workspace.dir).records
-    assert len(records) == 1 and records[0]["triage"] == "infra" and records[0]["status"] == "crash"
+    assert len(records) == 1 and records[0].triage == "infra" and records[0].status == "crash"
     assert (workspace.dir / "logs" / "0000.log").exists() and (workspace.dir / "logs" / "0000.retry.log").exists()
     assert workspace.is_clean()
 
@@ -171,7 +171,7 @@ def test_kill_9_during_training_then_resume(workspace, test_track):
     run_loop(workspace, Scripted(), LocalRunner(), LoopSettings(max_experiments=1), say=messages.append)
     assert processes_under(workspace.runs_dir) == []
     records = Ledger(workspace.dir).records
-    assert [(r["id"], r["status"]) for r in records] == [("0000", "interrupted"), ("0001", "keep")]
+    assert [(r.id, r.status) for r in records] == [("0000", "interrupted"), ("0001", "keep")]
     assert [row[3] for row in tsv_rows(workspace)] == ["crash", "keep"]
     assert any("0000 was interrupted" in m for m in messages)
     assert (workspace.dir / "experiments.jsonl").read_bytes().endswith(b"\n")
@@ -189,6 +189,6 @@ def test_ctrl_c_stops_cleanly_and_records_the_run_as_interrupted(workspace, test
     assert loop.returncode == 0, output
     assert "stopped by Ctrl-C" in output
     records = Ledger(workspace.dir).records
-    assert [(r["id"], r["status"], r["triage"]) for r in records] == [("0000", "interrupted", "interrupted")]
+    assert [(r.id, r.status, r.triage) for r in records] == [("0000", "interrupted", "interrupted")]
     assert workspace.is_clean() and not (workspace.dir / "current.json").exists()
     assert processes_under(workspace.runs_dir) == []

@@ -28,12 +28,12 @@ def test_a_clear_gain_is_kept_a_small_one_re_run_and_a_loss_discarded():
     best = [3.20, 3.21, 3.19]
     assert judge([3.17], best, sigma=0.01).status == "keep"
     close = judge([3.195], best, sigma=0.01)
-    assert close.status == "close" and "re" in close.reason and close.evidence["threshold"] == 0.02
+    assert close.status == "close" and "re" in close.reason and close.evidence.threshold == 0.02
     assert judge([3.205], best, sigma=0.01).status == "discard"
     # after a re-run: the gain of the means against 2 standard errors of their difference, 0.01 x sqrt(1/2 + 1/3)
     assert judge([3.195, 3.196], best, sigma=0.01).status == "discard"
     confirmed = judge([3.180, 3.181], best, sigma=0.01)
-    assert confirmed.status == "keep" and confirmed.evidence["candidate_runs"] == [3.180, 3.181]
+    assert confirmed.status == "keep" and confirmed.evidence.candidate_runs == [3.180, 3.181]
     # no noise floor: the plain comparison, with min_delta
     assert judge([3.199], best, sigma=None).status == "keep"
     assert judge([3.199], best, sigma=None, min_delta=0.01).status == "discard"
@@ -79,29 +79,29 @@ def test_noise_floor_then_a_no_op_re_run_and_discarded_and_a_clear_win_kept(work
     run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=3, seed=46), say=lambda _: None)
 
     baseline, floor, no_op, win = Ledger(workspace.dir).records
-    assert floor["status"] == "noise" and floor["of"] == "0000" and [r["seed"] for r in floor["runs"]] == [47, 48]
-    assert len(floor["values"]) == 3 and floor["sigma"] > 0
-    assert len(set(floor["values"])) == 3  # different seeds, different runs
+    assert floor.status == "noise" and floor.of == "0000" and [r.seed for r in floor.runs] == [47, 48]
+    assert len(floor.values) == 3 and floor.sigma > 0
+    assert len(set(floor.values)) == 3  # different seeds, different runs
 
-    assert no_op["status"] == "discard" and [r["seed"] for r in no_op["runs"]] == [49, 50]
-    assert 0 < no_op["evidence"]["gain"] < no_op["evidence"]["threshold"]  # the re-run did not hold the gain up
-    assert no_op["evidence"]["sigma"] == pytest.approx(floor["sigma"], abs=1e-6)
-    assert no_op["evidence"]["best_runs"] == floor["values"] and "did not confirm" in no_op["reason"]
-    assert no_op["val_bpb"] == pytest.approx(sum(r["val_bpb"] for r in no_op["runs"]) / 2)
-    events = [json.loads(line) for line in (workspace.dir / no_op["transcript"]).read_text().splitlines()]
+    assert no_op.status == "discard" and [r.seed for r in no_op.runs] == [49, 50]
+    assert 0 < no_op.evidence.gain < no_op.evidence.threshold  # the re-run did not hold the gain up
+    assert no_op.evidence.sigma == pytest.approx(floor.sigma, abs=1e-6)
+    assert no_op.evidence.best_runs == floor.values and "did not confirm" in no_op.reason
+    assert no_op.val_bpb == pytest.approx(sum(r.val_bpb for r in no_op.runs) / 2)
+    events = [json.loads(line) for line in (workspace.dir / no_op.transcript).read_text().splitlines()]
     assert [e["type"] for e in events].count("run_started") == 2 and "rerun" in [e["type"] for e in events]
-    assert events[-1]["type"] == "decision" and events[-1]["evidence"]["candidate_runs"] == no_op["evidence"][
-        "candidate_runs"]
+    assert events[-1]["type"] == "decision"
+    assert events[-1]["evidence"]["candidate_runs"] == no_op.evidence.candidate_runs
     assert (workspace.dir / "logs" / "0001.rerun1.log").exists()
 
-    assert win["status"] == "keep" and [r["seed"] for r in win["runs"]] == [51] and "clear win" in win["reason"]
-    assert win["evidence"]["gain"] > win["evidence"]["threshold"]
+    assert win.status == "keep" and [r.seed for r in win.runs] == [51] and "clear win" in win.reason
+    assert win.evidence.gain > win.evidence.threshold
     tsv = (workspace.dir / "results.tsv").read_text().splitlines()
     assert [row.split("\t")[3] for row in tsv[1:]] == ["keep", "discard", "keep"]  # the noise floor is no experiment
 
     shown = subprocess.run([sys.executable, "-m", "agent.cli", "status", "--tag", workspace.tag, "--workspaces",
                             str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
-    assert f"sigma {floor['sigma']:.6f} from 3 runs of 0000" in shown.stdout, shown.stdout
+    assert f"sigma {floor.sigma:.6f} from 3 runs of 0000" in shown.stdout, shown.stdout
     assert "3 experiments" in shown.stdout
 
     # Only the baseline's and the best's weights are kept; scored again, they reproduce the printed val_bpb,
@@ -111,9 +111,9 @@ def test_noise_floor_then_a_no_op_re_run_and_discarded_and_a_clear_win_kept(work
                             str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
     assert shown.returncode == 0 and "gain" in shown.stdout and "holdout" in shown.stdout, shown.stdout + shown.stderr
     confirmed = json.loads((workspace.dir / "confirmation.json").read_text())
-    assert confirmed["baseline"]["val"] == pytest.approx(baseline["val_bpb"], abs=1e-6)
-    assert confirmed["best"]["val"] == pytest.approx(win["val_bpb"], abs=1e-6)
-    assert confirmed["baseline"]["search_val"] == pytest.approx(sum(floor["values"]) / 3)
+    assert confirmed["baseline"]["val"] == pytest.approx(baseline.val_bpb, abs=1e-6)
+    assert confirmed["best"]["val"] == pytest.approx(win.val_bpb, abs=1e-6)
+    assert confirmed["baseline"]["search_val"] == pytest.approx(sum(floor.values) / 3)
     assert confirmed["holdout_gain"] > 0 and confirmed["best"]["holdout"] != confirmed["best"]["val"]
     assert confirm(workspace)["holdout_gain"] == confirmed["holdout_gain"]  # the same weights, the same numbers
     assert workspace.is_clean()

@@ -45,28 +45,28 @@ def test_proposals_made_during_a_run_are_rebased_or_proposed_again(workspace, mo
                  say=lambda _: None)
         assert server.pending == 0 and len(server.requests) == 4
     base, first, second, third = Ledger(workspace.dir).records
-    assert first["status"] == "keep" and first["val_bpb"] < base["val_bpb"] - 0.02
-    assert first["proposed_against"] == base["commit"] and not first["rebased"]
+    assert first.status == "keep" and first.val_bpb < base.val_bpb - 0.02
+    assert first.proposed_against == base.commit and not first.rebased
 
     assert "rebase_failed" in events(workspace, "0002")
-    assert second["description"] == "FINAL_LR_FRAC 0.0 -> 0.05"
-    assert second["parent"] == first["commit"] and second["proposed_against"] == first["commit"]
-    assert not second["rebased"]
+    assert second.description == "FINAL_LR_FRAC 0.0 -> 0.05"
+    assert second.parent == first.commit and second.proposed_against == first.commit
+    assert not second.rebased
 
-    assert third["description"] == "WARMDOWN_RATIO 0.5 -> 0.4"
-    assert third["proposed_against"] == first["commit"]
-    assert third["parent"] == (second["commit"] if second["status"] == "keep" else first["commit"])
-    assert third["rebased"] == (second["status"] == "keep")
-    trained = workspace.repo.commit(third["commit"]).tree["train.py"].data_stream.read().decode()
+    assert third.description == "WARMDOWN_RATIO 0.5 -> 0.4"
+    assert third.proposed_against == first.commit
+    assert third.parent == (second.commit if second.status == "keep" else first.commit)
+    assert third.rebased == (second.status == "keep")
+    trained = workspace.repo.commit(third.commit).tree["train.py"].data_stream.read().decode()
     assert "MATRIX_LR = 0.04" in trained and "WARMDOWN_RATIO = 0.4" in trained
-    assert ("FINAL_LR_FRAC = 0.05" in trained) == (second["status"] == "keep")
-    assert third["timings"]["propose_s"] >= 1.0 and third["timings"]["wait_s"] < 0.5
+    assert ("FINAL_LR_FRAC = 0.05" in trained) == (second.status == "keep")
+    assert third.timings.propose_s >= 1.0 and third.timings.wait_s < 0.5
     assert "proposal_started" in events(workspace, "0003")[:1]
 
     runs = sorted(p.name for p in (workspace.dir / "logs").iterdir() if not p.name.startswith("verify-"))
     assert runs == ["0000.log", "0001.log", "0002.log", "0003.log"]  # each experiment trained once
     history = workspace.repo.git.rev_list("--first-parent", workspace.branch).split()[::-1]
-    kept = [r["commit"] for r in (base, first, second, third) if r["status"] == "keep"]
+    kept = [r.commit for r in (base, first, second, third) if r.status == "keep"]
     assert history[-len(kept):] == kept and workspace.is_clean()
 
 
@@ -81,5 +81,5 @@ def test_without_overlap_the_proposal_waits_for_the_result(workspace, monkeypatc
         run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=3, overlap=False, noise_seeds=0),
                  say=lambda _: None)
     records = Ledger(workspace.dir).records
-    assert all(r["timings"]["wait_s"] >= 1.0 for r in records[1:])
-    assert all(not r["rebased"] and r["proposed_against"] == r["parent"] for r in records[1:])
+    assert all(r.timings.wait_s >= 1.0 for r in records[1:])
+    assert all(not r.rebased and r.proposed_against == r.parent for r in records[1:])

@@ -78,12 +78,12 @@ def test_loop_through_the_spool(workspace, workers):
              LoopSettings(max_experiments=2, noise_seeds=0), say=lambda _: None)
     records = Ledger(workspace.dir).records
     # The saved weights travel back through the spool, and the worker scores them with the evaluator.
-    assert records[0]["checkpoint"] == "checkpoints/0000.pt" and (workspace.dir / "checkpoints/0000.pt").is_file()
+    assert records[0].checkpoint == "checkpoints/0000.pt" and (workspace.dir / "checkpoints/0000.pt").is_file()
     confirmed = confirm(workspace, SpoolRunner(workers.spool))
-    assert confirmed["baseline"]["val"] == pytest.approx(records[0]["val_bpb"], abs=1e-6)
+    assert confirmed["baseline"]["val"] == pytest.approx(records[0].val_bpb, abs=1e-6)
     assert (workspace.dir / "logs" / "confirm-0000.log").read_text().count("EVALUATION ") == 1
-    assert [r["triage"] for r in records] == ["ok", "ok"] and records[0]["status"] == "keep"
-    assert "val_bpb:" in (workspace.dir / records[1]["log"]).read_text()
+    assert [r.triage for r in records] == ["ok", "ok"] and records[0].status == "keep"
+    assert "val_bpb:" in (workspace.dir / records[1].log).read_text()
     assert sorted(p.name for p in (workers.spool / "results").iterdir()) and not list(
         (workers.spool / "claimed").iterdir()) and not list((workers.spool / "jobs").iterdir())
 
@@ -104,7 +104,7 @@ def test_a_worker_killed_mid_run_is_infra_and_the_run_is_retried_elsewhere(works
     thread.join(timeout=120)
     assert not thread.is_alive()
     record = Ledger(workspace.dir).records[0]
-    assert record["status"] == "keep" and record["triage"] == "ok"
+    assert record.status == "keep" and record.triage == "ok"
     assert "trainer worker w1 stopped answering during the run" in (workspace.dir / "logs" / "0000.log").read_text()
     events = (workspace.dir / "transcripts" / "0000.jsonl").read_text()
     assert '"type": "retry"' in events

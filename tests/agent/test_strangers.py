@@ -160,13 +160,13 @@ def test_a_hostile_run_reaches_nothing_outside_its_directory(workspace, tmp_path
     assert [name for name in OUTSIDE if not results[name].startswith("failed:")] == [], results  # ... in vain
     assert results["parent-environ"] != "succeeded: True", results
     baseline, honest = Ledger(workspace.dir).records
-    assert honest["status"] == "keep" and honest["verified"], honest["reason"]  # the model server saw no /tmp file
+    assert honest.status == "keep" and honest.verified, honest.reason  # the model server saw no /tmp file
     assert [json.loads(line)["id"] for line in (workspace.dir / "experiments.jsonl").read_text().splitlines()] \
         == ["0000", "0001"]
     assert not (workspace.dir / ".git" / "hooks" / "pre-commit").exists() and not mark.exists()
     assert fingerprint(ROOT / "trainer") == project_before and not Path(SMUGGLED).exists()
     assert escapees() == [] and not any(workspace.runs_dir.iterdir())
-    assert workspace.head() == honest["commit"] and workspace.is_clean()
+    assert workspace.head() == honest.commit and workspace.is_clean()
 
 
 UNPRIVILEGED_LOOP = textwrap.dedent("""
@@ -246,7 +246,7 @@ def test_an_unprivileged_loop_without_isolation_says_so_and_keeps_its_key_and_ho
         assert API_KEY not in (workspace.dir / "logs" / "0000.log").read_text()
         # What is left open without isolation: the model server met the file the run left in /tmp.
         honest = Ledger(workspace.dir).records[-1]
-        assert honest["status"] != "keep" and "left in /tmp" in honest["reason"], honest["reason"]
+        assert honest.status != "keep" and "left in /tmp" in honest.reason, honest.reason
     finally:
         shutil.rmtree(home, ignore_errors=True)
         Path(SMUGGLED).unlink(missing_ok=True)

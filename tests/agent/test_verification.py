@@ -44,26 +44,26 @@ def test_faked_numbers_never_keep_and_an_honest_gain_is_verified(workspace):
              say=lambda _: None)
 
     baseline, fake, halved, under, honest, lookahead, reads_val = Ledger(workspace.dir).records
-    assert reads_val["status"] == "crash" and reads_val["triage"] == "tamper", reads_val["reason"]
-    assert "reached for validation data" in reads_val["reason"] and "/val" in reads_val["reason"]
+    assert reads_val.status == "crash" and reads_val.triage == "tamper", reads_val.reason
+    assert "reached for validation data" in reads_val.reason and "/val" in reads_val.reason
     for record, problem in ((fake, "sealed no weights"), (halved, "reported losses are not what its logits give"),
                             (under, "but its saved weights score"), (lookahead, "the model looks ahead")):
-        assert record["status"] == "crash" and record["triage"] == "tamper", record["reason"]
-        assert problem in record["reason"] and not record["verified"] and record["val_bpb"] is None
-        assert record["runs"][0]["val_bpb"] < honest["val_bpb"]  # each printed a "better" number
-        events = [json.loads(line) for line in (workspace.dir / record["transcript"]).read_text().splitlines()]
+        assert record.status == "crash" and record.triage == "tamper", record.reason
+        assert problem in record.reason and not record.verified and record.val_bpb is None
+        assert record.runs[0].val_bpb < honest.val_bpb  # each printed a "better" number
+        events = [json.loads(line) for line in (workspace.dir / record.transcript).read_text().splitlines()]
         assert [e for e in events if e["type"] == "verification"][0]["passed"] is False
-    assert halved["evidence"]["verification"]["checks"][0]["audit"] > 1.0
-    under_check = under["evidence"]["verification"]["checks"][0]
+    assert halved.evidence.verification["checks"][0]["audit"] > 1.0
+    under_check = under.evidence.verification["checks"][0]
     assert under_check["printed"] < 0.85 * under_check["trusted"] and under_check["audit"] < 1e-3
-    assert lookahead["evidence"]["verification"]["checks"][0]["lookahead"] > 1.0
+    assert lookahead.evidence.verification["checks"][0]["lookahead"] > 1.0
 
-    assert honest["status"] == "keep" and honest["verified"] and "verified" in honest["reason"]
-    check = honest["evidence"]["verification"]["checks"][0]
+    assert honest.status == "keep" and honest.verified and "verified" in honest.reason
+    check = honest.evidence.verification["checks"][0]
     assert check["gap"] <= AGREEMENT["cpu"] and check["lookahead"] == 0.0
     assert check["audit"] <= CONSISTENCY_LIMIT and check["repeat"] == 0.0 and check["audited_tokens"] >= 2048
     history = workspace.repo.git.rev_list("--first-parent", workspace.branch).split()
-    assert history[0] == honest["commit"] and history[1] == baseline["commit"] and workspace.is_clean()
+    assert history[0] == honest.commit and history[1] == baseline.commit and workspace.is_clean()
     tsv = (workspace.dir / "results.tsv").read_text().splitlines()[1:]
     assert [row.split("\t")[3] for row in tsv] == ["keep", "crash", "crash", "crash", "keep", "crash", "crash"]
 

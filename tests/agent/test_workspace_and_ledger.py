@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.ledger import Ledger
+from agent.record import ExperimentRecord
 from agent.workspace import Workspace, WorkspaceError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,8 +40,8 @@ def test_existing_and_bad_tags_are_refused(workspace, test_track):
 
 
 def record(i, status="discard", val=1.0):
-    return {"id": f"{i:04d}", "commit": f"{i:040d}", "status": status, "val_bpb": val, "description": f"e\t{i}\n",
-            "peak_vram_mb": 2048.0}
+    return ExperimentRecord(id=f"{i:04d}", commit=f"{i:040d}", status=status, val_bpb=val, description=f"e\t{i}\n",
+                            peak_vram_mb=2048.0)
 
 
 def test_ledger_rows_agree_and_a_torn_line_is_dropped(tmp_path):
@@ -50,11 +51,11 @@ def test_ledger_rows_agree_and_a_torn_line_is_dropped(tmp_path):
     with open(tmp_path / "experiments.jsonl", "a") as f:
         f.write('{"id": "0002", "status": "kee')
     reopened = Ledger(tmp_path)
-    assert [r["id"] for r in reopened.records] == ["0000", "0001"]
+    assert [r.id for r in reopened.records] == ["0000", "0001"]
     assert (tmp_path / "experiments.jsonl").read_text().endswith("}\n")
     assert (tmp_path / "results.tsv").read_text().splitlines()[1:] == [
         "0000000\t2.000000\t2.0\tkeep\te 0", "0000000\t0.000000\t2.0\tcrash\te 1"]
-    assert reopened.best()["id"] == "0000" and reopened.next_id() == "0002"
+    assert reopened.best().id == "0000" and reopened.next_id() == "0002"
 
 
 def test_results_tsv_is_rebuilt_when_it_lags_the_jsonl(tmp_path):

@@ -14,5 +14,5 @@ class ScriptedEdits:
         description, old, new = self.changes.pop(0)
         return Proposal(description, [Edit(old, new)])
 
-    def observe(self, record):
+    def observe(self, experiment_id, proposal_meta, record):
         pass

@@ -44,8 +44,8 @@ def test_one_experiment_against_the_real_service(test_track, tmp_path):
              say=print)
     records = Ledger(workspace.dir).records
     assert read_failures(workspace.dir) == [], [f.reason for f in read_failures(workspace.dir)]
-    assert len(records) == 2 and records[1]["proposer"] == "llm", records[-1]
-    events = [json.loads(line) for line in (workspace.dir / records[1]["transcript"]).read_text().splitlines()]
+    assert len(records) == 2 and records[1].proposer == "llm", records[-1]
+    events = [json.loads(line) for line in (workspace.dir / records[1].transcript).read_text().splitlines()]
     replies = [e for e in events if e["type"] == "assistant"]
     assert replies and all(r["request_id"] for r in replies)
-    print(f"{MODEL}: {records[1]['status']} {records[1]['description']!r}, {records[1]['llm']}")
+    print(f"{MODEL}: {records[1].status.value} {records[1].description!r}, {records[1].llm}")

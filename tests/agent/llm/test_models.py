@@ -10,7 +10,6 @@ from agent.llm.models import PricingError, find_model, model_info
 from agent.llm.pricing import PriceTable
 from agent.llm.retry import call_with_retries
 from agent.llm.select import conversation_factory, unknown_model_warning
-from agent.llm.tools import bounded
 from agent.llm.types import ContextTooLong, ProviderFatal, ProviderUnavailable, RequestRefused, Usage
 from tests.helpers.llm_server import LLMServer, error
 
@@ -104,10 +103,3 @@ def test_what_stops_the_night_and_what_fails_one_proposal(api, reply, outcome, m
             call_with_retries(call, api, on_retry=lambda _: None, outage_window_s=0.05, base_s=0.01)
         if outcome is not ProviderUnavailable:
             assert len(server.requests) == 1  # never retried
-
-
-def test_long_tool_output_keeps_head_and_tail():
-    text = "".join(f"line {i}\n" for i in range(10_000))
-    cut = bounded(text, 1000)
-    assert cut.startswith("line 0\n") and cut.endswith("line 9999\n") and len(cut) < 1200
-    assert "characters cut here" in cut and bounded("short", 1000) == "short"

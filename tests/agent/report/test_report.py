@@ -23,7 +23,7 @@ from agent.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.llm_server import LLMServer, tool_call
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
 HOSTILE_THOUGHT = "Try a shorter warm-down. <script>alert('x')</script> <img src=x onerror=alert(1)>"
 
@@ -53,16 +53,16 @@ def reported(test_track, tmp_path_factory):
 def test_report_shows_every_experiment_kept_diff_and_transcript(reported):
     workspace, index, html = reported
     records = read_records(workspace.dir)
-    assert [r["status"] == "noise" for r in records] == [False, True, False, False]
+    assert [r.status == "noise" for r in records] == [False, True, False, False]
     assert (index.parent / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for r in records:
-        assert f"id='t-{r['id']}'" in html and f"href='#t-{r['id']}'" in html
-        for event in (workspace.dir / r["transcript"]).read_text().splitlines():
+        assert f"id='t-{r.id}'" in html and f"href='#t-{r.id}'" in html
+        for event in (workspace.dir / r.transcript).read_text().splitlines():
             if json.loads(event)["type"] == "tool_call":
                 assert f"<b>{json.loads(event)['name']}</b>" in html
     for r in records[1:]:
-        if r["status"] == "keep":
-            added = next(line for line in r["diff"].splitlines() if line.startswith("+") and "=" in line)
+        if r.status == "keep":
+            added = next(line for line in r.diff.splitlines() if line.startswith("+") and "=" in line)
             assert added.split("#")[0].strip()[1:].strip() in re.sub(r"<[^>]+>", "", html)
     assert "Try a shorter warm-down." in html and "<script>" not in html and "onerror=alert" not in html.replace(
         "onerror=alert(1)&gt;", "")
@@ -100,8 +100,8 @@ def test_noise_floor_and_holdout_confirmation_are_shown(reported):
     workspace, _, html = reported
     confirmation = json.loads((workspace.dir / "confirmation.json").read_text())
     text = re.sub(r"<[^>]+>", " ", html)
-    floor = next(r for r in read_records(workspace.dir) if r["status"] == "noise")
-    assert all(f"{v:.6f}" in text for v in floor["values"])
+    floor = next(r for r in read_records(workspace.dir) if r.status == "noise")
+    assert all(f"{v:.6f}" in text for v in floor.values)
     assert f"{confirmation['holdout_gain']:+.6f}" in text and f"{confirmation['search_gain']:+.6f}" in text
     assert f"{confirmation['best']['holdout']:.6f}" in text
 

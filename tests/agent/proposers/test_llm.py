@@ -13,18 +13,19 @@ import pytest
 from agent.ledger import Ledger
 from agent.llm.pricing import PriceTable
 from agent.llm.select import conversation_factory
-from agent.loop import LoopSettings, LoopStopped, proposal_context, read_program, run_cost, run_loop
+from agent.loop import LoopSettings, LoopStopped, run_cost, run_loop
 from agent.proposal_failures import read_failures
 from agent.proposers.base import ProposerError
 from agent.proposers.hybrid import HybridProposer
 from agent.proposers.llm import LLMProposer
 from agent.proposers.optuna_search import OptunaProposer
+from agent.proposing import Proposing, read_program
 from agent.runner import LocalRunner
 from agent.transcript import Transcript
 from agent.workspace import Workspace
 from tests.helpers.llm_server import LLMServer, error, tool_call, tool_calls
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
 CHANGE = {"description": "WARMDOWN_RATIO 0.5 -> 0.4",
           "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.4 ")}]}
@@ -84,11 +85,11 @@ def test_reads_train_py_then_submits_a_change(workspace, server, provider):
                   tool_call("submit_experiment", CHANGE, text="Shorter warm-down."))
     loop(workspace, llm_proposer(workspace, provider))
     record = Ledger(workspace.dir).records[-1]
-    assert record["id"] == "0001" and record["status"] in ("keep", "discard")
-    assert record["description"] == CHANGE["description"] and "+WARMDOWN_RATIO = 0.4" in record["diff"]
-    assert record["proposer"] == "llm" and record["proposal"]["model"] == MODELS[provider].split(":")[1]
-    assert record["llm"]["calls"] == 2 and record["llm"]["output_tokens"] == 400
-    assert (record["llm"]["cost_usd"] > 0) is (provider != "compatible")  # a self-hosted model has no price
+    assert record.id == "0001" and record.status in ("keep", "discard")
+    assert record.description == CHANGE["description"] and "+WARMDOWN_RATIO = 0.4" in record.diff
+    assert record.proposer == "llm" and record.proposal["model"] == MODELS[provider].split(":")[1]
+    assert record.llm.calls == 2 and record.llm.output_tokens == 400
+    assert (record.llm.cost_usd > 0) is (provider != "compatible")  # a self-hosted model has no price
     kinds = [e["type"] for e in events(workspace, "0001")]
     assert kinds.count("tool_call") == 2 and kinds.count("tool_result") == 2 and kinds[-1] == "decision"
     thoughts = [e["text"] for e in events(workspace, "0001") if e["type"] == "thinking"]
@@ -136,7 +137,7 @@ def test_an_ambiguous_edit_is_reflected_then_fixed(workspace, server):
     server.script(tool_call("submit_experiment", ambiguous), tool_call("submit_experiment", CHANGE))
     loop(workspace, llm_proposer(workspace))
     records = Ledger(workspace.dir).records
-    assert len(records) == 2 and records[1]["proposal"]["reflections"] == 1
+    assert len(records) == 2 and records[1].proposal["reflections"] == 1
     errors = [e for e in events(workspace, "0001") if e["type"] == "tool_result" and e["is_error"]]
     assert len(errors) == 1 and "matches" in errors[0]["content"] and "nothing was committed" in errors[0]["content"]
     resent = server.requests[1].body["messages"][-1]["content"][0]
@@ -168,13 +169,13 @@ def test_a_crash_is_fixed_and_trained_under_the_same_experiment(workspace, serve
     server.script(tool_call("submit_experiment", crash), tool_call("submit_experiment", fix))
     loop(workspace, llm_proposer(workspace))
     record = Ledger(workspace.dir).records[-1]
-    assert record["id"] == "0001" and record["status"] in ("keep", "discard")
-    assert len(record["fix_attempts"]) == 1 and record["fix_attempts"][0]["triage"] == "fixable"
+    assert record.id == "0001" and record.status in ("keep", "discard")
+    assert len(record.fix_attempts) == 1 and record.fix_attempts[0].triage == "fixable"
     assert (workspace.dir / "logs" / "0001.log").exists() and (workspace.dir / "logs" / "0001.fix1.log").exists()
-    assert "+WARMDOWN_RATIO = 0.4" in record["diff"] and "boom" not in record["diff"]
+    assert "+WARMDOWN_RATIO = 0.4" in record.diff and "boom" not in record.diff
     last_request = json.dumps(server.requests[-1].body)
     assert "Your change crashed (fixable" in last_request and "boom at start" in last_request
-    assert record["llm"]["calls"] == 2
+    assert record.llm.calls == 2
 
 
 def test_the_cost_cap_ends_the_run_after_the_experiment(workspace, server):
@@ -183,7 +184,7 @@ def test_the_cost_cap_ends_the_run_after_the_experiment(workspace, server):
     why, _ = loop(workspace, llm_proposer(workspace), experiments=5, max_cost_usd=1.0)
     assert "reached the cost cap of $1.00 (spent $1.50)" in why
     records = Ledger(workspace.dir).records
-    assert len(records) == 2 and records[1]["llm"]["cost_usd"] == pytest.approx(1.5)
+    assert len(records) == 2 and records[1].llm.cost_usd == pytest.approx(1.5)
     assert server.pending == 1
 
 
@@ -200,8 +201,8 @@ def test_a_changed_program_steers_the_next_experiment(workspace, server):
     assert steered.returncode == 0, steered.stdout + steered.stderr
     loop(workspace, llm_proposer(workspace))
     first, second = Ledger(workspace.dir).records[1:]
-    assert (first["program"]["name"], second["program"]["name"]) == ("program", "simplify")
-    assert first["program"]["sha256"] != second["program"]["sha256"]
+    assert (first.program.name, second.program.name) == ("program", "simplify")
+    assert first.program.sha256 != second.program.sha256
     systems = [r.body["system"][0]["text"] for r in server.requests]
     assert (ROOT / "prompts" / "simplify.md").read_text().strip()[:200] in systems[1]
 
@@ -219,7 +220,7 @@ def test_hybrid_shares_experiments_between_optuna_and_the_llm(workspace, server)
     server.script(tool_call("submit_experiment", CHANGE))
     hybrid = HybridProposer(llm_proposer(workspace), OptunaProposer(workspace.dir / "optuna.journal"), 0.5)
     loop(workspace, hybrid, experiments=2)
-    proposers = [r["proposer"] for r in Ledger(workspace.dir).records[1:]]
+    proposers = [r.proposer for r in Ledger(workspace.dir).records[1:]]
     assert sorted(proposers) == ["llm", "optuna"] and server.pending == 0
 
 
@@ -248,8 +249,8 @@ def test_malformed_tool_calls_and_a_one_off_400_cost_at_most_one_proposal(worksp
     why, messages = loop(workspace, llm_proposer(workspace, "openai"), experiments=2)
     assert why.startswith("ran 2 experiment(s)") and server.pending == 0 and server.refusals == []
     records = Ledger(workspace.dir).records
-    assert [r["id"] for r in records] == ["0000", "0001", "0002"]
-    assert records[2]["description"] == "FINAL_LR_FRAC 0.0 -> 0.05"
+    assert [r.id for r in records] == ["0000", "0001", "0002"]
+    assert records[2].description == "FINAL_LR_FRAC 0.0 -> 0.05"
     errors = [e["content"] for e in events(workspace, "0001") if e["type"] == "tool_result" and e["is_error"]]
     assert len(errors) == 3
     assert "invalid arguments for read_file: path: Input should be 'train.py'" in errors[0]
@@ -280,8 +281,8 @@ def test_failed_proposals_spend_counts_towards_the_cap(workspace, server):
 def propose(workspace, proposer, tmp_path):
     """One proposal without training anything; returns it (or raises) and the transcript's events."""
     ledger = Ledger(workspace.dir)
-    context = proposal_context(workspace, ledger, ledger.next_id(), ledger.best(), read_program(workspace),
-                               workspace.file_at("train.py"))
+    context = Proposing(workspace, ledger, proposer).context(ledger.next_id(), ledger.best(), read_program(workspace),
+                                                             workspace.file_at("train.py"))
     transcript = Transcript(tmp_path / "proposal.jsonl")
     try:
         return proposer.propose(context, transcript), transcript.events()
@@ -325,3 +326,26 @@ def test_a_cost_cap_needs_a_price_for_the_model(workspace):
     refused = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     assert refused.returncode == 2 and "not in the model table" in refused.stdout
     assert "--max-cost-usd cannot be enforced: openai-compatible:my-llama has no price" in refused.stdout
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai", "compatible"])
+def test_every_call_is_validated_by_its_argument_model_through_each_sdk(workspace, server, tmp_path, provider):
+    """A missing field, a wrong type, an unknown field and an unknown tool each come back as a tool error that
+    says what to fix; the proposal goes on and ends with the valid submission, checked once."""
+    server.script(tool_calls([("submit_experiment", {"description": "no edits given"}),
+                              ("list_experiments", {"limit": "many"}),
+                              ("show_diff", {"experiment_id": "0000", "colour": True}),
+                              ("delete_experiment", {"experiment_id": "0000"})]),
+                  tool_call("submit_experiment", CHANGE))
+    proposal, seen = propose(workspace, llm_proposer(workspace, provider), tmp_path)
+    assert not isinstance(proposal, Exception), proposal
+    errors = [e["content"] for e in seen if e["type"] == "tool_result" and e["is_error"]]
+    assert len(errors) == 4 and server.pending == 0
+    assert "invalid arguments for submit_experiment: edits: Field required" in errors[0]
+    assert "nothing was committed" in errors[0]
+    assert "invalid arguments for list_experiments: limit: Input should be a valid integer" in errors[1]
+    assert "invalid arguments for show_diff: colour: Extra inputs are not permitted" in errors[2]
+    assert "there is no tool 'delete_experiment'" in errors[3] and "submit_experiment" in errors[3]
+    assert all("Call it again with corrected arguments" in e for e in errors[:3])
+    assert proposal.description == CHANGE["description"] and proposal.meta["reflections"] == 1
+    assert proposal.applied_to == workspace.file_at("train.py") and "WARMDOWN_RATIO = 0.4" in proposal.source

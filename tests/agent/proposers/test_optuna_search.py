@@ -5,10 +5,11 @@ from pathlib import Path
 from agent.edits import apply_edits
 from agent.proposers.base import ProposalContext
 from agent.proposers.optuna_search import OptunaProposer, search_space
+from agent.record import ExperimentRecord
 from agent.transcript import Transcript
 from trainer.hyperparameters import set_hyperparameters, train_source_for_track
 
-SOURCE = (Path(__file__).resolve().parents[2] / "trainer" / "train.py").read_text()
+SOURCE = (Path(__file__).resolve().parents[3] / "trainer" / "train.py").read_text()
 
 
 def test_search_space_follows_the_block():
@@ -31,7 +32,7 @@ def test_expressions_in_the_block_are_never_evaluated(tmp_path):
 def test_proposals_change_one_value_and_apply(tmp_path):
     source = train_source_for_track(SOURCE, "test")
     proposer = OptunaProposer(tmp_path / "journal", seed=0)
-    best = {"val_bpb": 2.0, "commit": "a" * 40}
+    best = ExperimentRecord(id="0000", status="keep", val_bpb=2.0, commit="a" * 40)
     seen, made = set(), []
     for i in range(8):
         context = ProposalContext(track={}, program_name="p", program_text="", train_source=source, best=best,
@@ -45,7 +46,8 @@ def test_proposals_change_one_value_and_apply(tmp_path):
         assert proposal.meta["parameter"] in transcript.events()[0]["text"]
         seen.add(proposal.meta["parameter"])
         made.append((proposal.meta["parameter"], proposal.meta["new"]))
-        proposer.observe({"status": "discard", "val_bpb": 2.0 + i / 100, "proposal": proposal.meta})
+        proposer.observe(f"{i:04d}", proposal.meta, ExperimentRecord(id=f"{i:04d}", status="discard",
+                                                                     val_bpb=2.0 + i / 100, proposal=proposal.meta))
     assert len(seen) > 1
     resumed = OptunaProposer(tmp_path / "journal", seed=0)
     assert len([t for t in resumed.study.trials if t.state.name == "COMPLETE"]) == 8

@@ -1,0 +1,104 @@
+"""The answers to the model's read-only tools (their arguments are defined in agent/llm/tools.py):
+the run's history as a table, its files, logs and diffs, all bounded in size."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from agent.llm.tools import (
+    READABLE_FILES,
+    BadToolCall,
+    ListExperimentsArgs,
+    ReadFileArgs,
+    ReadRunLogArgs,
+    ShowDiffArgs,
+    parse_arguments,
+)
+from agent.llm.types import ToolCall, ToolResult
+from agent.logview import last_lines
+from agent.noise import current_sigma
+from agent.record import ExperimentRecord, ExperimentStatus
+
+MAX_RESULT_CHARS = 60_000
+
+
+def bounded(text: str, limit: int = MAX_RESULT_CHARS) -> str:
+    """Head and tail of a long tool output, with a note of what was cut in between."""
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit // 2], text[-limit // 2:]
+    cut = len(text) - len(head) - len(tail)
+    return f"{head}\n[... {cut} characters cut here (of {len(text)}); ask for less to see them ...]\n{tail}"
+
+
+
+def history_table(records: list[ExperimentRecord], limit: int = 30) -> str:
+    """The ledger as the proposer reads it: val_bpb is the mean of an experiment's runs, with its
+    standard error (sigma / sqrt(runs)) once a noise floor is known; noise rows are re-runs of a best."""
+    best = next((r.id for r in reversed(records) if r.status == ExperimentStatus.KEEP), None)
+    sigma = current_sigma(records)
+    rows = []
+    if sigma:
+        rows.append(f"sigma of val_bpb between seeds: {sigma:.6f}; a gain under 2 sigma is noise unless re-runs "
+                    "confirm it")
+    rows.append("id          status       val_bpb    +-       runs  triage         description")
+    for r in records[-limit:]:
+        val = f"{r.val_bpb:.6f}" if r.val_bpb is not None else "   -    "
+        runs = len(r.runs) or 1
+        error = f"{sigma / math.sqrt(runs):.6f}" if sigma and r.val_bpb is not None else "   -    "
+        mark = "*" if r.id == best else " "
+        confirmed = r.status == ExperimentStatus.KEEP and runs > 1
+        description = r.description + (" (confirmed by a re-run)" if confirmed else "")
+        rows.append(f"{r.id:<10}{mark} {r.status.value:<11}  {val}  {error}  {runs:>4}  {r.triage or '':<13}  "
+                    f"{description}")
+    return "\n".join(rows)
+
+
+class ToolBox:
+    """Answers the read-only tools against one workspace's state."""
+
+    def __init__(self, workspace_dir: Path, files: dict[str, str], records: list[ExperimentRecord]):
+        self.dir, self.files, self.records = workspace_dir, files, records
+        self.answers = {ReadFileArgs: self._read_file, ListExperimentsArgs: self._list_experiments,
+                        ReadRunLogArgs: self._read_run_log, ShowDiffArgs: self._show_diff}
+
+    def run(self, call: ToolCall) -> ToolResult:
+        """A read-only tool's answer; a bad call or a failure inside the tool comes back as a tool error."""
+        try:
+            arguments = parse_arguments(call)
+            answer = self.answers.get(type(arguments))
+            if answer is None:
+                raise BadToolCall(f"{call.name} is not a read-only tool")
+            content = answer(arguments)
+        except BadToolCall as err:
+            return ToolResult(call.id, str(err), is_error=True)
+        except LookupError as err:
+            return ToolResult(call.id, str(err.args[0]), is_error=True)
+        except Exception as err:  # noqa: BLE001 - the model gets the failure, the night goes on
+            return ToolResult(call.id, f"{call.name} failed: {type(err).__name__}: {err}", is_error=True)
+        return ToolResult(call.id, bounded(content))
+
+    def _read_file(self, arguments: ReadFileArgs) -> str:
+        if arguments.path not in self.files:
+            raise LookupError(f"{arguments.path!r} cannot be read: choose one of {', '.join(READABLE_FILES)}")
+        return self.files[arguments.path]
+
+    def _list_experiments(self, arguments: ListExperimentsArgs) -> str:
+        return history_table(self.records, arguments.limit)
+
+    def _record(self, experiment_id: str) -> ExperimentRecord:
+        for r in self.records:
+            if r.id == experiment_id.strip():
+                return r
+        raise LookupError(f"no experiment {experiment_id!r}: ids are {', '.join(r.id for r in self.records)}")
+
+    def _read_run_log(self, arguments: ReadRunLogArgs) -> str:
+        record = self._record(arguments.experiment_id)
+        path = self.dir / (record.log or f"logs/{record.id}.log")
+        if not path.exists():
+            raise LookupError(f"experiment {arguments.experiment_id} has no log (it was not run)")
+        return last_lines(path, arguments.tail_lines)
+
+    def _show_diff(self, arguments: ShowDiffArgs) -> str:
+        return self._record(arguments.experiment_id).diff or "(no change: the baseline)"

@@ -1,0 +1,65 @@
+"""The options of the research loop and of `autoresearch run`, as one settings object each.
+
+RunSettings is LoopSettings plus how to propose and where to train; `autoresearch run` offers
+every field as an option (--field-name, or the field's alias; its description is the help), so
+an option is added by adding a field. Fields marked internal() are settings of the loop that
+the command line does not offer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def internal(default):
+    return Field(default, json_schema_extra={"cli": False})
+
+
+class LoopSettings(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    max_experiments: int | None = Field(None, description="Experiments to run now (the baseline counts).")
+    max_hours: float | None = Field(None, description="Start no experiment after this many hours.")
+    min_delta: float = Field(0.0, description="A keep must also gain more than this.")
+    grace_seconds: float = Field(120.0, description="Hard timeout = 2 x budget + this.")
+    timeout_seconds: float | None = internal(None)  # overrides the hard timeout
+    max_fix_attempts: int = internal(2)             # fixes a proposer may submit for a fixable crash
+    max_cost_usd: float | None = Field(None, description="Stop once the LLM spend of the tag reaches this.")
+    outage_poll_seconds: float = internal(60.0)     # while the LLM provider is down, try again this often
+    overlap: bool = Field(True, description="Propose the next experiment while the current one trains.")
+    seed: int = Field(42, description="The baseline's seed; each later run gets one not used before.")
+    noise_seeds: int = Field(2, description="Re-runs of the best that measure sigma of val_bpb (0: no noise floor, "
+                                            "plain comparison).")
+    noise_every_keeps: int = Field(5, alias="noise_every",
+                                   description="Measure the noise floor again after this many keeps.")
+    keep_sigmas: float = Field(2.0, description="Keep when the gain exceeds this many sigma; smaller gains are "
+                                                "re-run and judged on the mean.")
+
+
+class RunSettings(LoopSettings):
+    tag: str = Field("demo", description="Run tag: the workspace is workspace/<tag>, branch autoresearch/<tag>.")
+    track: str = Field("cpu", description="Track for a new tag (an existing tag keeps its own).")
+    proposer: str = Field("optuna", description="optuna (offline), llm, or hybrid (Optuna on a share).")
+    model: str | None = Field(None, description="PROVIDER:MODEL for llm/hybrid: anthropic:..., openai:..., "
+                                                "openai-compatible:NAME.")
+    base_url: str | None = Field(None, description="Server URL (openai-compatible, or a proxy).")
+    program: Path | None = Field(None, description="The research program (default: the tag's).")
+    max_tool_calls: int = Field(20, description="Tool calls an LLM may make per proposal.")
+    thinking_budget: int = Field(4000, description="Thinking tokens for Anthropic models that only take a budget "
+                                                   "(4.5 and older).")
+    effort: str | None = Field(None, description="Reasoning effort: low, medium, high, xhigh, max (Anthropic "
+                                                 "adaptive thinking; OpenAI also none, minimal). Default: the "
+                                                 "model's own.")
+    pricing: Path | None = Field(None, description='JSON prices, USD per million tokens, e.g. {"my-model": '
+                                                   '{"input": 3, "output": 15, "cache_read": 0.3}}; extends and '
+                                                   'overrides the model table.')
+    hybrid_share: float = Field(0.3, description="Share of hybrid experiments proposed by Optuna.")
+    outage_minutes: float = Field(30.0, description="Retry a silent LLM provider this long, then pause.")
+    runner: str = Field("local", description="local (a subprocess here) or spool (trainer workers).")
+    spool: Path | None = Field(None, description="The spool directory shared with trainer workers.")
+    workspaces: Path | None = Field(None, description="Where workspaces live (default $AUTORESEARCH_WORKSPACES or "
+                                                      "./workspace).")
+    cache: Path | None = Field(None, description="Cache directory (default $AUTORESEARCH_CACHE or "
+                                                 "~/.cache/autoresearch).")

@@ -1,0 +1,56 @@
+"""The read-only tools' answers: the history table, files, logs and diffs, bounded; bad calls are tool errors."""
+
+from agent.llm.types import ToolCall
+from agent.proposers.toolbox import ToolBox, bounded, history_table
+from agent.record import ExperimentRecord, RunEntry
+
+RECORDS = [
+    ExperimentRecord(id="0000", status="keep", triage="ok", val_bpb=2.5, description="baseline", log="logs/0000.log"),
+    ExperimentRecord(id="0000-noise", status="noise", triage="ok", val_bpb=2.51, sigma=0.01, description="noise floor",
+                     runs=[RunEntry(seed=43, val_bpb=2.52), RunEntry(seed=44, val_bpb=2.5)]),
+    ExperimentRecord(id="0001", status="keep", triage="ok", val_bpb=2.47, description="LR 0.04 -> 0.05",
+                     runs=[RunEntry(seed=45, val_bpb=2.48), RunEntry(seed=46, val_bpb=2.46)], diff="-LR\n+LR\n"),
+    ExperimentRecord(id="0002", status="crash", triage="oom", description="DEPTH 8 -> 32"),
+]
+
+
+def test_the_history_table_marks_the_best_and_gives_standard_errors_once_sigma_is_known():
+    rows = history_table(RECORDS).splitlines()
+    assert rows[0].startswith("sigma of val_bpb between seeds: 0.010000")
+    assert rows[2].startswith("0000        keep         2.500000  0.010000     1  ok")
+    assert rows[4].startswith("0001      * keep         2.470000  0.007071     2  ok")
+    assert rows[4].endswith("LR 0.04 -> 0.05 (confirmed by a re-run)")
+    assert rows[5].startswith("0002        crash           -         -         1  oom")
+    assert history_table(RECORDS[:1]).splitlines()[0].startswith("id ")  # no sigma yet: no sigma line
+    assert len(history_table(RECORDS, limit=2).splitlines()) == 1 + 1 + 2
+
+
+def call(name, **arguments):
+    return ToolCall(id="c1", name=name, arguments=arguments)
+
+
+def test_answers_and_errors(tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "0000.log").write_text("".join(f"step {i}\n" for i in range(100)))
+    box = ToolBox(tmp_path, {"train.py": "DEPTH = 4\n"}, RECORDS)
+    assert box.run(call("read_file", path="train.py")).content == "DEPTH = 4\n"
+    assert box.run(call("read_run_log", experiment_id="0000", tail_lines=2)).content == "step 98\nstep 99"
+    assert box.run(call("show_diff", experiment_id=" 0001 ")).content == "-LR\n+LR\n"
+    assert box.run(call("show_diff", experiment_id="0000")).content == "(no change: the baseline)"
+    missing = box.run(call("read_file", path="prepare.py"))
+    assert missing.is_error and "'prepare.py' cannot be read" in missing.content
+    unknown = box.run(call("show_diff", experiment_id="0042"))
+    assert unknown.is_error and "no experiment '0042': ids are 0000, 0000-noise, 0001, 0002" in unknown.content
+    never_ran = box.run(call("read_run_log", experiment_id="0002"))
+    assert never_ran.is_error and "has no log" in never_ran.content
+    too_many = box.run(call("list_experiments", limit=501))
+    assert too_many.is_error and "limit: Input should be less than or equal to 500" in too_many.content
+    submit = box.run(call("submit_experiment", description="x", edits=[{"old_string": "a", "new_string": "b"}]))
+    assert submit.is_error and "submit_experiment is not a read-only tool" in submit.content
+
+
+def test_long_tool_output_keeps_head_and_tail():
+    text = "".join(f"line {i}\n" for i in range(10_000))
+    cut = bounded(text, 1000)
+    assert cut.startswith("line 0\n") and cut.endswith("line 9999\n") and len(cut) < 1200
+    assert "characters cut here" in cut and bounded("short", 1000) == "short"

@@ -1,0 +1,76 @@
+"""The command line: one way to open a workspace or fail, and `run`'s options as one settings object."""
+
+import pytest
+import typer
+from pydantic import BaseModel, ConfigDict, Field
+from typer.testing import CliRunner
+
+from agent import cli
+from agent.settings import LoopSettings, RunSettings, internal
+
+
+@pytest.mark.parametrize("command", [["status"], ["steer", "--tag", "nope", "prompts/program.md"], ["transcript"],
+                                     ["report"], ["confirm"]])
+def test_every_command_on_a_missing_tag_fails_the_same_clear_way(command, tmp_path):
+    arguments = command + (["--tag", "nope"] if "--tag" not in command else []) + ["--workspaces", str(tmp_path)]
+    result = CliRunner().invoke(cli.app, arguments)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: no workspace for tag 'nope'") and "autoresearch" in result.output
+
+
+class Demo(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    count: int = Field(3, description="How many.")
+    every_keeps: int = Field(5, alias="every", description="After this many keeps.")
+    label: str | None = Field(None, description="A name.")
+    hidden: float = internal(1.0)
+
+
+def demo_app(seen):
+    app = typer.Typer()
+
+    @app.command()
+    @cli.settings_command(Demo, {"label": dict(help="The label to show.")})
+    def go(settings: Demo) -> None:
+        """Runs the demo."""
+        seen.append(settings)
+    return app
+
+
+def test_a_settings_model_becomes_a_command_with_an_option_per_field():
+    seen = []
+    app = demo_app(seen)
+    assert CliRunner().invoke(app, ["--count", "4", "--every", "2"]).exit_code == 0
+    assert CliRunner().invoke(app, []).exit_code == 0
+    assert seen == [Demo(count=4, every_keeps=2), Demo()] and seen[1].hidden == 1.0
+    shown = CliRunner().invoke(app, ["--help"], terminal_width=200).output
+    assert "Runs the demo." in shown and "How many." in shown and "The label to show." in shown
+    assert "--every" in shown and "--hidden" not in shown
+
+
+@pytest.mark.parametrize("arguments, problem", [(["--count", "many"], "Invalid value for '--count'"),
+                                                (["--hidden", "2"], "No such option: --hidden")])
+def test_a_bad_option_is_refused_by_name(arguments, problem):
+    seen = []
+    result = CliRunner().invoke(demo_app(seen), arguments, terminal_width=200)
+    assert result.exit_code == 2 and problem in result.output and seen == []
+
+
+def test_run_offers_every_setting_of_the_loop_and_of_the_run():
+    shown = CliRunner().invoke(cli.app, ["run", "--help"], terminal_width=200).output
+    offered = [name for name, field in RunSettings.model_fields.items()
+               if (field.json_schema_extra or {}) != {"cli": False}]
+    assert {"max_experiments", "noise_every_keeps", "proposer", "spool", "cache"} <= set(offered)
+    for name in offered:
+        option = "--" + (RunSettings.model_fields[name].alias or name).replace("_", "-")
+        assert option in shown, option
+    assert "--timeout-seconds" not in shown and "--max-fix-attempts" not in shown
+    assert issubclass(RunSettings, LoopSettings)  # the loop takes the run's settings as they are
+
+
+def test_run_refuses_a_bad_proposer_or_runner_before_touching_anything(tmp_path):
+    for arguments, problem in ((["--proposer", "gpt"], "unknown proposer 'gpt': use optuna, llm or hybrid"),
+                               (["--runner", "spool"], "use --runner local, or --runner spool --spool DIR")):
+        result = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path), *arguments])
+        assert result.exit_code == 2 and problem in result.output
+    assert list(tmp_path.iterdir()) == []
