@@ -6,6 +6,7 @@
     <spool>/logs/<id>.log       the run's output, streamed
     <spool>/checkpoints/<id>.pt the trained weights, when the run saved them
     <spool>/workers/<w>.json    heartbeats: pid, gpu, the job in hand, time
+    <spool>/cancel/<id>.json    a job the agent withdrew while it ran: its worker kills the run
 
 A job is claimed by os.rename, which only one worker can win. A worker whose heartbeat is
 older than DEAD_AFTER seconds is gone: the agent treats its job as an infra failure.
