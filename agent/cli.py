@@ -162,13 +162,16 @@ def run(
                   + (f", model {model}" if model else "") + ")")
     # SIGTERM (`docker compose stop`, systemd, kill) stops the loop the way Ctrl-C does.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver
     try:
         if spool is not None:
             from agent.spool_runner import SpoolRunner
             trainer = SpoolRunner(spool)
         else:
             trainer = LocalRunner()
-        why = run_loop(workspace, chosen, trainer, settings, say=say)
+        with ProgressObserver(workspace.dir, console) as observer:
+            why = run_loop(workspace, ObservedProposer(chosen, observer, model or chosen.name),
+                           ObservedRunner(trainer, observer), settings, say=say)
     except KeyboardInterrupt:
         why = "stopped by Ctrl-C; the running experiment was recorded as interrupted"
     except (LoopStopped, WorkspaceError) as err:
@@ -176,8 +179,11 @@ def run(
         fail(str(err))
     say(f"stopped: {why}")
     if not why.startswith("stopped by Ctrl-C"):
-        _confirm(workspace, trainer)
+        with ProgressObserver(workspace.dir, console) as observer:
+            _confirm(workspace, ObservedRunner(trainer, observer))
     _where(workspace)
+    from agent.report.build import write_report
+    console.print(f"report: {write_report(workspace)}")
 
 
 @app.command()
@@ -310,8 +316,10 @@ def _status_view(workspace):
     from rich.text import Text
 
     from agent.ledger import read_ledger
+    from agent.noise import inflated_floor
     from agent.proposal_failures import read_failures
     from agent.report.summary import headline, parse_time
+    from agent.run_progress import describe, last_step_line, read_phase
     from trainer.atomic import read_json
     records, bad = read_ledger(workspace.dir)
     lines: list = [shown(line.describe(workspace.dir / "experiments.jsonl", moved=False), style="yellow")
@@ -334,6 +342,8 @@ def _status_view(workspace):
             lines.append(Text(f"noise: {measured} from {len(floor['values'])} runs of {floor['of']} (val_bpb "
                               + ", ".join(f"{v:.6f}" for v in floor["values"])
                               + f"); {h.confirmed} keep(s) confirmed by a re-run"))
+            if warning := inflated_floor(floor.get("sigma"), workspace.track["track"]):
+                lines.append(Text(f"warning: {warning}", style="yellow"))
         if h.crash_rates:
             lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
         if h.tokens:
@@ -343,14 +353,14 @@ def _status_view(workspace):
         spent = sum(float(f.usage.get("cost_usd", 0.0)) for f in failed)
         lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
                           f"for {failed[-1].experiment_id}: {failed[-1].reason[:200]}"))
-    current = read_json(workspace.dir / "current.json")
+    current, phase = read_json(workspace.dir / "current.json"), read_phase(workspace.dir)
     if current:
         elapsed = time.time() - parse_time(current["started"])
-        budget = workspace.track["constants"]["time_budget"]
-        left = f"{budget - elapsed:.0f} s of the {budget} s budget left" if elapsed < budget else \
-            f"past the {budget} s budget (startup, compile and eval come on top)"
         lines.append(shown(f"running: {current.get('id')} {bounded(current.get('description', ''))} "
-                           f"({elapsed:.0f} s, {left})"))
+                           f"({elapsed:.0f} s)"))
+    if phase is not None:
+        step = last_step_line(workspace.dir / "logs" / Path(phase.log).name) if phase.log else None
+        lines.append(shown(f"now: {describe(phase, step)}", 400, style="bold"))
     if records:
         table = Table("id", "status", "val_bpb", "triage", "description", title="last experiments")
         for r in records[-10:]:

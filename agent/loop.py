@@ -22,7 +22,7 @@ from agent.decisions import as_float, decide, implausible_fall, prune_checkpoint
 from agent.edits import EditRejected, apply_edits
 from agent.ledger import NOISE, Ledger
 from agent.llm.types import ProviderFatal, ProviderUnavailable
-from agent.noise import Judgement, commit_runs, fresh_seed, sigma_of, wants_noise_floor
+from agent.noise import Judgement, commit_runs, fresh_seed, inflated_floor, sigma_of, wants_noise_floor
 from agent.policy import check_policy
 from agent.proposal_failures import FailedProposal, failures_cost, record_failure
 from agent.proposers.base import Proposal, ProposalContext, Proposer, ProposerError
@@ -435,6 +435,8 @@ def measure_noise_floor(workspace: Workspace, ledger: Ledger, runner: Runner, se
     transcript.event("noise_floor", of=best["id"], values=values, sigma=sigma)
     say(f"{record_id} sigma {sigma:.6f} from {len(values)} runs of {best['id']}" if sigma is not None
         else f"{record_id}: too few runs succeeded to measure sigma")
+    if warning := inflated_floor(sigma, workspace.track["track"]):
+        say(f"warning: {warning}")
     return record
 
 

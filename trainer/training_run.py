@@ -55,16 +55,17 @@ def train_commit(files: dict[str, bytes], run_dir: Path, log_path: Path, checkpo
         (run_dir / name).write_bytes(content)
     (run_dir / OPENED_DIR).mkdir()  # the seal's, made before the run can put something in its place
     cache = cache_root()
-    track = track_dir(_track_name(files), cache)
+    spec = json.loads(files["track.json"])
+    track = track_dir(spec["track"], cache)
     seal = Seal(run_dir, track, CHECKPOINT, checkpoint_destination)
     env = {"AUTORESEARCH_SEED": str(seed), "AUTORESEARCH_CACHE": str(training_view(track, run_dir)),
            "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **seal.env(), **compile_cache_env(compile_cache),
-           **(extra_env or {})}
+           **cpu_clock_env(spec["constants"]), **(extra_env or {})}
     view = View(writable=[writable_by_stranger(compile_cache)], read_only=data_paths(cache),
                 hidden=[runs_root(), run_dir.parent, *hidden, *hidden_paths(cache)])
 
     def started(process) -> None:
-        seal.started()
+        seal.started(process.pid)
         if on_start is not None:
             on_start(process)
 
@@ -79,5 +80,7 @@ def train_commit(files: dict[str, bytes], run_dir: Path, log_path: Path, checkpo
                            sealed.checkpoint, sealed.sha256, sealed.problem, sealed.seconds, sealed.trained_tokens)
 
 
-def _track_name(files: dict[str, bytes]) -> str:
-    return json.loads(files["track.json"])["track"]
+def cpu_clock_env(constants: dict) -> dict[str, str]:
+    """On a CPU-clock track, idle OpenMP threads sleep instead of spinning: a thread waiting for a sibling that
+    other work on the machine took the core from would otherwise be charged the wait."""
+    return {"OMP_WAIT_POLICY": "PASSIVE"} if constants.get("budget_clock") == "cpu" else {}
