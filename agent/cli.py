@@ -131,6 +131,8 @@ def run(
     overlap: Annotated[bool, typer.Option(help="Propose the next experiment while the current one trains.")] = True,
     runner: Annotated[str, typer.Option(help="local (a subprocess here) or spool (trainer workers).")] = "local",
     spool: Annotated[Path | None, typer.Option(help="The spool directory shared with trainer workers.")] = None,
+    mlflow: Annotated[str | None, typer.Option(
+        help="MLflow tracking URI to mirror every experiment to (default: $MLFLOW_TRACKING_URI if set).")] = None,
     workspaces: WorkspacesOption = None,
     cache: CacheOption = None,
 ) -> None:
@@ -163,6 +165,7 @@ def run(
     # SIGTERM (`docker compose stop`, systemd, kill) stops the loop the way Ctrl-C does.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver
+    tracking = _start_tracking(mlflow, workspace)
     try:
         if spool is not None:
             from agent.spool_runner import SpoolRunner
@@ -184,6 +187,23 @@ def run(
     _where(workspace)
     from agent.report.build import write_report
     console.print(f"report: {write_report(workspace)}")
+    if tracking is not None and not tracking.stop():
+        say(f"MLflow: some records are not in {tracking.uri} yet; the next `run --tag {workspace.tag} --mlflow "
+            f"{tracking.uri}` sends them")
+
+
+def _start_tracking(option: str | None, workspace):
+    from agent.tracking.mlflow_sync import MlflowSync, TrackingUnavailable, tracking_uri
+    uri = tracking_uri(option)
+    if uri is None:
+        return None
+    try:
+        tracking = MlflowSync(uri, workspace, say=say)
+    except TrackingUnavailable as err:
+        fail(str(err))
+    console.print(f"MLflow: mirroring {workspace.tag} to {uri}")
+    tracking.sync()
+    return tracking.start()
 
 
 @app.command()
