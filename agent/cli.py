@@ -246,8 +246,8 @@ def _confirm(workspace, trainer) -> bool:
 def _make_proposer(kind: str, workspace, model: str | None, base_url: str | None, max_tool_calls: int,
                    thinking_budget: int, pricing: Path | None, hybrid_share: float, outage_minutes: float, *,
                    effort: str | None = None, max_cost_usd: float | None = None):
-    from agent.proposers.optuna_search import OptunaProposer
-    optuna = OptunaProposer(workspace.dir / "optuna.journal")
+    from agent.proposers.optuna_search import WARM_STARTS, OptunaProposer
+    optuna = OptunaProposer(workspace.dir / "optuna.journal", warm_start=WARM_STARTS.get(workspace.track["track"], []))
     if kind == "optuna":
         return optuna
     from agent.llm.pricing import PriceTable

@@ -35,6 +35,7 @@ from agent.workspace import Workspace
 from trainer.prepare import SEAL_FD_VAR
 
 MAX_CONSECUTIVE_PROPOSER_FAILURES = 5
+CPU_CLOCK_WALL_FACTOR = 3  # hard timeout of a CPU-clock track: 2 x 3 x budget + grace (cpu: 480 s)
 
 
 @dataclass
@@ -393,7 +394,9 @@ def _sum_usage(*usages: dict) -> dict:
 
 def run_with_infra_retry(workspace: Workspace, runner: Runner, commit: str, experiment_id: str, seed: int,
                          settings: LoopSettings, transcript: Transcript) -> RunResult:
-    budget = workspace.track["constants"]["time_budget"]
+    constants = workspace.track["constants"]
+    # A budget of CPU seconds takes longer in wall-clock time while other work shares the machine.
+    budget = constants["time_budget"] * (CPU_CLOCK_WALL_FACTOR if constants.get("budget_clock") == "cpu" else 1)
     timeout = settings.timeout_seconds or 2 * budget + settings.grace_seconds
     transcript.event("run_started", commit=commit, timeout_s=timeout, runner=runner.name, seed=seed)
     result = runner.run(workspace, commit, timeout, experiment_id, seed)
