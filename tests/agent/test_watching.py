@@ -162,7 +162,9 @@ def test_a_step_line_is_parsed_bounded_and_shown_live(tmp_path):
     assert (step.step, step.percent, step.loss, step.tokens_per_second, step.mfu_percent, step.left_seconds) == \
         (37, 68.4, 4.5405, 4172.0, 12.5, 12.0)
     assert parse_step_line(line + " " * 400) is None  # too long to be a step line
-    assert parse_step_line("step 1 (999999%) | loss [bold]x") .percent == 100.0  # clamped; markup is no number
+    hostile = parse_step_line("step 1 (999%) | loss [bold]x | 1e99999 ms")
+    assert (hostile.percent, hostile.loss, hostile.step_ms) == (100.0, None, None)  # clamped; no number, no field
+    assert parse_step_line("step 1 (99999999%)") is None
     assert parse_step_line("loss 4.5 | step 3 (5%)") is None
 
     log = tmp_path / "logs" / "0003.log"
