@@ -81,6 +81,9 @@ def train_commit(files: dict[str, bytes], run_dir: Path, log_path: Path, checkpo
 
 
 def cpu_clock_env(constants: dict) -> dict[str, str]:
-    """On a CPU-clock track, idle OpenMP threads sleep instead of spinning: a thread waiting for a sibling that
-    other work on the machine took the core from would otherwise be charged the wait."""
-    return {"OMP_WAIT_POLICY": "PASSIVE"} if constants.get("budget_clock") == "cpu" else {}
+    """On a CPU-clock track torch computes on one thread: threads meet at barriers, and a thread waiting there
+    for a sibling that other work on the machine took the core from is charged the wait (spinning) or wakes
+    late (sleeping), which makes the CPU seconds of a step depend on the load. One thread per run also means
+    the same budget buys the same work on a machine of any core count. A train.py may set more threads; its
+    budget is charged for all of them."""
+    return {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if constants.get("budget_clock") == "cpu" else {}
