@@ -100,7 +100,7 @@ class ProgressObserver:
 
     def evaluating(self, name: str, splits: tuple[str, ...]) -> None:
         phase = "confirming on the holdout" if "holdout" in splits else "verifying"
-        experiment_id = name.removeprefix("verify-").removeprefix("confirm-")
+        experiment_id = name.removeprefix("verify-").removeprefix("confirm-").split(".")[0]
         with self._lock:
             self.run = Phase(experiment_id=experiment_id, phase=phase, detail="with the trusted evaluator",
                              since=time.time())

@@ -96,7 +96,7 @@ def watched(test_track, tmp_path_factory):
         with ProgressObserver(workspace.dir, console, interval=0.2) as observer:
             runner = ObservedRunner(LocalRunner(), observer)
             run_loop(workspace, ObservedProposer(OneChange(), observer, "scripted"), runner,
-                     LoopSettings(max_experiments=2, noise_seeds=2, overlap=False), say=said.append)
+                     LoopSettings(max_experiments=2, noise_seeds=2, overlap=False, grace_seconds=600), say=said.append)
             confirm(workspace, runner)
         wait_healthy(uri, server)
         caught_up = tracking.stop()
