@@ -35,7 +35,7 @@ from agent.workspace import Workspace
 from trainer.prepare import SEAL_FD_VAR
 
 MAX_CONSECUTIVE_PROPOSER_FAILURES = 5
-CPU_CLOCK_WALL_FACTOR = 3  # hard timeout of a CPU-clock track: 2 x 3 x budget + grace (cpu: 480 s)
+CPU_CLOCK_WALL_FACTOR = 10  # hard timeout of a CPU-clock track: 2 x 10 x budget + grace (cpu: 1320 s)
 
 
 @dataclass
