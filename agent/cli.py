@@ -159,9 +159,13 @@ def run(settings: RunSettings) -> None:
                   + (f", model {settings.model}" if settings.model else "") + ")")
     # SIGTERM (`docker compose stop`, systemd, kill) stops the loop the way Ctrl-C does.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver
+    tracking = _start_tracking(settings.mlflow, workspace)
     trainer = _runner(settings.spool)
     try:
-        why = run_loop(workspace, chosen, trainer, settings, say=say)
+        with ProgressObserver(workspace.dir, console) as observer:
+            why = run_loop(workspace, ObservedProposer(chosen, observer, settings.model or chosen.name),
+                           ObservedRunner(trainer, observer), settings, say=say)
     except KeyboardInterrupt:
         why = "stopped by Ctrl-C; the running experiment was recorded as interrupted"
     except (LoopStopped, WorkspaceError) as err:
@@ -169,8 +173,28 @@ def run(settings: RunSettings) -> None:
         fail(str(err))
     say(f"stopped: {why}")
     if not why.startswith("stopped by Ctrl-C"):
-        _confirm(workspace, trainer)
+        with ProgressObserver(workspace.dir, console) as observer:
+            _confirm(workspace, ObservedRunner(trainer, observer))
     _where(workspace)
+    from agent.report.build import write_report
+    console.print(f"report: {write_report(workspace)}")
+    if tracking is not None and not tracking.stop():
+        say(f"MLflow: some records are not in {tracking.uri} yet; the next `run --tag {workspace.tag} --mlflow "
+            f"{tracking.uri}` sends them")
+
+
+def _start_tracking(option: str | None, workspace):
+    from agent.tracking.mlflow_sync import MlflowSync, TrackingUnavailable, tracking_uri
+    uri = tracking_uri(option)
+    if uri is None:
+        return None
+    try:
+        tracking = MlflowSync(uri, workspace, say=say)
+    except TrackingUnavailable as err:
+        fail(str(err))
+    console.print(f"MLflow: mirroring {workspace.tag} to {uri}")
+    tracking.sync()
+    return tracking.start()
 
 
 def _use_cache(cache: Path | None) -> None:
@@ -212,8 +236,8 @@ def _confirm(workspace, trainer) -> bool:
 
 
 def _make_proposer(workspace, settings: RunSettings):
-    from agent.proposers.optuna_search import OptunaProposer
-    optuna = OptunaProposer(workspace.dir / "optuna.journal")
+    from agent.proposers.optuna_search import WARM_STARTS, OptunaProposer
+    optuna = OptunaProposer(workspace.dir / "optuna.journal", warm_start=WARM_STARTS.get(workspace.track["track"], []))
     if settings.proposer == "optuna":
         return optuna
     from agent.llm.pricing import PriceTable

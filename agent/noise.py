@@ -21,6 +21,12 @@ from agent.record import Evidence, ExperimentRecord, ExperimentStatus, RunEntry
 KEEP, DISCARD, CRASH = ExperimentStatus.KEEP, ExperimentStatus.DISCARD, ExperimentStatus.CRASH
 CLOSE = "close"  # not a final status: run the candidate again, then judge the mean
 
+# sigma of val_bpb between seeds of a track's baseline, as measured (BENCHMARKS.md; gpu: the reference's "a few
+# 1e-4" on an H100). A floor far above it means something besides the seed moves the numbers: most often other
+# work on the machine, which no rule can see past.
+USUAL_SIGMA = {"gpu": 0.0005, "cpu": 0.014, "test": 0.003}
+INFLATED_RATIO = 3.0  # with three values, P(stdev > 3 sigma) is about 1e-4 when nothing else is going on
+
 
 @dataclass
 class Judgement:
@@ -74,6 +80,15 @@ def current_sigma(records: list[ExperimentRecord]) -> float | None:
     """sigma from the latest noise floor, None before one was measured."""
     floors = [r for r in records if not r.is_experiment and r.sigma is not None]
     return floors[-1].sigma if floors else None
+
+
+def inflated_floor(sigma: float | None, track: str) -> str | None:
+    """A warning when sigma is far above what the track usually shows, else None."""
+    usual = USUAL_SIGMA.get(track)
+    if sigma is None or not usual or sigma <= INFLATED_RATIO * usual:
+        return None
+    return (f"sigma {sigma:.4g} is {sigma / usual:.0f}x this track's usual {usual:g}: is the machine busy? "
+            f"While it stays this high only gains above {2 * sigma:.3g} can be kept")
 
 
 def sigma_of(values: list[float]) -> float | None:

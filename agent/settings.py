@@ -59,6 +59,8 @@ class RunSettings(LoopSettings):
     outage_minutes: float = Field(30.0, description="Retry a silent LLM provider this long, then pause.")
     runner: str = Field("local", description="local (a subprocess here) or spool (trainer workers).")
     spool: Path | None = Field(None, description="The spool directory shared with trainer workers.")
+    mlflow: str | None = Field(None, description="MLflow tracking URI to mirror every experiment to (default: "
+                                                 "$MLFLOW_TRACKING_URI if set).")
     workspaces: Path | None = Field(None, description="Where workspaces live (default $AUTORESEARCH_WORKSPACES or "
                                                       "./workspace).")
     cache: Path | None = Field(None, description="Cache directory (default $AUTORESEARCH_CACHE or "

@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from agent.ledger import read_in_flight, read_ledger
+from agent.noise import inflated_floor
 from agent.proposal_failures import read_failures
 from agent.record import ExperimentStatus
 from agent.report.summary import headline, parse_time
+from agent.run_progress import describe, last_step_line, read_phase
 from agent.untrusted import bounded, shown
 from agent.workspace import Workspace
 
 
 def status_view(workspace: Workspace) -> Group:
-    """What `autoresearch status` shows: the headline numbers, the noise floor, failed proposals, the experiment
-    running now and the last experiments."""
+    """What `autoresearch status` shows: the headline numbers, the noise floor (flagged when it is far above the
+    track's usual), failed proposals, the experiment running now and its phase, and the last experiments."""
     records, bad = read_ledger(workspace.dir)
     lines: list = [shown(line.describe(workspace.dir / "experiments.jsonl", moved=False), style="yellow")
                    for line in bad]
@@ -41,6 +44,8 @@ def status_view(workspace: Workspace) -> Group:
             lines.append(Text(f"noise: {measured} from {len(floor.values or [])} runs of {floor.of} (val_bpb "
                               + ", ".join(f"{v:.6f}" for v in floor.values or [])
                               + f"); {h.confirmed} keep(s) confirmed by a re-run"))
+            if warning := inflated_floor(floor.sigma, workspace.track["track"]):
+                lines.append(Text(f"warning: {warning}", style="yellow"))
         if h.crash_rates:
             lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
         if h.tokens:
@@ -50,14 +55,13 @@ def status_view(workspace: Workspace) -> Group:
         spent = sum(float(f.usage.get("cost_usd", 0.0)) for f in failed)
         lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
                           f"for {failed[-1].experiment_id}: {failed[-1].reason[:200]}"))
-    current = read_in_flight(workspace.dir)
+    current, phase = read_in_flight(workspace.dir), read_phase(workspace.dir)
     if current:
         elapsed = time.time() - parse_time(current.started)
-        budget = workspace.track["constants"]["time_budget"]
-        left = f"{budget - elapsed:.0f} s of the {budget} s budget left" if elapsed < budget else \
-            f"past the {budget} s budget (startup, compile and eval come on top)"
-        lines.append(shown(f"running: {current.id} {bounded(current.description)} "
-                           f"({elapsed:.0f} s, {left})"))
+        lines.append(shown(f"running: {current.id} {bounded(current.description)} ({elapsed:.0f} s)"))
+    if phase is not None:
+        step = last_step_line(workspace.dir / "logs" / Path(phase.log).name) if phase.log else None
+        lines.append(shown(f"now: {describe(phase, step)}", 400, style="bold"))
     if records:
         table = Table("id", "status", "val_bpb", "triage", "description", title="last experiments")
         for r in records[-10:]:

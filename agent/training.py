@@ -7,13 +7,15 @@ import statistics
 import time
 
 from agent.ledger import Ledger
-from agent.noise import commit_runs, fresh_seed, sigma_of
+from agent.noise import commit_runs, fresh_seed, inflated_floor, sigma_of
 from agent.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, now
 from agent.runner import Runner, RunResult
 from agent.settings import LoopSettings
 from agent.transcript import Transcript
 from agent.triage import Triage
 from agent.workspace import Workspace
+
+CPU_CLOCK_WALL_FACTOR = 10  # hard timeout of a CPU-clock track: 2 x 10 x budget + grace (cpu: 1320 s)
 
 
 class LoopStopped(Exception):
@@ -26,7 +28,9 @@ class Training:
 
     def run(self, commit: str, name: str, seed: int, transcript: Transcript) -> RunResult:
         """One run of a commit (logs/<name>.log); an infra failure is retried once, not charged."""
-        budget = self.workspace.track["constants"]["time_budget"]
+        constants = self.workspace.track["constants"]
+        # A budget of CPU seconds takes longer in wall-clock time while other work shares the machine.
+        budget = constants["time_budget"] * (CPU_CLOCK_WALL_FACTOR if constants.get("budget_clock") == "cpu" else 1)
         timeout = self.settings.timeout_seconds or 2 * budget + self.settings.grace_seconds
         transcript.event("run_started", commit=commit, timeout_s=timeout, runner=self.runner.name, seed=seed)
         result = self.runner.run(self.workspace, commit, timeout, name, seed)
@@ -65,4 +69,6 @@ class Training:
         transcript.event("noise_floor", of=best.id, values=values, sigma=sigma)
         say(f"{record_id} sigma {sigma:.6f} from {len(values)} runs of {best.id}" if sigma is not None
             else f"{record_id}: too few runs succeeded to measure sigma")
+        if warning := inflated_floor(sigma, self.workspace.track["track"]):
+            say(f"warning: {warning}")
         return record

@@ -4,7 +4,11 @@ Each run goes through the local runner exactly as an experiment would (fresh run
 AUTORESEARCH_SEED from the harness). Prints every run, then the mean, sigma, and the gain a
 single run must show to be kept at once under the default rule (2 sigma).
 
-    .venv/bin/python benchmarks/noise.py [--track cpu] [--seeds 5] [--first-seed 42] [--cache DIR]
+With --hogs N every seed is trained twice, once as the machine is and once beside N processes that
+spin on the CPU (started and stopped by pid around that run), so that both arms share whatever
+else the machine is doing; it prints both arms and the ratio of their sigmas (loaded / as is).
+
+    .venv/bin/python benchmarks/noise.py [--track cpu] [--seeds 5] [--first-seed 42] [--hogs 2] [--cache DIR]
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +31,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=42)
     parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument("--hogs", type=int, default=0, help="CPU-spinning processes beside the second arm")
     args = parser.parse_args()
     if args.cache is not None:
         os.environ["AUTORESEARCH_CACHE"] = str(args.cache.resolve())
@@ -42,25 +48,43 @@ def main() -> None:
     workspace = Workspace.create("noise", spec, REPO / "prompts" / "program.md",
                                  root=Path(tempfile.mkdtemp(prefix="noise-bench-")))
     budget = spec["constants"]["time_budget"]
-    table = Table(title=f"val_bpb by seed: {args.track} track, baseline train.py, {os.cpu_count()} cores")
-    for column in ("seed", "val_bpb", "steps", "training s", "wall s"):
-        table.add_column(column, justify="right")
-    values = []
+    clock = spec["constants"].get("budget_clock", "wall")
+    arms = {"as is": 0, f"{args.hogs} hog(s)": args.hogs} if args.hogs else {"as is": 0}
+    tables, values = {}, {arm: [] for arm in arms}
+    for arm in arms:
+        tables[arm] = Table(title=f"val_bpb by seed: {args.track} track ({clock} clock), baseline train.py, "
+                                  f"{os.cpu_count()} cores, {arm}")
+        for column in ("seed", "val_bpb", "steps", "training s", "wall s"):
+            tables[arm].add_column(column, justify="right")
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        result = LocalRunner().run(workspace, workspace.head(), 2 * budget + 600, f"seed{seed}", seed)
-        summary = result.summary
-        if "val_bpb" not in summary:
-            raise SystemExit(f"seed {seed} failed ({result.verdict.triage.value}): {result.verdict.reason}\n"
-                             f"{result.tail}")
-        values.append(float(summary["val_bpb"]))
-        table.add_row(str(seed), summary["val_bpb"], summary.get("num_steps", "?"),
-                      summary.get("training_seconds", "?"), f"{result.seconds:.1f}")
-    sigma = statistics.stdev(values)
-    table.add_section()
-    table.add_row("mean", f"{statistics.fmean(values):.6f}", "", "", "")
-    table.add_row("sigma", f"{sigma:.6f}", "", "", "")
-    table.add_row("2 sigma", f"{2 * sigma:.6f}", "", "", "")
-    Console().print(table)
+        for arm, hogs in arms.items():
+            spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
+            try:
+                result = LocalRunner().run(workspace, workspace.head(), 4 * budget + 600, f"seed{seed}-{hogs}", seed)
+            finally:
+                for hog in spinning:
+                    hog.kill()
+                    hog.wait()
+            summary = result.summary
+            if "val_bpb" not in summary:
+                raise SystemExit(f"seed {seed} ({arm}) failed ({result.verdict.triage.value}): "
+                                 f"{result.verdict.reason}\n{result.tail}")
+            values[arm].append(float(summary["val_bpb"]))
+            tables[arm].add_row(str(seed), summary["val_bpb"], summary.get("num_steps", "?"),
+                                summary.get("training_seconds", "?"), f"{result.seconds:.1f}")
+            print(f"seed {seed} {arm}: val_bpb {summary['val_bpb']} in {summary.get('num_steps')} steps, "
+                  f"{result.seconds:.1f} s", flush=True)
+    sigmas = {}
+    for arm, table in tables.items():
+        sigmas[arm] = statistics.stdev(values[arm])
+        table.add_section()
+        table.add_row("mean", f"{statistics.fmean(values[arm]):.6f}", "", "", "")
+        table.add_row("sigma", f"{sigmas[arm]:.6f}", "", "", "")
+        table.add_row("2 sigma", f"{2 * sigmas[arm]:.6f}", "", "", "")
+        Console().print(table)
+    if args.hogs:
+        loaded, idle = sigmas[f"{args.hogs} hog(s)"], sigmas["as is"]
+        print(f"sigma loaded / as is: {loaded:.6f} / {idle:.6f} = {loaded / idle:.2f}")
 
 
 if __name__ == "__main__":

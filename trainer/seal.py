@@ -8,9 +8,10 @@ and answers ``open <dir>``. The weights of record are fixed before any validatio
 the process, so nothing learnt from it can reach the number the verifier re-computes. A run
 seals once; the holdout split never opens.
 
-The harness, not the run, owns the budget: the seal request is timed here from the run's start,
-and carries the training tokens the run's frozen prepare.py handed out; a run past its track's
-budget (RunBudget) is refused, and its record is an ``over_budget`` crash. Requests are read in
+The harness, not the run, owns the budget: the seal request is timed here from the run's start (on
+a track whose budget clock is CPU time, the CPU seconds the kernel charged to the run's processes
+are read from /proc), and carries the training tokens the run's frozen prepare.py handed out; a run
+past its track's budget (RunBudget) is refused, and its record is an ``over_budget`` crash. Requests are read in
 lines of at most MAX_REQUEST_BYTES. Where runs are isolated (trainer/sandbox.py) the
 cache's own val and holdout directories are hidden as well.
 """
@@ -68,7 +69,7 @@ def hidden_paths(cache: Path) -> list[Path]:
 
 
 # A run reaches the seal after its startup, compilation and warm-up steps as well as the budgeted training:
-# on a wall-clock track the harness allows half the budget (at least a minute) on top of it. The
+# on a timed track the harness allows half the budget (at least a minute, wall-clock or CPU) on top of it. The
 # reference spends ~26 s of its 300 s budget's run on startup, compilation and evaluation on an H100.
 STARTUP_ALLOWANCE = 0.5
 MIN_STARTUP_ALLOWANCE_S = 60.0
@@ -80,10 +81,11 @@ REQUEST = re.compile(r"seal (\w{1,16})(?: trained_tokens=(\d{1,18}))?")
 @dataclass(frozen=True)
 class RunBudget:
     """What a run may consume before it seals: seconds from its start (measured here, outside the run) on a
-    wall-clock track; training tokens drawn through make_dataloader (reported by the run's frozen prepare.py)
-    on a step-budgeted one."""
+    wall-clock track; CPU seconds of its processes (read from the kernel) on a CPU-clock track; training tokens
+    drawn through make_dataloader (reported by the run's frozen prepare.py) on a step-budgeted one."""
     seconds: float | None = None
     tokens: int | None = None
+    cpu_seconds: float | None = None
 
     @classmethod
     def of_run(cls, track_dir: Path, run_dir: Path) -> RunBudget:
@@ -96,7 +98,8 @@ class RunBudget:
         steps = constants.get("step_budget")
         if not steps:
             budget = float(constants["time_budget"])
-            return cls(seconds=budget + max(STARTUP_ALLOWANCE * budget, MIN_STARTUP_ALLOWANCE_S))
+            allowed = budget + max(STARTUP_ALLOWANCE * budget, MIN_STARTUP_ALLOWANCE_S)
+            return cls(cpu_seconds=allowed) if constants.get("budget_clock") == "cpu" else cls(seconds=allowed)
         batch = declared_batch_tokens(run_dir / "train.py")
         return cls(tokens=(steps + 1) * batch) if batch else cls()  # + 1: the batch drawn ahead of the last step
 
@@ -138,6 +141,7 @@ class Sealed:
     sha256: str | None = None
     problem: str | None = None       # a refused request, for the run's record
     seconds: float | None = None     # from the run's start to its seal request, measured by the harness
+    cpu_seconds: float | None = None  # CPU seconds of the run's processes at its seal request, read by the harness
     trained_tokens: int | None = None  # what the run's prepare.py reported make_dataloader handed out
 
 
@@ -154,6 +158,7 @@ class Seal:
         self._thread = threading.Thread(target=self._serve, name=f"seal-{run_dir.name}", daemon=True)
         self._serving = False
         self._started = time.monotonic()
+        self._pid: int | None = None
 
     def env(self) -> dict[str, str]:
         return {SEAL_FD_VAR: str(self._theirs.fileno())}
@@ -162,9 +167,10 @@ class Seal:
     def child_fd(self) -> int:
         return self._theirs.fileno()
 
-    def started(self) -> None:
-        """Call once the run's process holds its end: from then on, EOF means the run has exited."""
-        self._started = time.monotonic()
+    def started(self, pid: int | None = None) -> None:
+        """Call once the run's process (pid: the one started, whose descendants are the run) holds its end:
+        from then on, EOF means the run has exited."""
+        self._started, self._pid = time.monotonic(), pid
         self._theirs.close()
         self._thread.start()
         self._serving = True
@@ -196,6 +202,8 @@ class Seal:
         if self.result.checkpoint is not None or self.result.seconds is not None:
             return self._refuse("the run already sealed its weights once; evaluate_bpb runs once per run")
         self.result.seconds = round(at - self._started, 3)
+        if self._pid is not None:
+            self.result.cpu_seconds = round(process_tree_cpu_seconds(self._pid), 3)
         self.result.trained_tokens = int(asked.group(2)) if asked.group(2) else None
         if over := self._over_budget():
             return self._refuse(OVER_BUDGET + over)
@@ -215,6 +223,11 @@ class Seal:
         if self.budget.seconds is not None and seconds > self.budget.seconds:
             return (f"the run reached the seal {seconds:.0f} s after it started; the track's budget with its "
                     f"startup allowance is {self.budget.seconds:.0f} s")
+        cpu = self.result.cpu_seconds
+        if self.budget.cpu_seconds is not None and (cpu is None or cpu > self.budget.cpu_seconds):
+            return (f"the run's processes had used {cpu:.0f} CPU seconds when it reached the seal; the track's "
+                    f"budget with its startup allowance is {self.budget.cpu_seconds:.0f} CPU seconds"
+                    if cpu is not None else "the run's CPU time could not be read on this machine (Linux /proc)")
         if self.budget.tokens is not None and tokens is not None and tokens > self.budget.tokens:
             return (f"the run drew {tokens:,} training tokens through make_dataloader; the track's step budget at "
                     f"the batch train.py declares (TOTAL_BATCH_SIZE) allows {self.budget.tokens:,}")
@@ -223,3 +236,24 @@ class Seal:
     def _refuse(self, why: str) -> str:
         self.result.problem = self.result.problem or why
         return f"refused {why}"
+
+
+def process_tree_cpu_seconds(root: int) -> float:
+    """User + system CPU seconds of root and every process below it (all threads, and the children they
+    reaped), as the kernel charged them (Linux /proc)."""
+    parents, charged = {}, {}
+    for stat_path in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_path.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # exited meanwhile
+        pid = int(stat_path.parent.name)
+        parents[pid] = int(fields[1])
+        charged[pid] = sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime (clock ticks)
+    below, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in below]
+        below.update(children)
+        frontier += children
+    return sum(charged.get(pid, 0) for pid in below) / os.sysconf("SC_CLK_TCK")

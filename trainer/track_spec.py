@@ -28,6 +28,7 @@ class TrackConstants(BaseModel):
     source: str
     doc_chars: int
     step_budget: int | None = None
+    budget_clock: Literal["wall", "cpu"] = "wall"  # what time_budget counts: wall-clock or the run's CPU seconds
 
 
 class ClimbmixSource(BaseModel):

@@ -1,4 +1,4 @@
-"""Train a small GPT for a fixed wall-clock budget and report validation bits per byte.
+"""Train a small GPT for a fixed time budget and report validation bits per byte.
 
 The one file an experiment changes; prepare.py (frozen) supplies the track's constants, the tokenizer,
 the dataloader and the metric. Sections: hyperparameters, model, attention, optimizer, setup, training.
@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from prepare import MAX_SEQ_LEN, STEP_BUDGET, TIME_BUDGET, Tokenizer, evaluate_bpb, make_dataloader
+from prepare import BUDGET_CLOCK, MAX_SEQ_LEN, STEP_BUDGET, TIME_BUDGET, Tokenizer, evaluate_bpb, make_dataloader
 
 # === HYPERPARAMETERS (track: gpu) ===========================================
 # Model
@@ -49,7 +49,7 @@ MATRIX_LR = 0.04           # times sqrt(max(1, rows / cols))
 MUON_MOMENTUM = (0.85, 0.95, 300)  # Nesterov momentum: start, end, warm-up steps
 NORMUON_BETA2 = 0.95       # EMA of per-row/column second moments
 WEIGHT_DECAY = 0.2         # cautious, decays linearly to 0 over the budget
-# Schedule, on progress = training seconds / TIME_BUDGET (steps / STEP_BUDGET on the test track)
+# Schedule, on progress = training seconds / TIME_BUDGET (CPU seconds on the cpu track, steps on the test track)
 WARMUP_RATIO = 0.0
 WARMDOWN_RATIO = 0.5       # linear decay over the last half
 FINAL_LR_FRAC = 0.0
@@ -62,6 +62,7 @@ ROTARY_BASE = 10000.0
 VE_GATE_CHANNELS = 32      # input channels of the value-embedding gate
 WARMUP_STEPS_UNCOUNTED = 11  # steps 0..10 (compilation) are not part of the budget
 SEED = int(os.environ.get("AUTORESEARCH_SEED", "42"))
+budget_clock = time.process_time if BUDGET_CLOCK == "cpu" else time.perf_counter  # CPU seconds: all threads'
 
 
 # ---------------------------------------------------------------------------
@@ -491,10 +492,6 @@ def peak_flops(device) -> float | None:
     return peak
 
 
-def pick_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu")
-
-
 def peak_memory_mb(device) -> float:
     """Peak allocated accelerator memory; on CPU, the process's peak resident memory."""
     if device.type == "cuda":
@@ -545,20 +542,19 @@ def describe_model(model: GPT, attention: str) -> str:
 
 def main() -> None:
     torch.manual_seed(SEED)
-    device = pick_device()
+    device = torch.device("cuda" if torch.cuda.is_available() else
+                          "mps" if torch.backends.mps.is_available() else "cpu")
     on_cuda = device.type == "cuda"
     if on_cuda:
         torch.cuda.manual_seed_all(SEED)
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     autocast = torch.amp.autocast("cuda", dtype=torch.bfloat16) if on_cuda else nullcontext()
 
     tokenizer = Tokenizer.from_directory()
     config = config_from_hyperparameters(tokenizer.get_vocab_size())
     attention, attend, attention_skipped = choose_attention(device, MAX_SEQ_LEN, layer_windows(config))
     model = build_model(config, device, attend)
-    num_params = sum(p.numel() for p in model.parameters())
-    flops_per_token = model.flops_per_token()
+    num_params, flops_per_token = sum(p.numel() for p in model.parameters()), model.flops_per_token()
     peak = peak_flops(device)
     print(describe_model(model, attention))
     print(f"config: {asdict(config)}")
@@ -569,7 +565,8 @@ def main() -> None:
              f"= {tokens_per_micro_step}")
     grad_accum_steps = TOTAL_BATCH_SIZE // tokens_per_micro_step
     print(f"device: {device}, batch {TOTAL_BATCH_SIZE} tokens/step = {DEVICE_BATCH_SIZE} rows x "
-          f"{MAX_SEQ_LEN} x {grad_accum_steps} accumulation, budget {TIME_BUDGET}s, seed {SEED}")
+          f"{MAX_SEQ_LEN} x {grad_accum_steps} accumulation, budget {STEP_BUDGET or TIME_BUDGET}"
+          f"{' steps' if STEP_BUDGET else f' s ({BUDGET_CLOCK} clock)'}, seed {SEED}")
 
     optimizer = MuonAdamW(model, device, compile_steps=on_cuda)
     compile_model = on_cuda or (device.type == "cpu" and COMPILE_ON_CPU)
@@ -581,11 +578,11 @@ def main() -> None:
     x, y, epoch = next(train_loader)
 
     startup_seconds = time.perf_counter() - PROCESS_START
-    training_seconds = warmup_seconds = 0.0
+    training_seconds = warmup_seconds = training_wall = 0.0  # the first two on the track's budget clock
     smooth_loss, step, next_report = 0.0, 0, 0.0
     while True:
         synchronize(device)
-        t0 = time.perf_counter()
+        t0, clock0 = time.perf_counter(), budget_clock()
         for _ in range(grad_accum_steps):
             with autocast:
                 loss = train_model(x, y)
@@ -599,27 +596,27 @@ def main() -> None:
         if not math.isfinite(loss_value) or loss_value > 100:
             fail(f"training diverged at step {step}: loss {loss_value}")
         synchronize(device)
-        dt = time.perf_counter() - t0
+        dt, counted = time.perf_counter() - t0, budget_clock() - clock0
         if step < WARMUP_STEPS_UNCOUNTED:
-            warmup_seconds += dt
+            warmup_seconds += counted
         else:
-            training_seconds += dt
+            training_seconds, training_wall = training_seconds + counted, training_wall + dt
 
         smooth_loss = 0.9 * smooth_loss + 0.1 * loss_value
         debiased = smooth_loss / (1 - 0.9 ** (step + 1))
-        if step < 3 or training_seconds >= next_report:
+        if step < 3 or training_seconds >= next_report:  # the line the runner follows: keep its fields
             next_report = training_seconds + TIME_BUDGET / 20
-            tok_per_s = TOTAL_BATCH_SIZE / dt
+            tok_per_s, done = TOTAL_BATCH_SIZE / dt, budget_progress(step + 1, training_seconds)
+            left = (STEP_BUDGET - step - 1) * dt if STEP_BUDGET else (1 - done) * TIME_BUDGET * dt / max(counted, 1e-9)
             mfu = f"{100 * tok_per_s * flops_per_token / peak:.1f}%" if peak else "n/a"
-            print(f"step {step:05d} ({100 * progress:5.1f}%) | loss {debiased:.4f} | lr x{lr_multiplier(progress):.2f}"
-                  f" | {1000 * dt:.0f} ms | {tok_per_s:,.0f} tok/s | mfu {mfu} | epoch {epoch}", flush=True)
+            print(f"step {step:05d} ({100 * done:5.1f}%) | loss {debiased:.4f} | lr x{lr_multiplier(progress):.2f}"
+                  f" | {1000 * dt:.0f} ms | {tok_per_s:,.0f} tok/s | mfu {mfu} | epoch {epoch} | left {left:.0f} s",
+                  flush=True)
 
-        if step == 0:  # the heap is steady now; collections would only stall steps
+        if step == 0 or (step + 1) % 5000 == 0:  # after step 0 the heap is steady; collections would only stall steps
             gc.collect()
-            gc.freeze()
-            gc.disable()
-        elif (step + 1) % 5000 == 0:
-            gc.collect()
+            if step == 0:
+                gc.freeze(), gc.disable()
         step += 1
         if step >= WARMUP_STEPS_UNCOUNTED and budget_progress(step, training_seconds) >= 1.0:
             break
@@ -628,7 +625,7 @@ def main() -> None:
     graph_breaks, recompiles, reasons = compile_report() if compile_model else ("n/a", "n/a", [])
     for reason in dict.fromkeys(reasons):  # a graph break in a layer repeats in every layer
         print(f"compile: {reason}")
-    tokens_per_second = counted_steps * TOTAL_BATCH_SIZE / training_seconds
+    tokens_per_second = counted_steps * TOTAL_BATCH_SIZE / training_wall
     eval_start = time.perf_counter()
     model.eval()
     with autocast:
@@ -639,7 +636,8 @@ def main() -> None:
     mfu_percent = f"{100 * tokens_per_second * flops_per_token / peak:.2f}" if peak else ""
 
     summary = dict(
-        val_bpb=f"{val_bpb:.6f}", training_seconds=f"{training_seconds:.1f}",
+        val_bpb=f"{val_bpb:.6f}", training_seconds=f"{training_seconds:.1f}", budget_clock=BUDGET_CLOCK,
+        training_wall_seconds=f"{training_wall:.1f}",
         total_seconds=f"{time.perf_counter() - PROCESS_START:.1f}", startup_seconds=f"{startup_seconds:.1f}",
         warmup_seconds=f"{warmup_seconds:.1f}", eval_seconds=f"{eval_seconds:.1f}",
         peak_vram_mb=f"{peak_memory_mb(device):.1f}", mfu_percent=mfu_percent,
@@ -647,8 +645,7 @@ def main() -> None:
         num_steps=step, num_params_M=f"{num_params / 1e6:.1f}", depth=DEPTH,
         device=torch.cuda.get_device_name(device) if on_cuda else device.type, attention=attention,
         attention_skipped="; ".join(attention_skipped) or "none", graph_breaks=graph_breaks, recompiles=recompiles)
-    print("---")
-    print("\n".join(f"{key}: {value}" for key, value in summary.items()))
+    print("---\n" + "\n".join(f"{key}: {value}" for key, value in summary.items()))
 
 
 if __name__ == "__main__":

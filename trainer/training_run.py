@@ -36,7 +36,7 @@ from trainer.sandbox import (
     writable_by_stranger,
 )
 from trainer.seal import OPENED_DIR, Seal, data_paths, hidden_paths, training_view
-from trainer.track_spec import TrackSpec
+from trainer.track_spec import TrackConstants, TrackSpec
 
 TRACKED = ("train.py", "prepare.py", "track.json")  # a workspace commit's whole tree
 FROZEN = ("prepare.py", "track.json")               # never changed after the workspace's first commit
@@ -70,7 +70,8 @@ def run_commit(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen_
                          f"missing: {', '.join(missing)}")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        track = track_dir(TrackSpec.parse(files["track.json"], "the commit's track.json").track)
+        spec = TrackSpec.parse(files["track.json"], "the commit's track.json")
+        track = track_dir(spec.track)
     except PrepareError as err:
         return RunResult.infra(str(err), log_path)
     private_directory(run_dir)
@@ -80,13 +81,13 @@ def run_commit(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen_
     seal = Seal(run_dir, track, CHECKPOINT, checkpoint_destination)
     env = {"AUTORESEARCH_SEED": str(seed), "AUTORESEARCH_CACHE": str(training_view(track, run_dir)),
            "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **seal.env(), **compile_cache_env(compile_cache),
-           **(extra_env or {})}
+           **cpu_clock_env(spec.constants), **(extra_env or {})}
     cache = cache_root()
     view = View(writable=[writable_by_stranger(compile_cache)], read_only=data_paths(cache),
                 hidden=[runs_root(), run_dir.parent, *hidden, *hidden_paths(cache)])
 
     def started(process) -> None:
-        seal.started()
+        seal.started(process.pid)
         if on_start is not None:
             on_start(process)
 
@@ -120,3 +121,12 @@ def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[
                              on_start=on_start)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def cpu_clock_env(constants: TrackConstants) -> dict[str, str]:
+    """On a CPU-clock track torch computes on one thread: threads meet at barriers, and a thread waiting there
+    for a sibling that other work on the machine took the core from is charged the wait (spinning) or wakes
+    late (sleeping), which makes the CPU seconds of a step depend on the load. One thread per run also means
+    the same budget buys the same work on a machine of any core count. A train.py may set more threads; its
+    budget is charged for all of them."""
+    return {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if constants.budget_clock == "cpu" else {}

@@ -14,12 +14,14 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
+from agent.noise import inflated_floor
 from agent.record import ExperimentRecord, ExperimentStatus
 from agent.report.summary import Headline, gains_by_program
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1180px;padding:24px;
 color:#1f2933;background:#fbfbfd}
+.warning{color:#9a3412;background:#fff7ed;border-left:3px solid #ea580c;padding:6px 10px}
 h1{margin:0 0 4px}h2{margin-top:36px;border-bottom:1px solid #e4e7eb;padding-bottom:4px}
 .meta{color:#616e7c}.cards{display:flex;flex-wrap:wrap;gap:12px;margin:16px 0}
 .card{background:#fff;border:1px solid #e4e7eb;border-radius:8px;padding:10px 14px;min-width:150px}
@@ -99,8 +101,9 @@ def kept_changes(records: list[ExperimentRecord]) -> str:
     return "".join(parts) or "<p>No change beat the baseline yet.</p>"
 
 
-def noise_and_holdout(records: list[ExperimentRecord], confirmation: dict | None) -> str:
+def noise_and_holdout(records: list[ExperimentRecord], confirmation: dict | None, track: str = "") -> str:
     floors = [r for r in records if not r.is_experiment]
+    warning = inflated_floor(floors[-1].sigma, track) if floors else None
     rows = "".join(
         f"<tr><td>{escape(r.of)}</td><td>{len(r.values or [])}</td><td>{_value(r.sigma)}</td>"
         f"<td>{', '.join(_value(v) for v in r.values or [])}</td></tr>" for r in floors)
@@ -108,6 +111,8 @@ def noise_and_holdout(records: list[ExperimentRecord], confirmation: dict | None
               "a smaller one is re-run and kept only if the mean gain exceeds 2 standard errors.</p>"
               f"<table><tr><th>best</th><th>runs</th><th>sigma</th><th>val_bpb of the runs</th></tr>{rows}</table>")
              if floors else "<p>No noise floor was measured (decisions compared single runs).</p>"]
+    if warning:
+        parts.append(f'<p class="warning">{escape(warning)}</p>')
     if confirmation:
         base, best = confirmation["baseline"], confirmation["best"]
         parts.append(
@@ -209,7 +214,7 @@ def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, pl
 {cards(h)}{failed_proposals(failures or [])}
 <img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">
 <h2>Kept changes</h2>{kept_changes(records)}
-<h2>Noise and held-out confirmation</h2>{noise_and_holdout(records, confirmation)}
+<h2>Noise and held-out confirmation</h2>{noise_and_holdout(records, confirmation, str(track.get('track')))}
 <h2>Programs</h2>{programs_table(records)}
 <h2>Every experiment</h2>{experiments_table(records)}
 <h2>Baseline to best</h2>{diff_html(cumulative_diff)}

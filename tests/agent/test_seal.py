@@ -2,8 +2,10 @@
 over, once, and the number evaluate_bpb computes from the opened copy is the metric's number."""
 
 import hashlib
+import json
 import os
 import socket
+import subprocess
 import sys
 import textwrap
 import time
@@ -14,7 +16,16 @@ from agent.triage import Triage, classify
 from agent.workspace import TRACKED
 from trainer import prepare
 from trainer.sandbox import View, isolation_available, private_directory, run_untrusted
-from trainer.seal import MAX_REQUEST_BYTES, OVER_BUDGET, RunBudget, Seal, data_paths, hidden_paths, training_view
+from trainer.seal import (
+    MAX_REQUEST_BYTES,
+    OVER_BUDGET,
+    RunBudget,
+    Seal,
+    data_paths,
+    hidden_paths,
+    process_tree_cpu_seconds,
+    training_view,
+)
 from trainer.training_run import CHECKPOINT
 
 # A model that evaluate_bpb can score: the same logits at every position (zeros: the uniform distribution).
@@ -107,13 +118,14 @@ def test_an_isolated_run_cannot_find_the_sealed_splits_in_the_real_cache(workspa
     assert "BPB" in log and not (train / "written").exists()
 
 
-def seal_client(tmp_path, budget):
-    """A Seal for an empty run directory, and the run's end of its socket, held as a run would hold it."""
+def seal_client(tmp_path, budget, pid=None):
+    """A Seal for an empty run directory, and the run's end of its socket, held as a run would hold it
+    (pid: the process whose tree the seal charges CPU seconds to)."""
     run_dir = tmp_path / "run"
     run_dir.mkdir(parents=True)
     seal = Seal(run_dir, tmp_path / "track", CHECKPOINT, tmp_path / "sealed.pt", budget=budget)
     client = socket.socket(fileno=os.dup(seal.child_fd))
-    seal.started()
+    seal.started(pid)
     return seal, client
 
 
@@ -158,3 +170,44 @@ def test_the_step_budget_is_counted_at_the_batch_train_py_declares(workspace, te
     (run_dir / "train.py").write_text((run_dir / "train.py").read_text().replace(
         "TOTAL_BATCH_SIZE = 2048", "TOTAL_BATCH_SIZE = 2**12"))
     assert RunBudget.of_run(test_track.directory, run_dir) == RunBudget(tokens=(30 + 1) * 2**12)
+
+
+SPIN_IN_A_GRANDCHILD = """
+import subprocess, sys
+spinner = subprocess.Popen([sys.executable, "-c", '''
+import sys, time
+start = time.process_time()
+while time.process_time() - start < 1.0:
+    pass
+print("spun", flush=True)
+sys.stdin.read()
+'''], stdin=subprocess.PIPE, stdout=sys.stdout)
+spinner.wait()
+"""
+
+
+def test_a_cpu_clock_budget_counts_the_cpu_seconds_of_the_run_and_everything_below_it(tmp_path):
+    track = tmp_path / "track"
+    track.mkdir()
+    (track / "track.json").write_text(json.dumps({"constants": {"time_budget": 60, "budget_clock": "cpu"}}))
+    assert RunBudget.of_run(track, tmp_path) == RunBudget(cpu_seconds=120.0)  # 60 + the 60 s startup allowance
+
+    run = subprocess.Popen([sys.executable, "-c", SPIN_IN_A_GRANDCHILD], stdout=subprocess.PIPE, text=True)
+    try:
+        assert run.stdout.readline() == "spun\n"
+        assert 0.9 <= process_tree_cpu_seconds(run.pid) < 5  # the grandchild's second, not this process's
+    finally:
+        run.kill()
+        run.wait()
+
+    # Charged to this test process, which has used more than 0.01 CPU seconds by now.
+    seal, client = seal_client(tmp_path / "over", RunBudget(cpu_seconds=0.01), pid=os.getpid())
+    assert ask(client, b"seal val trained_tokens=1\n").startswith(b"refused over budget: the run's processes had")
+    client.close()
+    sealed = seal.finish()
+    assert sealed.cpu_seconds > 0.01 and "CPU seconds" in sealed.problem
+
+    seal, client = seal_client(tmp_path / "within", RunBudget(cpu_seconds=1e9), pid=os.getpid())
+    assert ask(client, b"seal val trained_tokens=1\n").startswith(b"refused no weights were saved")
+    client.close()
+    seal.finish()

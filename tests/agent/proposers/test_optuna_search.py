@@ -55,3 +55,22 @@ def test_proposals_change_one_value_and_apply(tmp_path):
                               history=[], experiment_id="0008")
     again = resumed.propose(context, Transcript(tmp_path / "again.jsonl"))
     assert (again.meta["parameter"], again.meta["new"]) not in made, "a resumed study must not replay its proposals"
+
+
+def test_a_new_study_tries_the_warm_start_values_first_and_a_resumed_one_does_not_again(tmp_path):
+    source = train_source_for_track(SOURCE, "cpu")
+    warm = [("FINAL_LR_FRAC", 0.3), ("TOTAL_BATCH_SIZE", 2**13)]
+    best = {"val_bpb": 2.0, "commit": "a" * 40}
+
+    def propose(proposer, i):
+        context = ProposalContext(track={}, program_name="p", program_text="", train_source=source, best=best,
+                                  history=[], experiment_id=f"{i:04d}")
+        proposal = proposer.propose(context, Transcript(tmp_path / f"{i}.jsonl"))
+        proposer.observe({"status": "discard", "val_bpb": 2.0, "proposal": proposal.meta})
+        return proposal.meta["parameter"], proposal.meta["new"]
+
+    proposer = OptunaProposer(tmp_path / "journal", seed=0, warm_start=warm)
+    assert [propose(proposer, 0), propose(proposer, 1)] == warm
+    resumed = OptunaProposer(tmp_path / "journal", seed=0, warm_start=warm)
+    propose(resumed, 2)
+    assert len(resumed.study.trials) == 3  # the warm start was not enqueued a second time

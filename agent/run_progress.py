@@ -1,0 +1,125 @@
+"""What an experiment is doing now: its phase (written by the loop's observer) and its last step line (read
+from the run's log).
+
+train.py prints lines like ``step 00037 ( 68.4%) | loss 4.5405 | lr x0.69 | 982 ms | 4,172 tok/s | mfu n/a |
+epoch 1 | left 12 s``. The run is untrusted: only the last few KiB of its log are read, each field is parsed
+with a bounded pattern into a number, and nothing here is ever used for a decision; it is for display only.
+The phase lives in progress.json in the workspace (written atomically), so that `status --watch` in another
+process shows what the loop shows.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from trainer.atomic import read_json, write_json_atomic
+
+PROGRESS_FILE = "progress.json"
+TAIL_BYTES = 8192          # of the log, read from its end
+MAX_LINE_CHARS = 400       # a longer line is not a step line
+_STEP = re.compile(r"step (\d{1,9}) \(\s{0,6}(\d{1,3}(?:\.\d{1,3})?)%\)")
+_FIELDS = {
+    "loss": re.compile(r"\| loss (\d{1,6}(?:\.\d{1,8})?) "),
+    "step_ms": re.compile(r"\| (\d{1,9}) ms "),
+    "tokens_per_second": re.compile(r"\| ([\d,]{1,15}) tok/s"),
+    "mfu_percent": re.compile(r"\| mfu (\d{1,3}(?:\.\d{1,3})?)%"),
+    "left_seconds": re.compile(r"\| left (\d{1,9}) s"),
+}
+
+
+class StepLine(BaseModel):
+    step: int
+    percent: float
+    loss: float | None = None
+    step_ms: float | None = None
+    tokens_per_second: float | None = None
+    mfu_percent: float | None = None
+    left_seconds: float | None = None
+
+
+class Phase(BaseModel):
+    """One experiment's phase, as the observer last wrote it."""
+    experiment_id: str
+    phase: str                 # proposing | training | re-running | fixing | noise floor | verifying | confirming
+    detail: str = ""           # who proposes and with how many tool calls, the seed, ...
+    log: str | None = None     # the run's log, relative to the workspace
+    since: float               # time.time() when the phase began
+    next_proposal: str = ""    # a proposal made ahead while this one trains
+
+
+def parse_step_line(line: str) -> StepLine | None:
+    if len(line) > MAX_LINE_CHARS:
+        return None
+    head = _STEP.match(line)
+    if head is None:
+        return None
+    values: dict = {"step": int(head.group(1)), "percent": min(float(head.group(2)), 100.0)}
+    for name, pattern in _FIELDS.items():
+        found = pattern.search(line)
+        if found:
+            values[name] = float(found.group(1).replace(",", ""))
+    return StepLine(**values)
+
+
+def last_step_line(log: Path) -> StepLine | None:
+    """The last step line among the final TAIL_BYTES of log, or None (no log yet, no step line)."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - TAIL_BYTES))
+            tail = handle.read(TAIL_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in reversed(tail.splitlines()):
+        parsed = parse_step_line(line.strip())
+        if parsed is not None:
+            return parsed
+    return None
+
+
+def write_phase(workspace_dir: Path, phase: Phase | None) -> None:
+    path = workspace_dir / PROGRESS_FILE
+    if phase is None:
+        path.unlink(missing_ok=True)
+    else:
+        write_json_atomic(path, phase.model_dump())
+
+
+def read_phase(workspace_dir: Path) -> Phase | None:
+    try:
+        data = read_json(workspace_dir / PROGRESS_FILE)
+        return Phase(**data) if data else None
+    except (ValidationError, TypeError):
+        return None
+
+
+def describe(phase: Phase, step: StepLine | None, now: float | None = None) -> str:
+    """The one line shown for an experiment: its phase, and the run's progress while it trains."""
+    elapsed = (now or time.time()) - phase.since
+    text = f"{phase.experiment_id} {phase.phase}"
+    if phase.detail:
+        text += f" {phase.detail}"
+    if phase.log is not None:
+        if step is None:
+            text += f": starting ({elapsed:.0f} s)"
+        else:
+            text += f": step {step.step} ({step.percent:.0f}% of the budget)"
+            if step.loss is not None:
+                text += f", loss {step.loss:.4f}"
+            if step.tokens_per_second is not None:
+                text += f", {step.tokens_per_second:,.0f} tok/s"
+            if step.mfu_percent is not None:
+                text += f", MFU {step.mfu_percent:.1f}%"
+            text += f", {elapsed:.0f} s in"
+            if step.left_seconds is not None:
+                text += f", ETA {step.left_seconds:.0f} s + eval"
+    else:
+        text += f" ({elapsed:.0f} s)"
+    if phase.next_proposal:
+        text += f"; next: {phase.next_proposal}"
+    return text

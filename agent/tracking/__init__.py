@@ -1,0 +1,1 @@
+"""Experiment tracking services the loop's results are mirrored to (MLflow)."""
