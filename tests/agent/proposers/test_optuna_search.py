@@ -60,13 +60,14 @@ def test_proposals_change_one_value_and_apply(tmp_path):
 def test_a_new_study_tries_the_warm_start_values_first_and_a_resumed_one_does_not_again(tmp_path):
     source = train_source_for_track(SOURCE, "cpu")
     warm = [("FINAL_LR_FRAC", 0.3), ("TOTAL_BATCH_SIZE", 2**13)]
-    best = {"val_bpb": 2.0, "commit": "a" * 40}
+    best = ExperimentRecord(id="0000", status="keep", val_bpb=2.0, commit="a" * 40)
 
     def propose(proposer, i):
         context = ProposalContext(track={}, program_name="p", program_text="", train_source=source, best=best,
                                   history=[], experiment_id=f"{i:04d}")
         proposal = proposer.propose(context, Transcript(tmp_path / f"{i}.jsonl"))
-        proposer.observe({"status": "discard", "val_bpb": 2.0, "proposal": proposal.meta})
+        proposer.observe(f"{i:04d}", proposal.meta, ExperimentRecord(id=f"{i:04d}", status="discard", val_bpb=2.0,
+                                                                     proposal=proposal.meta))
         return proposal.meta["parameter"], proposal.meta["new"]
 
     proposer = OptunaProposer(tmp_path / "journal", seed=0, warm_start=warm)
