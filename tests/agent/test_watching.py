@@ -203,3 +203,8 @@ def test_a_noise_floor_far_above_the_track_usual_is_flagged():
     warning = inflated_floor(17 * usual, "cpu")
     assert f"is 17x this track's usual {usual:g}: is the machine busy?" in warning
     assert inflated_floor(1.5 * usual, "cpu") is None and inflated_floor(None, "cpu") is None
+
+    from agent.report.page import noise_and_holdout
+    floor = dict(id="0000-noise", status="noise", of="0000", values=[2.1, 2.5, 2.3], sigma=17 * usual)
+    assert "is the machine busy?" in noise_and_holdout([floor], None, "cpu")
+    assert "is the machine busy?" not in noise_and_holdout([dict(floor, sigma=usual)], None, "cpu")
