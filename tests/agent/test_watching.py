@@ -25,7 +25,7 @@ from agent.loop import LoopSettings, run_loop
 from agent.noise import USUAL_SIGMA, inflated_floor
 from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver
 from agent.proposers.base import Proposal
-from agent.record import ExperimentStatus
+from agent.record import ExperimentRecord, ExperimentStatus
 from agent.run_progress import PROGRESS_FILE, Phase, last_step_line, parse_step_line, read_phase, write_phase
 from agent.runner import LocalRunner
 from agent.status_view import status_view
@@ -205,6 +205,6 @@ def test_a_noise_floor_far_above_the_track_usual_is_flagged():
     assert inflated_floor(1.5 * usual, "cpu") is None and inflated_floor(None, "cpu") is None
 
     from agent.report.page import noise_and_holdout
-    floor = dict(id="0000-noise", status="noise", of="0000", values=[2.1, 2.5, 2.3], sigma=17 * usual)
+    floor = ExperimentRecord(id="0000-noise", status="noise", of="0000", values=[2.1, 2.5, 2.3], sigma=17 * usual)
     assert "is the machine busy?" in noise_and_holdout([floor], None, "cpu")
-    assert "is the machine busy?" not in noise_and_holdout([dict(floor, sigma=usual)], None, "cpu")
+    assert "is the machine busy?" not in noise_and_holdout([floor.model_copy(update={"sigma": usual})], None, "cpu")
