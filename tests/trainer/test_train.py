@@ -231,8 +231,8 @@ def test_gpu_check_workspace_shortens_the_budget_and_fails_loudly_when_it_cannot
     assert any(line.startswith("COMPILE_ON_CPU = True") for line in lines)  # the CPU walk-through compiles
     assert (workspace / "prepare.py").read_bytes() == (TRAINER / "prepare.py").read_bytes()
     assert json.loads((workspace / "track.json").read_text())["fingerprint"] == test_track.spec["fingerprint"]
-    wrapped = (TRAINER / "train.py").read_text().replace("from prepare import MAX_SEQ_LEN,", "from prepare import (\n"
-                                                         "    MAX_SEQ_LEN,")
+    wrapped = (TRAINER / "train.py").read_text().replace("from prepare import BUDGET_CLOCK,", "from prepare import (\n"
+                                                         "    BUDGET_CLOCK,")
     wrapped = wrapped.replace("make_dataloader\n", "make_dataloader)\n", 1)
     with pytest.raises(SystemExit, match="no longer imports the budget"):
         gpu_check.workspace_for("test", test_track.directory, tmp_path / "ws2", 17, source=wrapped)
