@@ -22,16 +22,20 @@ class LoopStopped(Exception):
     """The loop cannot go on (e.g. the machine failed twice); the message says why and what to do."""
 
 
+def hard_timeout(constants: dict, settings: LoopSettings) -> float:
+    """Wall-clock seconds after which a run of a track with these constants is killed: 2 x budget + grace."""
+    # A budget of CPU seconds takes longer in wall-clock time while other work shares the machine.
+    budget = constants["time_budget"] * (CPU_CLOCK_WALL_FACTOR if constants.get("budget_clock") == "cpu" else 1)
+    return settings.timeout_seconds or 2 * budget + settings.grace_seconds
+
+
 class Training:
     def __init__(self, workspace: Workspace, runner: Runner, settings: LoopSettings):
         self.workspace, self.runner, self.settings = workspace, runner, settings
 
     def run(self, commit: str, name: str, seed: int, transcript: Transcript) -> RunResult:
         """One run of a commit (logs/<name>.log); an infra failure is retried once, not charged."""
-        constants = self.workspace.track["constants"]
-        # A budget of CPU seconds takes longer in wall-clock time while other work shares the machine.
-        budget = constants["time_budget"] * (CPU_CLOCK_WALL_FACTOR if constants.get("budget_clock") == "cpu" else 1)
-        timeout = self.settings.timeout_seconds or 2 * budget + self.settings.grace_seconds
+        timeout = hard_timeout(self.workspace.track["constants"], self.settings)
         transcript.event("run_started", commit=commit, timeout_s=timeout, runner=self.runner.name, seed=seed)
         result = self.runner.run(self.workspace, commit, timeout, name, seed)
         if result.verdict.triage == Triage.INFRA:
