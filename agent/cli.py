@@ -163,7 +163,7 @@ def run(settings: RunSettings) -> None:
     tracking = _start_tracking(settings.mlflow, workspace)
     trainer = _runner(settings.spool)
     try:
-        with ProgressObserver(workspace.dir, console) as observer:
+        with ProgressObserver(workspace.dir, console) as observer:  # the live line of the experiment in flight
             why = run_loop(workspace, ObservedProposer(chosen, observer, settings.model or chosen.name),
                            ObservedRunner(trainer, observer), settings, say=say)
     except KeyboardInterrupt:
@@ -176,6 +176,11 @@ def run(settings: RunSettings) -> None:
         with ProgressObserver(workspace.dir, console) as observer:
             _confirm(workspace, ObservedRunner(trainer, observer))
     _where(workspace)
+    _finish(workspace, tracking)
+
+
+def _finish(workspace, tracking) -> None:
+    """The report written and its path said; the MLflow mirror's last sync."""
     from agent.report.build import write_report
     console.print(f"report: {write_report(workspace)}")
     if tracking is not None and not tracking.stop():
