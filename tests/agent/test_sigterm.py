@@ -30,7 +30,8 @@ def test_sigterm_records_the_running_experiment_as_interrupted(test_track, tmp_p
     assert loop.returncode == 0, output
     assert "the running experiment was recorded as interrupted" in output
     assert "0000 training seed 42: starting" in output  # the live phase, as a plain line in a pipe
-    assert f"report: {workspace / 'report' / 'index.html'}" in output and (workspace / "report" / "index.html").is_file()
+    report = workspace / "report" / "index.html"
+    assert f"report: {report}" in output and report.is_file()
     records = [json.loads(line) for line in (workspace / "experiments.jsonl").read_text().splitlines()]
     assert [(r["id"], r["status"]) for r in records] == [("0000", "interrupted")]
     assert not (workspace / "current.json").exists()
