@@ -4,6 +4,7 @@ through its imports, lazy ones inside functions included, and trainer/ never imp
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -14,6 +15,7 @@ SECURITY_PATH = ("trainer.seal", "trainer.sandbox", "trainer.hashing", "trainer.
 NOT_ON_THE_SECURITY_PATH = {"httpx", "rich", "tenacity"}
 
 
+@functools.cache
 def project_modules() -> dict[str, Path]:
     modules = {}
     for package in PACKAGES:
@@ -25,7 +27,8 @@ def project_modules() -> dict[str, Path]:
     return modules
 
 
-def imported_names(module: str, path: Path) -> set[str]:
+@functools.cache
+def imported_names(module: str, path: Path) -> frozenset[str]:
     """Every dotted name an import statement of the file names, relative imports resolved."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     names = set()
@@ -39,7 +42,7 @@ def imported_names(module: str, path: Path) -> set[str]:
                 base = ".".join(anchor + ([base] if base else []))
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
-    return names
+    return frozenset(names)
 
 
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:

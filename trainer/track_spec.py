@@ -111,9 +111,9 @@ class TrackSpec(BaseModel):
 
     @classmethod
     def read(cls, path: Path) -> TrackSpec | None:
-        """The track.json at path, or None when there is none."""
+        """The track.json at path, or None when there is none (or it cannot be opened: the caller builds one)."""
         try:
             text = path.read_bytes()
-        except FileNotFoundError:
+        except OSError:
             return None
         return cls.parse(text, path)

@@ -14,6 +14,7 @@ from agent.ledger import Ledger
 from agent.loop import LoopSettings, run_loop
 from agent.noise import fresh_seed, judge, wants_noise_floor
 from agent.policy import check_policy
+from agent.record import ExperimentRecord, RunEntry
 from agent.runner import LocalRunner
 from tests.helpers.scripted import ScriptedEdits
 from trainer.hyperparameters import set_hyperparameters
@@ -40,9 +41,10 @@ def test_a_clear_gain_is_kept_a_small_one_re_run_and_a_loss_discarded():
 
 
 def test_noise_floor_schedule_and_fresh_seeds():
-    baseline = dict(id="0000", status="keep", commit="a", runs=[dict(seed=42, val_bpb=3.2)])
-    floor = dict(id="0000-noise", status="noise", commit="a", runs=[dict(seed=43, val_bpb=3.1), dict(seed=44)])
-    keep = dict(id="0001", status="keep", commit="b", runs=[dict(seed=42, val_bpb=3.0)])
+    baseline = ExperimentRecord(id="0000", status="keep", commit="a", runs=[RunEntry(seed=42, val_bpb=3.2)])
+    floor = ExperimentRecord(id="0000-noise", status="noise", commit="a",
+                             runs=[RunEntry(seed=43, val_bpb=3.1), RunEntry(seed=44)])
+    keep = ExperimentRecord(id="0001", status="keep", commit="b", runs=[RunEntry(seed=42, val_bpb=3.0)])
     assert not wants_noise_floor([], 2, 5) and not wants_noise_floor([baseline], 0, 5)
     assert wants_noise_floor([baseline], 2, 5) and not wants_noise_floor([baseline, floor], 2, 5)
     assert wants_noise_floor([baseline, floor, keep, keep], 2, 2)
