@@ -22,12 +22,15 @@ from agent.decisions import as_float, decide, implausible_fall, prune_checkpoint
 from agent.edits import EditRejected, apply_edits
 from agent.ledger import NOISE, Ledger
 from agent.llm.types import ProviderFatal, ProviderUnavailable
+from agent.night_facts import NightFacts, night_facts
 from agent.noise import Judgement, commit_runs, fresh_seed, sigma_of, wants_noise_floor
+from agent.notes import record_with_keep
 from agent.policy import check_policy
 from agent.proposal_failures import FailedProposal, failures_cost, record_failure
 from agent.proposers.base import Proposal, ProposalContext, Proposer, ProposerError
 from agent.recovery import record_interrupted, settle_interrupted
 from agent.runner import Runner, RunResult
+from agent.simplify import simplify_or_discard
 from agent.transcript import Transcript
 from agent.triage import Triage
 from agent.untrusted import bounded
@@ -87,9 +90,12 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings:
             if wants_noise_floor(ledger.records, settings.noise_seeds, settings.noise_every_keeps):
                 measure_noise_floor(workspace, ledger, runner, settings, say)
             last = settings.max_experiments is not None and done + 1 >= settings.max_experiments
+            facts = night_facts(settings.max_experiments, done, settings.max_hours,
+                                (time.monotonic() - started) / 3600, settings.max_cost_usd, run_cost(ledger),
+                                settings.keep_sigmas, settings.noise_seeds, settings.min_delta)
             try:
                 record, ahead = run_experiment(workspace, ledger, proposer, runner, settings, ahead,
-                                               look_ahead=settings.overlap and not last)
+                                               look_ahead=settings.overlap and not last, facts=facts)
             except (ProposerError, EditRejected) as err:
                 ahead = None
                 failures += 1
@@ -114,7 +120,7 @@ def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings:
 
 def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, runner: Runner,
                    settings: LoopSettings, ahead: Ahead | None = None,
-                   look_ahead: bool = False) -> tuple[dict, Ahead | None]:
+                   look_ahead: bool = False, facts: NightFacts | None = None) -> tuple[dict, Ahead | None]:
     """One experiment, and the proposal for the next one if look_ahead (made while this one trains)."""
     experiment_id = ledger.next_id()
     transcript = Transcript(workspace.dir / "transcripts" / f"{experiment_id}.jsonl")
@@ -122,7 +128,9 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
     program = read_program(workspace)
     t_start = time.monotonic()
 
-    got = obtain_proposal(workspace, ledger, proposer, experiment_id, best, program, transcript, ahead)
+    facts = facts or NightFacts(keep_sigmas=settings.keep_sigmas, noise_seeds=settings.noise_seeds,
+                                min_delta=settings.min_delta)
+    got = obtain_proposal(workspace, ledger, proposer, experiment_id, best, program, transcript, ahead, facts)
     proposal, source = got.proposal, got.source
     description = bounded(proposal.description)
     commit = parent if best is None else workspace.commit_train(source, f"{experiment_id}: {description}")
@@ -137,7 +145,7 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
     spent = run_cost(ledger) + proposal.usage.get("cost_usd", 0.0)
     if settings.max_cost_usd is not None and spent >= settings.max_cost_usd:
         look_ahead = False  # this is the last experiment the budget pays for
-    next_ahead = look_ahead_proposal(workspace, ledger, proposer, best, parent, in_flight) \
+    next_ahead = look_ahead_proposal(workspace, ledger, proposer, best, parent, in_flight, facts.after_one()) \
         if look_ahead and best is not None else None
     try:
         trained = train_with_fixes(workspace, ledger, proposer, runner, settings, in_flight, source,
@@ -170,6 +178,9 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
         judgement = train_again(suspicion)
     while judgement.status == "close":
         judgement = train_again(judgement.reason)
+    if best is not None:
+        judgement = simplify_or_discard(judgement, workspace.file_at("train.py", parent),
+                                        workspace.file_at("train.py", trained.commit), runs, best, ledger.records)
     if suspicion:
         judgement.evidence["implausible_fall"] = suspicion
         judgement.reason += f"; flagged: {suspicion}, so it was trained again from scratch"
@@ -180,6 +191,8 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
     diff = "" if best is None else workspace.diff(parent, trained.commit)
     if status != "keep":
         workspace.reset_to(parent)
+    else:
+        record_with_keep(workspace.repo, trained.commit, workspace.dir)
     record = dict(
         id=experiment_id, parent=parent, commit=trained.commit, status=status,
         triage=judgement.triage or result.verdict.triage.value, verified=status == "keep" and best is not None,
@@ -194,7 +207,8 @@ def run_experiment(workspace: Workspace, ledger: Ledger, proposer: Proposer, run
         proposed_against=got.base_commit, rebased=got.rebased,
         timings=_timings(got, trained, time.monotonic() - t_start),
         proposer=proposal.meta.get("proposer", proposer.name) if best is not None else "baseline",
-        proposal=proposal.meta, fix_attempts=trained.attempts, llm=_sum_usage(proposal.usage, *trained.fix_usage),
+        proposal=proposal.meta, **proposal.research_fields(), fix_attempts=trained.attempts,
+        llm=_sum_usage(proposal.usage, *trained.fix_usage),
         program=dict(name=program["name"], sha256=program["sha256"]), diff=diff,
         log=str(result.log_path.relative_to(workspace.dir)), log_tail=result.tail if status == "crash" else "",
         transcript=str(transcript.path.relative_to(workspace.dir)), started=in_flight["started"], finished=_now())
@@ -238,7 +252,8 @@ class Obtained:
 
 
 def obtain_proposal(workspace: Workspace, ledger: Ledger, proposer: Proposer, experiment_id: str, best: dict | None,
-                    program: dict, transcript: Transcript, ahead: Ahead | None) -> Obtained:
+                    program: dict, transcript: Transcript, ahead: Ahead | None,
+                    facts: NightFacts | None = None) -> Obtained:
     """The baseline; or the proposal made ahead, re-applied to the best if the best moved; or a fresh one."""
     if best is None:
         transcript.event("proposal", proposer="baseline", description="baseline: train.py as created", edits=[])
@@ -262,7 +277,8 @@ def obtain_proposal(workspace: Workspace, ledger: Ledger, proposer: Proposer, ex
                                                          usage=proposal.usage))
             proposer.observe(dict(id=experiment_id, status="rejected", proposal=proposal.meta))
     started = time.monotonic()
-    context = proposal_context(workspace, ledger, experiment_id, best, program, workspace.file_at("train.py"))
+    context = proposal_context(workspace, ledger, experiment_id, best, program, workspace.file_at("train.py"),
+                               facts=facts)
     transcript.event("proposal_started", proposer=proposer.name, parent=best["commit"], program=program["name"],
                      program_sha256=program["sha256"])
     proposal, seconds = propose_validated(proposer, context, transcript)
@@ -271,10 +287,11 @@ def obtain_proposal(workspace: Workspace, ledger: Ledger, proposer: Proposer, ex
 
 
 def proposal_context(workspace: Workspace, ledger: Ledger, experiment_id: str, best: dict, program: dict,
-                     train_source: str, running: dict | None = None) -> ProposalContext:
+                     train_source: str, running: dict | None = None,
+                     facts: NightFacts | None = None) -> ProposalContext:
     return ProposalContext(track=workspace.track, program_name=program["name"], program_text=program["text"],
                            train_source=train_source, best=best, history=list(ledger.records),
-                           experiment_id=experiment_id, running=running)
+                           experiment_id=experiment_id, running=running, facts=facts or NightFacts())
 
 
 def propose_validated(proposer: Proposer, context: ProposalContext, transcript: Transcript) -> tuple[Proposal, float]:
@@ -282,7 +299,7 @@ def propose_validated(proposer: Proposer, context: ProposalContext, transcript: 
     started = time.monotonic()
     proposal = proposer.propose(context, transcript)
     transcript.event("proposal", proposer=proposer.name, description=proposal.description,
-                     edits=[vars(e) for e in proposal.edits], meta=proposal.meta)
+                     edits=[vars(e) for e in proposal.edits], meta=proposal.meta, **proposal.research_fields())
     try:
         check_policy(apply_edits(context.train_source, proposal.edits), parent=context.train_source)
     except EditRejected as err:
@@ -293,13 +310,13 @@ def propose_validated(proposer: Proposer, context: ProposalContext, transcript: 
 
 
 def look_ahead_proposal(workspace: Workspace, ledger: Ledger, proposer: Proposer, best: dict, parent: str,
-                        running: dict) -> Ahead:
+                        running: dict, facts: NightFacts | None = None) -> Ahead:
     """Starts proposing the next experiment against the current best while `running` trains."""
     experiment_id = f"{int(running['id']) + 1:04d}"
     program = read_program(workspace)
     context = proposal_context(workspace, ledger, experiment_id, best, program, workspace.file_at("train.py", parent),
                                running=dict(id=running["id"], description=running["description"],
-                                            proposer=running["proposal"].get("proposer")))
+                                            proposer=running["proposal"].get("proposer")), facts=facts)
     transcript = Transcript(workspace.dir / "transcripts" / f"{experiment_id}.jsonl")
     transcript.event("proposal_started", proposer=proposer.name, parent=parent, program=program["name"],
                      program_sha256=program["sha256"], while_running=running["id"])

@@ -9,9 +9,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent.ledger import NOISE
 from agent.llm.types import UNPARSED, ToolCall, ToolResult, ToolSpec
 from agent.logview import last_lines
 from agent.noise import current_sigma
+from agent.notes import NOTES_LIMIT, NotesFull, write_notes
+from agent.research_memory import filter_records, kept_as, lessons_by_id, reasoning
 
 READABLE_FILES = ("train.py", "prepare.py", "program.md", "track.json")
 MAX_RESULT_CHARS = 60_000
@@ -29,16 +32,24 @@ class ReadFileArgs(BaseModel):
 class ListExperimentsArgs(BaseModel):
     """The history of this run as a table, newest last, the best marked with *: id, status, val_bpb (mean of
     its runs) with its standard error, runs, triage class, description; noise rows are re-runs of a best
-    with other seeds that measure sigma."""
+    with other seeds that measure sigma. Filters narrow it down; the hypothesis, expectation and lesson of
+    each listed experiment follow the table."""
     model_config = ConfigDict(extra="forbid")
-    limit: int = Field(30, ge=1, le=500, description="how many of the newest (default 30)")
+    limit: int = Field(30, ge=1, le=500, description="how many of the newest matching rows (default 30)")
+    status: Literal["keep", "simplify", "discard", "crash", "interrupted", "noise"] | None = Field(
+        None, description="only this status (simplify: keeps won by removing code)")
+    text: str | None = Field(None, max_length=200, description="only rows whose description, hypothesis, "
+                                                              "expectation, lesson or decision contain this text")
+    from_id: str | None = Field(None, max_length=20, description="only from this experiment id on, e.g. 0040")
+    to_id: str | None = Field(None, max_length=20, description="only up to this experiment id")
 
 
 class ReadRunLogArgs(BaseModel):
-    """The last lines of one experiment's training log."""
+    """The last lines of every training log of one experiment: its run, its re-runs with other seeds, the
+    runs of its fixes and the noise-floor runs of it, each under its own heading."""
     model_config = ConfigDict(extra="forbid")
     experiment_id: str
-    tail_lines: int = Field(60, ge=1, le=400)
+    tail_lines: int = Field(60, ge=1, le=400, description="lines from the end of each log")
 
 
 class ShowDiffArgs(BaseModel):
@@ -60,12 +71,24 @@ class SubmitArgs(BaseModel):
     fix."""
     model_config = ConfigDict(extra="forbid")
     description: str = Field(min_length=1, description="one line: what changes, with the numbers")
+    hypothesis: str = Field(min_length=1, max_length=600, description="why this should help, in a sentence or two")
+    expected: str = Field(min_length=1, max_length=300, description='the predicted effect, e.g. "val_bpb -0.003, '
+                                                                    'step time +5%"')
+    lesson: str = Field("", max_length=600, description="what the result of the experiment named as awaiting a "
+                                                         "lesson says, in one or two sentences (required then)")
     edits: list[EditArgs] = Field(min_length=1)
+
+
+class WriteNotesArgs(BaseModel):
+    """Replace notes.md, the research notes every later conversation sees: open questions, promising
+    directions, dead ends and why. Send the whole new text (at most 8192 bytes); what is not in it is gone."""
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(description="the complete new notes, markdown")
 
 
 ARGUMENTS: dict[str, type[BaseModel]] = {"read_file": ReadFileArgs, "list_experiments": ListExperimentsArgs,
                                          "read_run_log": ReadRunLogArgs, "show_diff": ShowDiffArgs,
-                                         SUBMIT: SubmitArgs}
+                                         "write_notes": WriteNotesArgs, SUBMIT: SubmitArgs}
 
 
 def _spec(name: str, model: type[BaseModel]) -> ToolSpec:
@@ -109,23 +132,24 @@ def bounded(text: str, limit: int = MAX_RESULT_CHARS) -> str:
 
 
 
-def history_table(records: list[dict], limit: int = 30) -> str:
+def history_table(records: list[dict], limit: int = 30, shown: list[dict] | None = None) -> str:
     """The ledger as the proposer reads it: val_bpb is the mean of an experiment's runs, with its
-    standard error (sigma / sqrt(runs)) once a noise floor is known; noise rows are re-runs of a best."""
+    standard error (sigma / sqrt(runs)) once a noise floor is known; noise rows are re-runs of a best.
+    shown: the rows to list (default all), newest `limit` of them."""
     best = next((r["id"] for r in reversed(records) if r["status"] == "keep"), None)
     sigma = current_sigma(records)
     rows = []
     if sigma:
-        rows.append(f"sigma of val_bpb between seeds: {sigma:.6f}; a gain under 2 sigma is noise unless re-runs "
-                    "confirm it")
+        rows.append(f"sigma of val_bpb between seeds: {sigma:.6f} (the keep rule in the fixed rules says how many "
+                    "a gain needs)")
     rows.append("id          status       val_bpb    +-       runs  triage         description")
-    for r in records[-limit:]:
+    for r in (records if shown is None else shown)[-limit:]:
         val = f"{r['val_bpb']:.6f}" if r.get("val_bpb") is not None else "   -    "
         runs = len(r.get("runs") or []) or 1
         error = f"{sigma / math.sqrt(runs):.6f}" if sigma and r.get("val_bpb") is not None else "   -    "
         mark = "*" if r["id"] == best else " "
         description = r["description"] + (" (confirmed by a re-run)" if r["status"] == "keep" and runs > 1 else "")
-        rows.append(f"{r['id']:<10}{mark} {r['status']:<11}  {val}  {error}  {runs:>4}  {r.get('triage', ''):<13}  "
+        rows.append(f"{r['id']:<10}{mark} {kept_as(r):<11}  {val}  {error}  {runs:>4}  {r.get('triage', ''):<13}  "
                     f"{description}")
     return "\n".join(rows)
 
@@ -135,6 +159,7 @@ class ToolBox:
 
     def __init__(self, workspace_dir: Path, files: dict[str, str], records: list[dict]):
         self.dir, self.files, self.records = workspace_dir, files, records
+        self.notes_written = 0  # successful write_notes calls
 
     def run(self, call: ToolCall) -> ToolResult:
         """A read-only tool's answer; a bad call or a failure inside the tool comes back as a tool error."""
@@ -154,8 +179,25 @@ class ToolBox:
             raise LookupError(f"{path!r} cannot be read: choose one of {', '.join(READABLE_FILES)}")
         return self.files[path]
 
-    def _list_experiments(self, limit: int = 30) -> str:
-        return history_table(self.records, max(1, min(int(limit), 500)))
+    def _list_experiments(self, limit: int = 30, status: str | None = None, text: str | None = None,
+                          from_id: str | None = None, to_id: str | None = None) -> str:
+        shown = filter_records(self.records, status, text, from_id, to_id)
+        if not shown:
+            return "no experiment matches these filters"
+        shown = shown[-max(1, min(int(limit), 500)):]
+        lessons = lessons_by_id(self.records)
+        reasons = [reasoning(r, lessons, 300) for r in shown]
+        notes = [f"{n.id}: hypothesis: {n.hypothesis or '-'} | expected: {n.expected or '-'} | lesson: "
+                 f"{n.lesson or '-'}" for n in reasons if n.hypothesis or n.lesson]
+        return history_table(self.records, len(shown), shown) + ("\n\n" + "\n".join(notes) if notes else "")
+
+    def _write_notes(self, text: str) -> str:
+        try:
+            written = write_notes(self.dir, text)
+        except NotesFull as err:
+            raise LookupError(str(err)) from err
+        self.notes_written += 1
+        return f"notes.md now holds {written.size} of {NOTES_LIMIT} bytes; every later conversation sees it"
 
     def _record(self, experiment_id: str) -> dict:
         for r in self.records:
@@ -165,10 +207,27 @@ class ToolBox:
 
     def _read_run_log(self, experiment_id: str, tail_lines: int = 60) -> str:
         record = self._record(experiment_id)
-        path = self.dir / record.get("log", f"logs/{record['id']}.log")
-        if not path.exists():
+        logs = experiment_logs(self.records, record)
+        present = [log for log in logs if (self.dir / log).is_file()]
+        if not present:
             raise LookupError(f"experiment {experiment_id} has no log (it was not run)")
-        return last_lines(path, max(1, min(int(tail_lines), 400)))
+        lines = max(1, min(int(tail_lines), 400))
+        # Every log gets an equal share of the answer, so that the last one is never cut away.
+        share = MAX_RESULT_CHARS // len(present) - 200
+        return "\n\n".join(f"== {log} ==\n" + bounded(last_lines(self.dir / log, lines), share) for log in present)
 
     def _show_diff(self, experiment_id: str) -> str:
         return self._record(experiment_id).get("diff") or "(no change: the baseline)"
+
+
+def experiment_logs(records: list[dict], record: dict) -> list[str]:
+    """Every training log of an experiment, in the order they ran: its runs (the first, re-runs), its
+    crashed attempts before fixes, and the noise-floor runs of it."""
+    logs = [a["log"] for a in record.get("fix_attempts") or [] if a.get("log")]
+    logs += [run["log"] for run in record.get("runs") or [] if run.get("log")]
+    if not logs and record.get("log"):
+        logs.append(record["log"])
+    for other in records:
+        if other["status"] == NOISE and other.get("of") == record["id"]:
+            logs += [run["log"] for run in other.get("runs") or [] if run.get("log")]
+    return list(dict.fromkeys(logs))

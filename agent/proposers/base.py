@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.edits import Edit
+from agent.night_facts import NightFacts
 from agent.transcript import Transcript
 
 
@@ -19,6 +20,7 @@ class ProposalContext:
     history: list[dict]         # every ledger record so far, oldest first
     experiment_id: str
     running: dict | None = None  # the experiment training while this one is proposed (its result unknown)
+    facts: NightFacts = field(default_factory=NightFacts)  # budget left and the keep rule's settings
 
 
 @dataclass
@@ -27,6 +29,15 @@ class Proposal:
     edits: list[Edit]
     meta: dict = field(default_factory=dict)
     usage: dict = field(default_factory=dict)  # LLM tokens and cost spent on it (see agent.llm.types.Usage)
+    hypothesis: str = ""       # why the change should help
+    expected: str = ""         # the predicted effect, e.g. "val_bpb -0.003, step time +5%"
+    lesson: str = ""           # what the result of experiment lesson_for says
+    lesson_for: str | None = None
+
+    def research_fields(self) -> dict:
+        """What the ledger record keeps of the proposal's reasoning."""
+        return dict(hypothesis=self.hypothesis, expected=self.expected, lesson=self.lesson,
+                    lesson_for=self.lesson_for)
 
 
 class ProposerError(Exception):

@@ -22,6 +22,7 @@ from agent.report.build import write_report
 from agent.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.llm_server import LLMServer, tool_call
+from tests.helpers.submissions import reasoned
 
 ROOT = Path(__file__).resolve().parents[2]
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
@@ -37,8 +38,8 @@ def reported(test_track, tmp_path_factory):
     with LLMServer() as server, pytest.MonkeyPatch.context() as env:
         env.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
         env.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url())
-        change = {"description": "WARMDOWN_RATIO 0.5 -> 0.3",
-                  "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.3 ")}]}
+        change = reasoned({"description": "WARMDOWN_RATIO 0.5 -> 0.3",
+                           "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.3 ")}]})
         server.script(tool_call("read_file", {"path": "train.py"}, thinking=HOSTILE_THOUGHT, usage=(1000, 200)),
                       tool_call("submit_experiment", change, usage=(1000, 200)))
         llm = LLMProposer(conversation_factory("anthropic:claude-sonnet-4-5"), workspace.dir, PriceTable(),
