@@ -249,16 +249,30 @@ def _make_proposer(kind: str, workspace, model: str | None, base_url: str | None
 
 
 @app.command()
-def steer(tag: TagOption, program: Annotated[Path, typer.Argument(help="The research program to switch to.")],
+def steer(tag: TagOption, program: Annotated[Path | None, typer.Argument(
+              help="The research program to switch to.")] = None,
+          note: Annotated[str | None, typer.Option(help="A note to add to the research notes (notes.md), which "
+                                                        "every later proposal sees.")] = None,
           workspaces: WorkspacesOption = None) -> None:
-    """Swap the research program of a tag, running or not: the next experiment is proposed under it."""
+    """Swap the research program of a tag, or add a note for the researcher, running or not: the next
+    experiment is proposed under it."""
+    from agent.notes import NotesFull, append_user_note
     from agent.workspace import Workspace, WorkspaceError
+    if program is None and note is None:
+        fail("give a research program to switch to, a --note to add, or both")
     try:
         workspace = Workspace.open(tag, workspaces)
     except WorkspaceError as err:
         fail(str(err))
-    _set_program(workspace, program)
-    console.print(f"{tag} now follows {program.resolve()} from its next experiment on")
+    if program is not None:
+        _set_program(workspace, program)
+        console.print(f"{tag} now follows {program.resolve()} from its next experiment on")
+    if note is not None:
+        try:
+            notes = append_user_note(workspace.dir, note)
+        except NotesFull as err:
+            fail(str(err))
+        console.print(f"added to {tag}'s notes ({notes.size} bytes now); the next proposal sees it")
 
 
 @app.command()
@@ -352,10 +366,17 @@ def _status_view(workspace):
         lines.append(shown(f"running: {current.get('id')} {bounded(current.get('description', ''))} "
                            f"({elapsed:.0f} s, {left})"))
     if records:
-        table = Table("id", "status", "val_bpb", "triage", "description", title="last experiments")
+        from agent.research_memory import kept_as, lessons_by_id, reasoning
+        lessons = lessons_by_id(records)
+        table = Table("id", "status", "val_bpb", "triage", "description, hypothesis and lesson",
+                      title="last experiments")
         for r in records[-10:]:
-            table.add_row(shown(r["id"], 20), r["status"], f"{r['val_bpb']:.6f}" if r.get("val_bpb") else "-",
-                          shown(str(r.get("triage", "")), 20), shown(bounded(r["description"], 200)))
+            why = reasoning(r, lessons, 200)
+            said = "".join(f"\n{label}: {text}" for label, text in (("hypothesis", why.hypothesis),
+                                                                     ("expected", why.expected),
+                                                                     ("lesson", why.lesson)) if text)
+            table.add_row(shown(r["id"], 20), kept_as(r), f"{r['val_bpb']:.6f}" if r.get("val_bpb") else "-",
+                          shown(str(r.get("triage", "")), 20), shown(bounded(r["description"], 200) + said))
         lines.append(table)
     return Group(*lines)
 

@@ -10,6 +10,7 @@ read-only data and frozen files) and the post-run hash check stand behind this c
 from __future__ import annotations
 
 import ast
+import functools
 
 from agent.edits import EditRejected
 
@@ -58,6 +59,13 @@ PATH_ONLY_WRITERS = PATH_WRITERS - {"rename", "replace"}
 def check_policy(source: str, parent: str | None = None) -> None:
     """Raises EditRejected listing every violation with its line; with the parent's source, also
     rejects an edit that changes how train.py is seeded."""
+    _check_policy(source, parent)
+
+
+# A pure function of the two texts: a pair that passed once (the proposer's check, then the loop's) is not
+# walked again. A rejection raises, and raised calls are not cached.
+@functools.lru_cache(maxsize=64)
+def _check_policy(source: str, parent: str | None) -> None:
     tree = ast.parse(source)
     checker = _Checker(tree)
     checker.visit(tree)
