@@ -63,7 +63,7 @@ class Group(BaseModel):
 
     def line(self) -> str:
         tries = len(self.ids)
-        text = f"{self.part}: {tries} tr{'y' if tries == 1 else 'ies'}, {self.kept} kept"
+        text = f"{self.part[:40]}: {tries} tr{'y' if tries == 1 else 'ies'}, {self.kept} kept"
         if self.simplified:
             text += f" ({self.simplified} as simplify)"
         if self.crashed:

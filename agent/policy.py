@@ -73,20 +73,26 @@ def _check_policy(source: str, parent: str | None) -> None:
         listed = "\n".join(f"- line {line}: {message}" for line, message in sorted(checker.violations))
         raise EditRejected(f"train.py breaks the sandbox policy:\n{listed}")
     if parent is not None:
-        check_seeding_unchanged(parent, source)
+        check_seeding_unchanged(parent, source, tree)
 
 
-def check_seeding_unchanged(parent: str, source: str) -> None:
+def check_seeding_unchanged(parent: str, source: str, tree: ast.Module | None = None) -> None:
     """The seed belongs to the harness: it passes AUTORESEARCH_SEED so that re-runs with other seeds
-    measure noise. A changed seed only moves val_bpb by luck, so it is never an experiment."""
-    before, after = seeding(ast.parse(parent)), seeding(ast.parse(source))
-    if before != after:
+    measure noise. A changed seed only moves val_bpb by luck, so it is never an experiment.
+    tree: source already parsed."""
+    before, after = _seeding_of(parent), seeding(tree or ast.parse(source))
+    if list(before) != after:
         changed = sorted(set(after) - set(before)) or sorted(set(before) - set(after))
         raise EditRejected(
             f"the edit changes how train.py is seeded ({'; '.join(changed)}). Every run gets its seed from the "
             "harness through AUTORESEARCH_SEED, and close calls are re-run with other seeds: a different seed "
             "moves val_bpb only by luck, so it cannot win. Leave the seeding as it is and change the model, "
             "the optimizer or the schedule instead.")
+
+
+@functools.lru_cache(maxsize=16)
+def _seeding_of(source: str) -> tuple[str, ...]:
+    return tuple(seeding(ast.parse(source)))
 
 
 def seeding(tree: ast.Module) -> list[str]:

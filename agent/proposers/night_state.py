@@ -18,9 +18,9 @@ from agent.research_memory import clip, is_experiment, kept_as, lesson_due, less
 
 STATE_TOKEN_BUDGET = 6000
 LAST_IN_FULL = 5
-KEEP_CHARS = 5000      # every keep shares this; each gets at least MIN_KEEP_CHARS
-MIN_KEEP_CHARS = 110
-MAX_GROUPS = 30
+FULL_KEEPS = 8         # the newest keeps shown with hypothesis and lesson
+COMPACT_KEEPS = 20     # the keeps before them, one short line each
+MAX_GROUPS = 25
 LOG_TAIL_LINES = 40
 BEST_RUN_KEYS = ("num_steps", "tokens_per_second", "peak_vram_mb", "mfu_percent", "training_seconds")
 
@@ -71,21 +71,31 @@ def header(context: ProposalContext) -> str:
 
 
 def keeps_section(records: list[dict], lessons: dict[str, str]) -> str:
+    """Every keep: the newest FULL_KEEPS with hypothesis and lesson, the COMPACT_KEEPS before them on one short
+    line each, and any older ones counted on one line."""
     kept = [r for r in records if r["status"] == "keep" and is_experiment(r)]
     if not kept:
         return "Keeps: none yet; the baseline is the best."
-    share = max(MIN_KEEP_CHARS, min(420, KEEP_CHARS // len(kept)))
+    full, compact = kept[-FULL_KEEPS:], kept[:-FULL_KEEPS][-COMPACT_KEEPS:]
+    older = kept[: len(kept) - len(full) - len(compact)]
     lines = []
-    for r in kept:
+    if older:
+        total = sum(-(delta(r) or 0.0) for r in older)
+        lines.append(f"- {older[0]['id']}..{older[-1]['id']}: {len(older)} earlier keeps, {total:.4f} gained in all "
+                     "(list_experiments with status keep lists them)")
+    lines += [f"- {r['id']} {_gain_label(r)} {clip(r['description'], 48)}" for r in compact]
+    for r in full:
         why = reasoning(r, lessons)
-        d = delta(r)
-        label = "simplify" if kept_as(r) == "simplify" else (f"{d:+.4f}" if d is not None else "kept")
-        text = (f"- {r['id']} {label} {clip(r['description'], share // 3)}"
-                + (f" | why: {clip(why.hypothesis, share // 3)}" if why.hypothesis else "")
-                + (f" | learned: {clip(why.lesson, share // 3)}" if why.lesson else ""))
-        lines.append(text)
+        lines.append(f"- {r['id']} {_gain_label(r)} {clip(r['description'], 100)}"
+                     + (f" | why: {clip(why.hypothesis, 110)}" if why.hypothesis else "")
+                     + (f" | learned: {clip(why.lesson, 110)}" if why.lesson else ""))
     return f"Every keep ({len(kept)}, oldest first; the number is val_bpb minus the best's before it):\n" + \
         "\n".join(lines)
+
+
+def _gain_label(r: dict) -> str:
+    d = delta(r)
+    return "simplify" if kept_as(r) == "simplify" else (f"{d:+.4f}" if d is not None else "kept")
 
 
 def groups_section(earlier: list[dict]) -> str:
@@ -101,16 +111,16 @@ def groups_section(earlier: list[dict]) -> str:
 
 
 def in_full(r: dict, lessons: dict[str, str]) -> str:
-    why = reasoning(r, lessons, 300)
+    why = reasoning(r, lessons)
     d = delta(r)
     value = f"val_bpb {r['val_bpb']:.6f}" if r.get("val_bpb") is not None else "no val_bpb"
     text = (f"- {r['id']} {kept_as(r)} {value}" + (f" (delta {d:+.4f})" if d is not None else "")
-            + f": {clip(r['description'], 160)}")
+            + f": {clip(r['description'], 120)}")
     if why.hypothesis:
-        text += f"\n  hypothesis: {why.hypothesis}\n  expected: {why.expected}"
+        text += f"\n  hypothesis: {clip(why.hypothesis, 160)}\n  expected: {clip(why.expected, 80)}"
     if why.lesson:
-        text += f"\n  lesson: {why.lesson}"
-    return text + f"\n  decision: {clip(r.get('reason', ''), 240)}"
+        text += f"\n  lesson: {clip(why.lesson, 160)}"
+    return text + f"\n  decision: {clip(r.get('reason', ''), 140)}"
 
 
 def last_outcome(context: ProposalContext) -> str:

@@ -15,7 +15,9 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
 from agent.ledger import NOISE
+from agent.report.learned import learned_section, reasoning_cell
 from agent.report.summary import Headline, gains_by_program
+from agent.research_memory import kept_as, lessons_by_id
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1180px;padding:24px;
@@ -90,6 +92,8 @@ def kept_changes(records: list[dict]) -> str:
         how = (f"confirmed by {len(runs)} runs (seeds {', '.join(str(x['seed']) for x in runs)})" if len(runs) > 1
                else f"one run, gain above {_value(evidence.get('threshold'))}" if evidence.get("threshold")
                else "one run") + (", verified from its saved weights" if r.get("verified") else "")
+        if kept_as(r) == "simplify":
+            how = f"kept as simplify: fewer lines for an equal result; {how}"
         config = r.get("model_config") or {}
         config_html = ", ".join(f"{escape(str(k))}={escape(str(v))}" for k, v in config.items()) or "-"
         parts.append(
@@ -134,16 +138,19 @@ def programs_table(records: list[dict]) -> str:
 
 def experiments_table(records: list[dict]) -> str:
     rows = []
+    lessons = lessons_by_id(records)
     for r in records:
         cost = (r.get("llm") or {}).get("cost_usd", 0.0)
         rows.append(
             f"<tr><td><a href='#t-{escape(r['id'])}'>{escape(r['id'])}</a></td>"
-            f"<td class='{escape(r['status'])}'>{escape(r['status'])}</td><td>{_value(r.get('val_bpb'))}</td>"
+            f"<td class='{escape(r['status'])}'>{escape(kept_as(r))}</td><td>{_value(r.get('val_bpb'))}</td>"
             f"<td>{escape(str(r.get('triage', '')))}</td><td>{escape(str(r.get('proposer', '')))}</td>"
             f"<td>{escape(str((r.get('program') or {}).get('name', '')))}</td><td>${cost:.4f}</td>"
-            f"<td>{escape(r['description'])}<div class='small'>{escape(str(r.get('reason', '')))}</div></td></tr>")
+            f"<td>{escape(r['description'])}<div class='small'>{escape(str(r.get('reason', '')))}</div></td>"
+            f"<td>{reasoning_cell(r, lessons)}</td></tr>")
     return ("<table><tr><th>id</th><th>status</th><th>val_bpb</th><th>triage</th><th>proposer</th><th>program</th>"
-            f"<th>LLM $</th><th>description and decision</th></tr>{''.join(rows)}</table>")
+            f"<th>LLM $</th><th>description and decision</th><th>hypothesis, expected, lesson</th></tr>"
+            f"{''.join(rows)}</table>")
 
 
 def event_html(e: dict) -> str:
@@ -199,7 +206,7 @@ def transcripts(records: list[dict], events_by_id: dict[str, list[dict]]) -> str
 
 def page(tag: str, track: dict, records: list[dict], h: Headline, plot_png: bytes, cumulative_diff: str,
          events_by_id: dict[str, list[dict]], confirmation: dict | None = None,
-         failures: list | None = None) -> str:
+         failures: list | None = None, notes: str = "") -> str:
     plot = base64.b64encode(plot_png).decode()
     generated = time.strftime("%Y-%m-%d %H:%M")
     return f"""<!doctype html>
@@ -211,6 +218,7 @@ def page(tag: str, track: dict, records: list[dict], h: Headline, plot_png: byte
 {cards(h)}{failed_proposals(failures or [])}
 <img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">
 <h2>Kept changes</h2>{kept_changes(records)}
+<h2>What we learned</h2>{learned_section(records, notes)}
 <h2>Noise and held-out confirmation</h2>{noise_and_holdout(records, confirmation)}
 <h2>Programs</h2>{programs_table(records)}
 <h2>Every experiment</h2>{experiments_table(records)}

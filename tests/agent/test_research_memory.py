@@ -244,3 +244,12 @@ def test_touched_parts_come_from_the_diff_not_the_description():
             "@@ -600,7 +600,9 @@ def main() -> None:\n     x = 1\n+    y = 2\n"
             " def helper():\n-    return 1\n+    return 2\n")
     assert touched_parts(diff) == ["MATRIX_LR", "class CausalSelfAttention", "def main", "def helper"]
+
+
+@pytest.mark.parametrize("program", sorted((ROOT / "prompts").glob("*.md")), ids=lambda p: p.stem)
+def test_programs_teach_and_agree_with_the_fixed_rules(program):
+    text = program.read_text()
+    assert "tie is discarded" not in text and "a tie" not in text.lower()  # simplify keeps an equal result
+    assert not re.search(r"\d(\.\d+)? ?(sigma|standard errors?)\b", text)  # the settings set these, not a program
+    for taught in ("`hypothesis`", "`lesson`", "notes.md", "`simplify`", "bolder change"):
+        assert taught in text, taught
