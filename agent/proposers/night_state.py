@@ -18,8 +18,8 @@ from agent.research_memory import clip, is_experiment, kept_as, lesson_due, less
 
 STATE_TOKEN_BUDGET = 6000
 LAST_IN_FULL = 5
-FULL_KEEPS = 8         # the newest keeps shown with hypothesis and lesson
-COMPACT_KEEPS = 20     # the keeps before them, one short line each
+FULL_KEEPS = 12        # the newest keeps shown with hypothesis and lesson
+COMPACT_KEEPS = 16     # the keeps before them, one short line each
 MAX_GROUPS = 25
 LOG_TAIL_LINES = 40
 BEST_RUN_KEYS = ("num_steps", "tokens_per_second", "peak_vram_mb", "mfu_percent", "training_seconds")
@@ -86,7 +86,7 @@ def keeps_section(records: list[dict], lessons: dict[str, str]) -> str:
     lines += [f"- {r['id']} {_gain_label(r)} {clip(r['description'], 48)}" for r in compact]
     for r in full:
         why = reasoning(r, lessons)
-        lines.append(f"- {r['id']} {_gain_label(r)} {clip(r['description'], 100)}"
+        lines.append(f"- {r['id']} {_gain_label(r)} {clip(r['description'], 80)}"
                      + (f" | why: {clip(why.hypothesis, 110)}" if why.hypothesis else "")
                      + (f" | learned: {clip(why.lesson, 110)}" if why.lesson else ""))
     return f"Every keep ({len(kept)}, oldest first; the number is val_bpb minus the best's before it):\n" + \
