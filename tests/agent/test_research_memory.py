@@ -155,7 +155,6 @@ def test_the_60th_conversation_sees_the_whole_night_in_bounded_space(night):
     experiments = [r for r in records if r["status"] != "noise" and r["id"] != "0000"]
     assert len(experiments) == 60 and [r["id"] for r in experiments][-1] == "0060"
     message = first_user_text(requests[first_request["0060"]].body)
-    (workspace.dir / "first_message_0060.txt").write_text(message)
 
     # train.py comes first, then the state of the night, which stays under the budget
     assert message.startswith("train.py at the best commit")
