@@ -16,7 +16,7 @@ from agent.llm.pricing import PriceTable
 from agent.llm.select import conversation_factory
 from agent.loop import LoopSettings, run_loop
 from agent.night_summary import estimate_tokens, touched_parts
-from agent.notes import NOTES_LIMIT, read_notes
+from agent.notes import NOTES_LIMIT, NotesFull, append_user_note, read_notes, write_notes
 from agent.proposers.llm import LLMProposer
 from agent.proposers.night_state import STATE_TOKEN_BUDGET
 from agent.research_memory import lesson_due
@@ -252,3 +252,19 @@ def test_programs_teach_and_agree_with_the_fixed_rules(program):
     assert not re.search(r"\d(\.\d+)? ?(sigma|standard errors?)\b", text)  # the settings set these, not a program
     for taught in ("`hypothesis`", "`lesson`", "notes.md", "`simplify`", "bolder change"):
         assert taught in text, taught
+
+
+def test_notes_are_bounded_and_a_note_that_does_not_fit_is_refused_losing_nothing(tmp_path):
+    write_notes(tmp_path, "- open: warm-down\n")
+    with pytest.raises(NotesFull, match="over the limit of 8192; nothing was written. Rewrite them shorter"):
+        write_notes(tmp_path, "y" * (NOTES_LIMIT + 1))
+    assert read_notes(tmp_path).text == "- open: warm-down\n"
+    added = append_user_note(tmp_path, "try  mixture of depths\nnext")
+    assert added.text.endswith("try mixture of depths next\n") and "(from the user, " in added.text
+    write_notes(tmp_path, "z" * (NOTES_LIMIT - 10))
+    assert read_notes(tmp_path).nearly_full
+    with pytest.raises(NotesFull, match="notes.md is full .* give the note again after the next experiment"):
+        append_user_note(tmp_path, "one more idea")
+    with pytest.raises(NotesFull, match="at most 1000"):
+        append_user_note(tmp_path, "w" * 1001)
+    assert read_notes(tmp_path).size == NOTES_LIMIT - 10  # nothing was lost or half-written
