@@ -75,8 +75,8 @@ def simplify_or_discard(judgement: Judgement, parent_source: str, candidate_sour
     removed = code_lines(parent_source) - code_lines(candidate_source)
     candidate = [r["val_bpb"] for r in runs if r.get("val_bpb") is not None]
     best_runs = commit_runs(records, best["commit"])
-    if removed <= 0 or not candidate or not best_runs:
-        return judgement
+    if removed <= 0 or not candidate or len(candidate) < len(runs) or not best_runs:
+        return judgement  # no code removed, or a run of it crashed
     ever = best_ever_mean(records)
     weighed = weigh(candidate, best_runs, min(ever, statistics.fmean(best_runs)) if ever is not None
                     else statistics.fmean(best_runs), current_sigma(records), removed)
