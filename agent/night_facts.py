@@ -21,7 +21,7 @@ class NightFacts(BaseModel):
         return self.model_copy(update=dict(experiments_left=left))
 
     def budget_line(self) -> str:
-        parts = [f"{self.experiments_left} experiment(s)" if self.experiments_left is not None
+        parts = [f"{self.experiments_left} experiment(s) including this one" if self.experiments_left is not None
                  else "no limit on experiments",
                  f"{self.hours_left:.1f} h" if self.hours_left is not None else "no time limit",
                  f"${self.usd_left:.2f} of LLM spend (${self.usd_spent:.2f} spent)" if self.usd_left is not None
