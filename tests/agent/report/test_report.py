@@ -183,12 +183,12 @@ def test_comparison_of_two_tags(reported, test_track, tmp_path):
 
 def test_report_shows_hypotheses_lessons_and_the_notes(reported):
     workspace, _, html = reported
-    optuna, llm = [r for r in read_records(workspace.dir) if r.get("proposer") in ("optuna", "llm")]
-    assert (optuna["proposer"], llm["proposer"]) == ("optuna", "llm")  # the hybrid's share puts Optuna first
-    assert optuna["hypothesis"].startswith("TPE trial") and optuna["expected"].startswith("val_bpb below")
-    assert llm["lesson_for"] == optuna["id"] and llm["lesson"]
+    optuna, llm = [r for r in read_records(workspace.dir) if r.proposer in ("optuna", "llm")]
+    assert (optuna.proposer, llm.proposer) == ("optuna", "llm")  # the hybrid's share puts Optuna first
+    assert optuna.hypothesis.startswith("TPE trial") and optuna.expected.startswith("val_bpb below")
+    assert llm.lesson_for == optuna.id and llm.lesson
     learned = html.split("<h2>What we learned</h2>")[1].split("<h2>")[0]
-    for text in (optuna["hypothesis"], llm["hypothesis"], llm["expected"], llm["lesson"]):
+    for text in (optuna.hypothesis, llm.hypothesis, llm.expected, llm.lesson):
         assert escape(text) in learned or escape(text) in html.split("<h2>Every experiment</h2>")[1]
-    assert f"<b>lesson</b>: {escape(llm['lesson'])}" in learned  # beside the experiment it is about
+    assert f"<b>lesson</b>: {escape(llm.lesson)}" in learned  # beside the experiment it is about
     assert escape(NOTES.strip()) in learned and "<b>dead end</b>" not in html
