@@ -333,7 +333,8 @@ def test_a_cost_cap_needs_a_price_for_the_model(workspace):
 def test_every_call_is_validated_by_its_argument_model_through_each_sdk(workspace, server, tmp_path, provider):
     """A missing field, a wrong type, an unknown field and an unknown tool each come back as a tool error that
     says what to fix; the proposal goes on and ends with the valid submission, checked once."""
-    server.script(tool_calls([("submit_experiment", {"description": "no edits given"}),
+    server.script(tool_calls([("submit_experiment", {"description": "no edits given", "hypothesis": "h",
+                                                      "expected": "e"}),
                               ("list_experiments", {"limit": "many"}),
                               ("show_diff", {"experiment_id": "0000", "colour": True}),
                               ("delete_experiment", {"experiment_id": "0000"})]),
