@@ -3,6 +3,7 @@ the anthropic SDK talking to the loopback server, on a runner that scores train.
 night takes seconds); then what the 60th conversation was shown."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -232,9 +233,10 @@ def test_hypotheses_lessons_notes_and_tools_are_recorded(night):
     assert f"notes of experiment {written}:" in shown  # recorded with the keep, as they were then
 
     status = subprocess.run([sys.executable, "-m", "agent.cli", "status", "--tag", workspace.tag, "--workspaces",
-                             str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
-    assert "hypothesis: FINAL_LR_FRAC is off" in status.stdout or "hypothesis:" in status.stdout, status.stdout
-    assert "lesson:" in status.stdout
+                             str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT,
+                            env={**os.environ, "COLUMNS": "250"})
+    assert "hypothesis: FINAL_LR_FRAC is off for this model size" in status.stdout, status.stdout
+    assert f"lesson: lesson {experiments[-2]['id']}:" in status.stdout
 
 
 def test_touched_parts_come_from_the_diff_not_the_description():
