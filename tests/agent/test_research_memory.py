@@ -236,7 +236,7 @@ def test_hypotheses_lessons_notes_and_tools_are_recorded(night):
                              str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT,
                             env={**os.environ, "COLUMNS": "250"})
     assert "hypothesis: FINAL_LR_FRAC is off for this model size" in status.stdout, status.stdout
-    assert f"lesson: lesson {experiments[-2]['id']}:" in status.stdout
+    assert f"lesson: lesson {experiments[-2].id}:" in status.stdout
 
 
 def test_touched_parts_come_from_the_diff_not_the_description():
