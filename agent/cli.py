@@ -272,12 +272,26 @@ def _make_proposer(workspace, settings: RunSettings):
 
 
 @app.command()
-def steer(tag: TagOption, program: Annotated[Path, typer.Argument(help="The research program to switch to.")],
+def steer(tag: TagOption, program: Annotated[Path | None, typer.Argument(
+              help="The research program to switch to.")] = None,
+          note: Annotated[str | None, typer.Option(help="A note to add to the research notes (notes.md), which "
+                                                        "every later proposal sees.")] = None,
           workspaces: WorkspacesOption = None) -> None:
-    """Swap the research program of a tag, running or not: the next experiment is proposed under it."""
+    """Swap the research program of a tag, or add a note for the researcher, running or not: the next
+    experiment is proposed under it."""
+    from agent.notes import NotesFull, append_user_note
+    if program is None and note is None:
+        fail("give a research program to switch to, a --note to add, or both")
     workspace = open_workspace(tag, workspaces)
-    _set_program(workspace, program)
-    console.print(f"{tag} now follows {program.resolve()} from its next experiment on")
+    if program is not None:
+        _set_program(workspace, program)
+        console.print(f"{tag} now follows {program.resolve()} from its next experiment on")
+    if note is not None:
+        try:
+            notes = append_user_note(workspace.dir, note)
+        except NotesFull as err:
+            fail(str(err))
+        console.print(f"added to {tag}'s notes ({notes.size} bytes now); the next proposal sees it")
 
 
 @app.command()

@@ -19,7 +19,9 @@ from agent.edits import EditRejected
 from agent.fixing import Fixing, Trained
 from agent.ledger import Ledger
 from agent.llm.types import ProviderFatal, ProviderUnavailable
+from agent.night_facts import NightFacts
 from agent.noise import CLOSE, CRASH, DISCARD, KEEP, Judgement, fresh_seed, wants_noise_floor
+from agent.notes import record_with_keep
 from agent.proposal_failures import FailedProposal, failures_cost, record_failure
 from agent.proposers.base import Proposer, ProposerError, Running
 from agent.proposing import Ahead, Obtained, Program, Proposing, read_program
@@ -37,6 +39,7 @@ from agent.record import (
 from agent.recovery import record_interrupted, settle_interrupted
 from agent.runner import Runner
 from agent.settings import LoopSettings
+from agent.simplify import simplify_or_discard
 from agent.training import LoopStopped, Training
 from agent.transcript import Transcript
 from agent.triage import Triage
@@ -58,6 +61,7 @@ class Experiment:
     parent: str
     program: Program
     clock: float                    # time.monotonic() at its start
+    facts: NightFacts               # the budget left and the keep rule, as the proposer is told
     obtained: Obtained | None = None
     in_flight: InFlight | None = None
     next_ahead: Ahead | None = None  # the next experiment's proposal, made while this one trains
@@ -104,7 +108,8 @@ class Loop:
                 self.training.measure_noise_floor(self.ledger, self.say)
             last = self.settings.max_experiments is not None and done + 1 >= self.settings.max_experiments
             try:
-                record, ahead = self.run_experiment(ahead, look_ahead=self.settings.overlap and not last)
+                record, ahead = self.run_experiment(ahead, look_ahead=self.settings.overlap and not last,
+                                                    facts=self._facts(started, done))
             except (ProposerError, EditRejected) as err:
                 ahead, failures = None, failures + 1
                 self._proposal_failed(err, failures)
@@ -131,6 +136,9 @@ class Loop:
             return f"reached the cost cap of ${settings.max_cost_usd:.2f} (spent ${run_cost(self.ledger):.2f})"
         return None
 
+    def _facts(self, started: float, done: int) -> NightFacts:
+        return NightFacts.of(self.settings, done, (time.monotonic() - started) / 3600, run_cost(self.ledger))
+
     def _proposal_failed(self, err: Exception, in_a_row: int) -> None:
         record_failure(self.workspace.dir, FailedProposal(
             experiment_id=self.ledger.next_id(), kind="failed", reason=str(err), in_a_row=in_a_row,
@@ -141,13 +149,14 @@ class Loop:
 
     # -- one experiment -------------------------------------------------------
 
-    def run_experiment(self, ahead: Ahead | None = None,
-                       look_ahead: bool = False) -> tuple[ExperimentRecord, Ahead | None]:
+    def run_experiment(self, ahead: Ahead | None = None, look_ahead: bool = False,
+                       facts: NightFacts | None = None) -> tuple[ExperimentRecord, Ahead | None]:
         """One experiment, and the proposal for the next one if look_ahead (made while this one trains)."""
         experiment_id = self.ledger.next_id()
         transcript = Transcript(self.workspace.dir / "transcripts" / f"{experiment_id}.jsonl")
         experiment = Experiment(experiment_id, transcript, self.ledger.best(), self.workspace.head(),
-                                read_program(self.workspace), time.monotonic())
+                                read_program(self.workspace), time.monotonic(),
+                                facts or NightFacts.of(self.settings))
         self.propose(experiment, ahead)
         self.look_ahead(experiment, look_ahead)
         try:
@@ -167,7 +176,7 @@ class Loop:
         """The proposal, committed (the baseline runs its parent), and the in-flight marker written."""
         best, parent = experiment.best, experiment.parent
         experiment.obtained = self.proposing.obtain(experiment.id, best, experiment.program, experiment.transcript,
-                                                    ahead)
+                                                    ahead, experiment.facts)
         description = bounded(experiment.obtained.proposal.description)
         commit = parent if best is None else self.workspace.commit_train(experiment.obtained.source,
                                                                          f"{experiment.id}: {description}")
@@ -189,7 +198,8 @@ class Loop:
         if wanted and experiment.best is not None:
             in_flight = experiment.in_flight
             running = Running(in_flight.id, in_flight.description, in_flight.proposal.get("proposer"))
-            experiment.next_ahead = self.proposing.look_ahead(experiment.best, experiment.parent, running)
+            experiment.next_ahead = self.proposing.look_ahead(experiment.best, experiment.parent, running,
+                                                              experiment.facts.after_one())
 
     def judge(self, experiment: Experiment) -> None:
         """The verdict on the runs: re-runs for close calls and implausible falls, verification of a keep."""
@@ -202,6 +212,10 @@ class Loop:
             judgement = self._train_again(experiment, suspicion)
         while judgement.status == CLOSE:
             judgement = self._train_again(experiment, judgement.reason)
+        if experiment.best is not None:
+            judgement = simplify_or_discard(judgement, self.workspace.file_at("train.py", experiment.parent),
+                                            self.workspace.file_at("train.py", experiment.trained.commit),
+                                            experiment.runs, experiment.best, self.ledger.records)
         if suspicion:
             judgement.evidence.implausible_fall = suspicion
             judgement.reason += f"; flagged: {suspicion}, so it was trained again from scratch"
@@ -235,6 +249,8 @@ class Loop:
         measured = [r.val_bpb for r in experiment.runs if r.val_bpb is not None]
         if status != KEEP:
             self.workspace.reset_to(experiment.parent)
+        else:
+            record_with_keep(self.workspace.repo, trained.commit, self.workspace.dir)
         total = time.monotonic() - experiment.clock
         record = ExperimentRecord(
             id=experiment.id, parent=experiment.parent, commit=trained.commit, status=status,
@@ -252,7 +268,7 @@ class Loop:
                             run_s=round(trained.run_seconds, 3), total_s=round(total, 3),
                             agent_s=round(max(0.0, total - obtained.wait_seconds - trained.run_seconds), 3)),
             proposer=obtained.proposal.meta.get("proposer", self.proposer.name) if best is not None else "baseline",
-            proposal=obtained.proposal.meta, fix_attempts=trained.attempts,
+            proposal=obtained.proposal.meta, **obtained.proposal.research_fields(), fix_attempts=trained.attempts,
             llm=LlmUsage.summed(obtained.proposal.usage, *trained.fix_usage),
             program=ProgramRef(name=experiment.program.name, sha256=experiment.program.sha256),
             diff="" if best is None else self.workspace.diff(experiment.parent, trained.commit),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from agent.edits import EditRejected
 from agent.ledger import Ledger
+from agent.night_facts import NightFacts
 from agent.proposal_failures import FailedProposal, record_failure
 from agent.proposers.base import Proposal, ProposalContext, Proposer, Running
 from agent.record import ExperimentRecord
@@ -60,7 +61,7 @@ class Proposing:
         self.workspace, self.ledger, self.proposer = workspace, ledger, proposer
 
     def obtain(self, experiment_id: str, best: ExperimentRecord | None, program: Program, transcript: Transcript,
-               ahead: Ahead | None) -> Obtained:
+               ahead: Ahead | None, facts: NightFacts) -> Obtained:
         """The baseline; or the proposal made ahead, re-applied to the best if the best moved; or a fresh one."""
         train_source = self.workspace.file_at("train.py")
         if best is None:
@@ -71,7 +72,7 @@ class Proposing:
             if obtained is not None:
                 return obtained
         started = time.monotonic()
-        context = self.context(experiment_id, best, program, train_source)
+        context = self.context(experiment_id, best, program, train_source, facts)
         transcript.event("proposal_started", proposer=self.proposer.name, parent=best.commit, program=program.name,
                          program_sha256=program.sha256)
         proposal, seconds = self.validated(context, transcript)
@@ -98,17 +99,17 @@ class Proposing:
         return Obtained(proposal, source, ahead.base_commit, rebased, seconds, waited)
 
     def context(self, experiment_id: str, best: ExperimentRecord, program: Program, train_source: str,
-                running: Running | None = None) -> ProposalContext:
+                facts: NightFacts | None = None, running: Running | None = None) -> ProposalContext:
         return ProposalContext(track=self.workspace.track, program_name=program.name, program_text=program.text,
                                train_source=train_source, best=best, history=list(self.ledger.records),
-                               experiment_id=experiment_id, running=running)
+                               experiment_id=experiment_id, running=running, facts=facts or NightFacts())
 
     def validated(self, context: ProposalContext, transcript: Transcript) -> tuple[Proposal, float]:
         """A proposal whose edits apply to context.train_source and pass the policy, and the seconds it took."""
         started = time.monotonic()
         proposal = self.proposer.propose(context, transcript)
         transcript.event("proposal", proposer=self.proposer.name, description=proposal.description,
-                         edits=[vars(e) for e in proposal.edits], meta=proposal.meta)
+                         edits=[vars(e) for e in proposal.edits], meta=proposal.meta, **proposal.research_fields())
         try:
             proposal.checked_against(context.train_source)
         except EditRejected as err:
@@ -117,11 +118,12 @@ class Proposing:
             raise
         return proposal, time.monotonic() - started
 
-    def look_ahead(self, best: ExperimentRecord, parent: str, running: Running) -> Ahead:
+    def look_ahead(self, best: ExperimentRecord, parent: str, running: Running, facts: NightFacts) -> Ahead:
         """Starts proposing the next experiment against the current best while `running` trains."""
         experiment_id = f"{int(running.id) + 1:04d}"
         program = read_program(self.workspace)
-        context = self.context(experiment_id, best, program, self.workspace.file_at("train.py", parent), running)
+        context = self.context(experiment_id, best, program, self.workspace.file_at("train.py", parent), facts,
+                               running)
         transcript = Transcript(self.workspace.dir / "transcripts" / f"{experiment_id}.jsonl")
         transcript.event("proposal_started", proposer=self.proposer.name, parent=parent, program=program.name,
                          program_sha256=program.sha256, while_running=running.id)

@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+SIMPLIFY = "simplify"  # how a keep won by removing code is shown (its status stays keep)
+
 
 class ExperimentStatus(str, Enum):
     KEEP = "keep"
@@ -89,8 +91,20 @@ class LlmUsage(_Part):
         return cls.model_validate(total)
 
 
+class SimplifyEvidence(_Part):
+    """The simplify rule's numbers (agent/simplify.py): fewer lines for an equal result, within the drift guard."""
+    lines_removed: int
+    candidate_mean: float
+    best_mean: float
+    standard_error: float     # of the difference of the two means (0 without a noise floor)
+    best_ever_mean: float     # the lowest mean any best commit reached
+    sigma: float | None = None
+    allowed: bool
+    why: str
+
+
 class Evidence(_Part):
-    """What a decision was based on (agent/noise.py's rule, agent/verify.py's checks)."""
+    """What a decision was based on (agent/noise.py's rule, agent/verify.py's checks, agent/simplify.py's)."""
     candidate_runs: list[float | None] | None = None
     best_runs: list[float] | None = None
     gain: float | None = None
@@ -99,6 +113,8 @@ class Evidence(_Part):
     threshold: float | None = None
     implausible_fall: str | None = None
     verification: dict[str, Any] | None = None
+    simplify: SimplifyEvidence | None = None
+    kept_as: str | None = None            # SIMPLIFY for a keep won by removing code for an equal result
 
 
 class FixAttempt(_Part):
@@ -147,6 +163,11 @@ class ExperimentRecord(BaseModel):
     log: str | None = None
     log_tail: str = ""
     transcript: str | None = None
+    # the proposal's reasoning; a lesson is about an earlier experiment's result (lesson_for)
+    hypothesis: str = ""
+    expected: str = ""
+    lesson: str = ""
+    lesson_for: str | None = None
     started: str | None = None
     finished: str | None = None
     # noise-floor records only
@@ -157,6 +178,13 @@ class ExperimentRecord(BaseModel):
     @property
     def is_experiment(self) -> bool:
         return self.status != ExperimentStatus.NOISE
+
+    @property
+    def kept_as(self) -> str:
+        """SIMPLIFY for a keep won by removing code, else the status."""
+        if self.status == ExperimentStatus.KEEP and self.evidence.kept_as == SIMPLIFY:
+            return SIMPLIFY
+        return self.status.value
 
     @property
     def measured(self) -> list[float]:

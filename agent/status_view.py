@@ -12,9 +12,10 @@ from rich.text import Text
 from agent.ledger import read_in_flight, read_ledger
 from agent.noise import inflated_floor
 from agent.proposal_failures import read_failures
-from agent.record import ExperimentStatus
+from agent.record import ExperimentRecord, ExperimentStatus
 from agent.report.summary import headline, parse_time
 from agent.run_progress import describe, last_step_line, read_phase
+from agent.research_memory import lessons_by_id, reasoning
 from agent.untrusted import bounded, shown
 from agent.workspace import Workspace
 
@@ -63,9 +64,19 @@ def status_view(workspace: Workspace) -> Group:
         step = last_step_line(workspace.dir / "logs" / Path(phase.log).name) if phase.log else None
         lines.append(shown(f"now: {describe(phase, step)}", 400, style="bold"))
     if records:
-        table = Table("id", "status", "val_bpb", "triage", "description", title="last experiments")
-        for r in records[-10:]:
-            table.add_row(shown(r.id, 20), r.status.value, f"{r.val_bpb:.6f}" if r.val_bpb else "-",
-                          shown(str(r.triage or ""), 20), shown(bounded(r.description, 200)))
-        lines.append(table)
+        lines.append(last_experiments(records))
     return Group(*lines)
+
+
+def last_experiments(records: list[ExperimentRecord]) -> Table:
+    """The last ten experiments, each with its hypothesis, expectation and the lesson drawn from it."""
+    lessons = lessons_by_id(records)
+    table = Table("id", "status", "val_bpb", "triage", "description, hypothesis and lesson", title="last experiments")
+    for r in records[-10:]:
+        why = reasoning(r, lessons, 200)
+        said = "".join(f"\n{label}: {text}" for label, text in (("hypothesis", why.hypothesis),
+                                                                 ("expected", why.expected),
+                                                                 ("lesson", why.lesson)) if text)
+        table.add_row(shown(r.id, 20), r.kept_as, f"{r.val_bpb:.6f}" if r.val_bpb else "-",
+                      shown(str(r.triage or ""), 20), shown(bounded(r.description, 200) + said))
+    return table

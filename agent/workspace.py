@@ -30,7 +30,8 @@ TRAINER_DIR = Path(__file__).resolve().parent.parent / "trainer"
 UNTRACKED = ("results.tsv", "experiments.jsonl", "logs/", "transcripts/", "runs/", "current.json", ".lock",
              "run.json", "optuna.journal", "optuna.journal.lock", "report/", "checkpoints/", "confirmation.json",
              "experiments.quarantine.jsonl", "proposal_failures.jsonl", "progress.json",
-             ".progress.json.*", "mlflow.json", ".mlflow.json.*")  # .*: their atomic writes' temporary files
+             ".progress.json.*", "mlflow.json", ".mlflow.json.*", "notes.md",
+             "notes.md.lock")  # .*: their atomic writes' temporary files
 TAG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Every git call ignores what could make git execute something a run planted in .git or elsewhere: hooks,
 # an fsmonitor, system and global config, attributes files (filters); diffs skip external and textconv drivers.

@@ -42,13 +42,14 @@ def night(model: str, caching: bool, experiments: int) -> list[dict]:
     from agent.proposers.llm import LLMProposer
     from agent.transcript import Transcript
     from tests.helpers.llm_server import LLMServer, tool_call
+    from tests.helpers.submissions import reasoned
 
     directory = Path(tempfile.mkdtemp(prefix="caching-bench-"))
     shutil.copy(REPO / "trainer" / "prepare.py", directory / "prepare.py")
     train = (REPO / "trainer" / "train.py").read_text()
     program = (REPO / "prompts" / "program.md").read_text()
-    change = {"description": "WARMDOWN_RATIO 0.5 -> 0.4",
-              "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.4 ")}]}
+    change = reasoned({"description": "WARMDOWN_RATIO 0.5 -> 0.4",
+                       "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.4 ")}]})
     usages = []
     with LLMServer() as server:
         os.environ.update(ANTHROPIC_API_KEY="bench", ANTHROPIC_BASE_URL=server.anthropic_base_url(),

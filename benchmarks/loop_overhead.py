@@ -38,6 +38,7 @@ def run_mode(overlap: bool, experiments: int, latency: float, spec: dict) -> tup
     from agent.runner import LocalRunner
     from agent.workspace import Workspace
     from tests.helpers.llm_server import LLMServer, tool_call
+    from tests.helpers.submissions import reasoned
     from trainer.hyperparameters import set_hyperparameters
 
     root = Path(tempfile.mkdtemp(prefix="loop-bench-"))
@@ -49,8 +50,8 @@ def run_mode(overlap: bool, experiments: int, latency: float, spec: dict) -> tup
             old = next(line for line in source.splitlines() if line.startswith(f"{name} = "))
             new = next(line for line in set_hyperparameters(source, {name: value}).splitlines()
                        if line.startswith(f"{name} = "))
-            server.script(tool_call("submit_experiment", {"description": f"{name} -> {value}",
-                                                          "edits": [{"old_string": old, "new_string": new}]}))
+            server.script(tool_call("submit_experiment", reasoned({"description": f"{name} -> {value}",
+                                                                   "edits": [{"old_string": old, "new_string": new}]})))
         proposer = LLMProposer(conversation_factory("anthropic:claude-sonnet-4-5"), workspace.dir, PriceTable(),
                                retry_base_s=0.01, outage_window_s=30)
         start = time.monotonic()

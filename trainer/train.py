@@ -644,7 +644,8 @@ def main() -> None:
         tokens_per_second=f"{tokens_per_second:.0f}", total_tokens_M=f"{step * TOTAL_BATCH_SIZE / 1e6:.1f}",
         num_steps=step, num_params_M=f"{num_params / 1e6:.1f}", depth=DEPTH,
         device=torch.cuda.get_device_name(device) if on_cuda else device.type, attention=attention,
-        attention_skipped="; ".join(attention_skipped) or "none", graph_breaks=graph_breaks, recompiles=recompiles)
+        attention_skipped="; ".join(attention_skipped) or "none", graph_breaks=graph_breaks, recompiles=recompiles,
+        device_memory_mb=f"{torch.cuda.get_device_properties(device).total_memory / 2**20:.0f}" if on_cuda else "")
     print("---\n" + "\n".join(f"{key}: {value}" for key, value in summary.items()))
 
 

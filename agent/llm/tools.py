@@ -24,16 +24,24 @@ class ReadFileArgs(BaseModel):
 class ListExperimentsArgs(BaseModel):
     """The history of this run as a table, newest last, the best marked with *: id, status, val_bpb (mean of
     its runs) with its standard error, runs, triage class, description; noise rows are re-runs of a best
-    with other seeds that measure sigma."""
+    with other seeds that measure sigma. Filters narrow it down; the hypothesis, expectation and lesson of
+    each listed experiment follow the table."""
     model_config = ConfigDict(extra="forbid")
-    limit: int = Field(30, ge=1, le=500, description="how many of the newest (default 30)")
+    limit: int = Field(30, ge=1, le=500, description="how many of the newest matching rows (default 30)")
+    status: Literal["keep", "simplify", "discard", "crash", "interrupted", "noise"] | None = Field(
+        None, description="only this status (simplify: keeps won by removing code)")
+    text: str | None = Field(None, max_length=200, description="only rows whose description, hypothesis, "
+                                                              "expectation, lesson or decision contain this text")
+    from_id: str | None = Field(None, max_length=20, description="only from this experiment id on, e.g. 0040")
+    to_id: str | None = Field(None, max_length=20, description="only up to this experiment id")
 
 
 class ReadRunLogArgs(BaseModel):
-    """The last lines of one experiment's training log."""
+    """The last lines of every training log of one experiment: its run, its re-runs with other seeds, the
+    runs of its fixes and the noise-floor runs of it, each under its own heading."""
     model_config = ConfigDict(extra="forbid")
     experiment_id: str
-    tail_lines: int = Field(60, ge=1, le=400)
+    tail_lines: int = Field(60, ge=1, le=400, description="lines from the end of each log")
 
 
 class ShowDiffArgs(BaseModel):
@@ -55,12 +63,24 @@ class SubmitArgs(BaseModel):
     fix."""
     model_config = ConfigDict(extra="forbid")
     description: str = Field(min_length=1, description="one line: what changes, with the numbers")
+    hypothesis: str = Field(min_length=1, max_length=600, description="why this should help, in a sentence or two")
+    expected: str = Field(min_length=1, max_length=300, description='the predicted effect, e.g. "val_bpb -0.003, '
+                                                                    'step time +5%"')
+    lesson: str = Field("", max_length=600, description="what the result of the experiment named as awaiting a "
+                                                         "lesson says, in one or two sentences (required then)")
     edits: list[EditArgs] = Field(min_length=1)
+
+
+class WriteNotesArgs(BaseModel):
+    """Replace notes.md, the research notes every later conversation sees: open questions, promising
+    directions, dead ends and why. Send the whole new text (at most 8192 bytes); what is not in it is gone."""
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(description="the complete new notes, markdown")
 
 
 ARGUMENTS: dict[str, type[BaseModel]] = {"read_file": ReadFileArgs, "list_experiments": ListExperimentsArgs,
                                          "read_run_log": ReadRunLogArgs, "show_diff": ShowDiffArgs,
-                                         SUBMIT: SubmitArgs}
+                                         "write_notes": WriteNotesArgs, SUBMIT: SubmitArgs}
 
 
 def _spec(name: str, model: type[BaseModel]) -> ToolSpec:

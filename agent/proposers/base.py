@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.edits import Edit
+from agent.night_facts import NightFacts
 from agent.policy import checked_source
 from agent.record import ExperimentRecord
 from agent.transcript import Transcript
@@ -29,6 +30,7 @@ class ProposalContext:
     history: list[ExperimentRecord]  # every ledger record so far, oldest first
     experiment_id: str
     running: Running | None = None
+    facts: NightFacts = field(default_factory=NightFacts)  # budget left and the keep rule's settings
 
 
 @dataclass
@@ -37,6 +39,10 @@ class Proposal:
     edits: list[Edit]
     meta: dict = field(default_factory=dict)
     usage: dict = field(default_factory=dict)  # LLM tokens and cost spent on it (see agent.llm.types.Usage)
+    hypothesis: str = ""       # why the change should help
+    expected: str = ""         # the predicted effect, e.g. "val_bpb -0.003, step time +5%"
+    lesson: str = ""           # what the result of experiment lesson_for says
+    lesson_for: str | None = None
     # train.py after the edits and the source they were applied to, once checked (agent.policy.checked_source)
     source: str | None = None
     applied_to: str | None = None
@@ -46,6 +52,11 @@ class Proposal:
         if self.source is None or self.applied_to != parent:
             self.source, self.applied_to = checked_source(parent, self.edits), parent
         return self.source
+
+    def research_fields(self) -> dict:
+        """What the ledger record and the transcript keep of the proposal's reasoning."""
+        return dict(hypothesis=self.hypothesis, expected=self.expected, lesson=self.lesson,
+                    lesson_for=self.lesson_for)
 
 
 @dataclass(frozen=True)

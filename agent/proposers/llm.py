@@ -24,56 +24,44 @@ from agent.llm.retry import call_with_retries
 from agent.llm.tools import SUBMIT, TOOLS, BadToolCall, parse_arguments
 from agent.llm.types import AssistantTurn, ContextTooLong, Conversation, RequestRefused, ToolCall, ToolResult, Usage
 from agent.logview import prompt_tail
+from agent.night_facts import NightFacts
+from agent.notes import NOTES_LIMIT, read_notes
 from agent.policy import checked_source
 from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerError
-from agent.proposers.toolbox import ToolBox, history_table
-from agent.record import ExperimentRecord, ExperimentStatus
+from agent.proposers.night_state import LOG_TAIL_LINES, state_message
+from agent.proposers.toolbox import ToolBox
+from agent.record import ExperimentRecord
+from agent.research_memory import lesson_due
 from agent.transcript import Transcript
 
 MAX_REFLECTIONS = 3
-LOG_TAIL_LINES = 40
 
 RULES = """\
 ## Fixed rules of this service
 - You may change only train.py, through submit_experiment: search/replace edits, each old_string copied
   exactly from train.py and matching one place. prepare.py and track.json are frozen and hash-checked.
-- One idea per experiment. It is committed, trained for the track's fixed wall-clock budget, and kept only
-  if val_bpb (validation bits per byte, from prepare.evaluate_bpb; lower is better) beats the best so far
-  by more than the run-to-run noise: a gain above 2 sigma is kept, a smaller one is re-run with another
-  seed and kept only if the mean holds up. Otherwise the branch is reset to the best commit. The seed is
-  the harness's; an edit that changes the seeding is rejected.
+- One idea per experiment. It is committed, trained for the track's fixed wall-clock budget, and judged by
+  val_bpb (validation bits per byte, from prepare.evaluate_bpb; lower is better) against the best so far:
+  {keep_rule}. Otherwise the branch is reset to the best commit. The seed is the harness's; an edit that
+  changes the seeding is rejected.
+- Simplification wins too: a change that removes net lines of code from train.py and whose mean val_bpb is
+  not worse than the best's by more than one standard error of the difference is kept as `simplify`, as
+  long as the best never ends more than one sigma above the best mean ever reached.
 - A sandbox policy rejects edits that import network or process modules, run dynamic code, touch the
   validation or holdout data, write outside the run directory, or redefine anything imported from
   prepare.py. Faking the metric is pointless: only a better model can win.
+- Every submission states its hypothesis (why it should help) and what you expect (e.g. "val_bpb -0.003,
+  step time +5%"); when the state names an experiment whose lesson is due, say what its result taught in
+  `lesson`. write_notes replaces notes.md, your research notes ({notes_limit} bytes at most), which every
+  later conversation sees.
 - Read with read_file, list_experiments, read_run_log and show_diff; then call submit_experiment, which
   ends your turn. You have at most {max_tool_calls} tool calls."""
 
 
-def system_prompt(program_text: str, max_tool_calls: int) -> str:
-    return f"{program_text.strip()}\n\n{RULES.format(max_tool_calls=max_tool_calls)}\n"
-
-
-def state_message(context: ProposalContext) -> str:
-    track, best = context.track, context.best
-    constants = track.get("constants", {})
-    lines = [f"Track {track.get('track')} (fingerprint {str(track.get('fingerprint', ''))[:12]}): "
-             + ", ".join(f"{k}={v}" for k, v in constants.items()),
-             f"Best so far: val_bpb {best.val_bpb:.6f} at commit {best.commit[:7]} "
-             f"(experiment {best.id}: {best.description}).",
-             "", "History (newest last, * marks the best):", history_table(context.history, 20)]
-    last = context.history[-1] if context.history else None
-    if last is not None and last.id != best.id:
-        lines += ["", f"The last experiment, {last.id} ({last.description}), ended as {last.status.value}"
-                      f" ({last.triage}): {last.reason}"]
-        if last.status == ExperimentStatus.CRASH and last.log_tail:
-            tail = prompt_tail(last.log_tail, LOG_TAIL_LINES)
-            lines += ["Its log ends with:", "```", tail, "```"]
-    if context.running:
-        lines += ["", f"Experiment {context.running.id} ({context.running.description}) is training right now "
-                      "and its result is not known yet. Your change will be applied to whichever commit is best when "
-                      "it ends (re-applied on top of it if it is kept), so prefer a change that does not depend on it."]
-    lines += ["", f"Propose experiment {context.experiment_id}: one change, submitted with submit_experiment."]
-    return "\n".join(lines)
+def system_prompt(program_text: str, max_tool_calls: int, facts: NightFacts | None = None) -> str:
+    rules = RULES.format(max_tool_calls=max_tool_calls, keep_rule=(facts or NightFacts()).keep_rule(),
+                         notes_limit=NOTES_LIMIT)
+    return f"{program_text.strip()}\n\n{rules}\n"
 
 
 def crash_message(crashed: Crashed) -> str:
@@ -99,8 +87,8 @@ class LLMProposer:
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
         conversation = self.open_conversation()
-        system = system_prompt(context.program_text, self.max_tool_calls)
-        user = state_message(context)
+        system = system_prompt(context.program_text, self.max_tool_calls, context.facts)
+        user = state_message(context, read_notes(self.workspace_dir))
         conversation.start(system, user, TOOLS)
         transcript.event("llm_request", provider=conversation.provider, model=conversation.model,
                          program=context.program_name, system_sha256=hashlib.sha256(system.encode()).hexdigest(),
@@ -109,7 +97,8 @@ class LLMProposer:
                  "program.md": context.program_text, "track.json": json.dumps(context.track, indent=2)}
         toolbox = ToolBox(self.workspace_dir, files, context.history)
         self.sessions[context.experiment_id] = (conversation, toolbox)
-        return self._converse(conversation, toolbox, context.train_source, transcript)
+        due = lesson_due(context.history, context.running.id if context.running else None)
+        return self._converse(conversation, toolbox, context.train_source, transcript, due.id if due else None)
 
     def fix(self, crashed: Crashed, crashed_source: str, transcript: Transcript) -> Proposal:
         """A fix for a fixable crash, in the conversation that proposed the change."""
@@ -120,16 +109,16 @@ class LLMProposer:
         message = crash_message(crashed)
         conversation.add_user(message)
         transcript.event("fix_requested", message=message)
-        return self._converse(conversation, toolbox, crashed_source, transcript)
+        return self._converse(conversation, toolbox, crashed_source, transcript, None)
 
     def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
         self.sessions.pop(experiment_id, None)
 
     def _converse(self, conversation: Conversation, toolbox: ToolBox, base_source: str,
-                  transcript: Transcript) -> Proposal:
+                  transcript: Transcript, lesson_for: str | None) -> Proposal:
         usage = Usage()
         try:
-            return self._tool_loop(conversation, toolbox, base_source, transcript, usage)
+            return self._tool_loop(conversation, toolbox, base_source, transcript, usage, lesson_for)
         except ProposerError as err:
             err.usage = usage.as_dict()
             raise
@@ -137,7 +126,7 @@ class LLMProposer:
             raise ProposerError(str(err), usage.as_dict()) from err
 
     def _tool_loop(self, conversation: Conversation, toolbox: ToolBox, base_source: str, transcript: Transcript,
-                   usage: Usage) -> Proposal:
+                   usage: Usage, lesson_for: str | None) -> Proposal:
         calls, reflections = 0, 0
         while True:
             if usage.input_tokens + usage.output_tokens > self.max_proposal_tokens:
@@ -160,7 +149,7 @@ class LLMProposer:
                 elif calls > self.max_tool_calls:
                     result = ToolResult(call.id, "not run: no tool calls are left", True)
                 elif call.name == SUBMIT:
-                    result, accepted = self._submit(call, base_source)
+                    result, accepted = self._submit(call, base_source, lesson_for)
                     if accepted is None:
                         reflections += 1
                 else:
@@ -213,7 +202,7 @@ class LLMProposer:
                          request_id=turn.request_id, params=turn.params)
         return turn
 
-    def _submit(self, call: ToolCall, base_source: str) -> tuple[ToolResult, Proposal | None]:
+    def _submit(self, call: ToolCall, base_source: str, lesson_for: str | None) -> tuple[ToolResult, Proposal | None]:
         try:
             arguments = parse_arguments(call)
         except BadToolCall as err:
@@ -221,6 +210,13 @@ class LLMProposer:
         description = arguments.description.strip()
         if not description:
             return ToolResult(call.id, "submit_experiment needs a one-line description of the change", True), None
+        if not arguments.hypothesis.strip() or not arguments.expected.strip():
+            return ToolResult(call.id, "submit_experiment needs a hypothesis (why the change should help) and the "
+                                       "expected effect; nothing was committed", True), None
+        if lesson_for and not arguments.lesson.strip():
+            return ToolResult(call.id, f"the lesson of experiment {lesson_for} is due: set `lesson` to one or two "
+                                       "sentences on what its result says, and submit again; nothing was committed",
+                              True), None
         edits = [Edit(e.old_string, e.new_string) for e in arguments.edits]
         try:
             source = checked_source(base_source, edits)
@@ -230,7 +226,9 @@ class LLMProposer:
             return ToolResult(call.id, f"rejected, nothing was committed: the edits could not be checked "
                                        f"({type(err).__name__}: {err})", True), None
         return (ToolResult(call.id, "accepted: the change is committed and trained now"),
-                Proposal(description.splitlines()[0][:200], edits, source=source, applied_to=base_source))
+                Proposal(description.splitlines()[0][:200], edits, hypothesis=arguments.hypothesis.strip(),
+                         expected=arguments.expected.strip(), lesson=arguments.lesson.strip() if lesson_for else "",
+                         lesson_for=lesson_for, source=source, applied_to=base_source))
 
 
 def _read(path: Path) -> str:

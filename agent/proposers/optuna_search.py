@@ -154,7 +154,11 @@ class OptunaProposer:
             f"(val_bpb {context.best.val_bpb:.6f}, commit {context.best.commit[:7]})."))
         return Proposal(description=f"{dim.name} {dim.value} -> {value}",
                         edits=[Edit(old_string=old_line, new_string=new_line)],
-                        meta={"trial": trial.number, "parameter": dim.name, "old": dim.value, "new": value})
+                        meta={"trial": trial.number, "parameter": dim.name, "old": dim.value, "new": value},
+                        hypothesis=(f"TPE trial {trial.number}: after {len(finished)} finished trial(s) its model of "
+                                    f"the results expects {dim.name} = {value} (searched over {dim.describe()}) to "
+                                    f"score better than {dim.value}"),
+                        expected=f"val_bpb below the best's {context.best.val_bpb:.6f}")
 
     def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
         trial = proposal_meta.get("trial")

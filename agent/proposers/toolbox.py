@@ -1,5 +1,6 @@
-"""The answers to the model's read-only tools (their arguments are defined in agent/llm/tools.py):
-the run's history as a table, its files, logs and diffs, all bounded in size."""
+"""The answers to the model's tools (their arguments are defined in agent/llm/tools.py): the run's
+history as a table, its files, logs and diffs, all bounded in size, and the research notes, which
+write_notes replaces."""
 
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ from agent.llm.tools import (
     ReadFileArgs,
     ReadRunLogArgs,
     ShowDiffArgs,
+    WriteNotesArgs,
     parse_arguments,
 )
 from agent.llm.types import ToolCall, ToolResult
 from agent.logview import last_lines
 from agent.noise import current_sigma
+from agent.notes import NOTES_LIMIT, NotesFull, write_notes
 from agent.record import ExperimentRecord, ExperimentStatus
+from agent.research_memory import filter_records, lessons_by_id, reasoning
 
 MAX_RESULT_CHARS = 60_000
 
@@ -33,38 +37,41 @@ def bounded(text: str, limit: int = MAX_RESULT_CHARS) -> str:
 
 
 
-def history_table(records: list[ExperimentRecord], limit: int = 30) -> str:
+def history_table(records: list[ExperimentRecord], limit: int = 30,
+                  shown: list[ExperimentRecord] | None = None) -> str:
     """The ledger as the proposer reads it: val_bpb is the mean of an experiment's runs, with its
-    standard error (sigma / sqrt(runs)) once a noise floor is known; noise rows are re-runs of a best."""
+    standard error (sigma / sqrt(runs)) once a noise floor is known; noise rows are re-runs of a best.
+    shown: the rows to list (default all), newest `limit` of them."""
     best = next((r.id for r in reversed(records) if r.status == ExperimentStatus.KEEP), None)
     sigma = current_sigma(records)
     rows = []
     if sigma:
-        rows.append(f"sigma of val_bpb between seeds: {sigma:.6f}; a gain under 2 sigma is noise unless re-runs "
-                    "confirm it")
+        rows.append(f"sigma of val_bpb between seeds: {sigma:.6f} (the keep rule in the fixed rules says how many "
+                    "a gain needs)")
     rows.append("id          status       val_bpb    +-       runs  triage         description")
-    for r in records[-limit:]:
+    for r in (records if shown is None else shown)[-limit:]:
         val = f"{r.val_bpb:.6f}" if r.val_bpb is not None else "   -    "
         runs = len(r.runs) or 1
         error = f"{sigma / math.sqrt(runs):.6f}" if sigma and r.val_bpb is not None else "   -    "
         mark = "*" if r.id == best else " "
         confirmed = r.status == ExperimentStatus.KEEP and runs > 1
         description = r.description + (" (confirmed by a re-run)" if confirmed else "")
-        rows.append(f"{r.id:<10}{mark} {r.status.value:<11}  {val}  {error}  {runs:>4}  {r.triage or '':<13}  "
+        rows.append(f"{r.id:<10}{mark} {r.kept_as:<11}  {val}  {error}  {runs:>4}  {r.triage or '':<13}  "
                     f"{description}")
     return "\n".join(rows)
 
 
 class ToolBox:
-    """Answers the read-only tools against one workspace's state."""
+    """Answers the tools against one workspace's state."""
 
     def __init__(self, workspace_dir: Path, files: dict[str, str], records: list[ExperimentRecord]):
         self.dir, self.files, self.records = workspace_dir, files, records
         self.answers = {ReadFileArgs: self._read_file, ListExperimentsArgs: self._list_experiments,
-                        ReadRunLogArgs: self._read_run_log, ShowDiffArgs: self._show_diff}
+                        ReadRunLogArgs: self._read_run_log, ShowDiffArgs: self._show_diff,
+                        WriteNotesArgs: self._write_notes}
 
     def run(self, call: ToolCall) -> ToolResult:
-        """A read-only tool's answer; a bad call or a failure inside the tool comes back as a tool error."""
+        """A tool's answer; a bad call or a failure inside the tool comes back as a tool error."""
         try:
             arguments = parse_arguments(call)
             answer = self.answers.get(type(arguments))
@@ -85,7 +92,22 @@ class ToolBox:
         return self.files[arguments.path]
 
     def _list_experiments(self, arguments: ListExperimentsArgs) -> str:
-        return history_table(self.records, arguments.limit)
+        shown = filter_records(self.records, arguments.status, arguments.text, arguments.from_id, arguments.to_id)
+        if not shown:
+            return "no experiment matches these filters"
+        shown = shown[-arguments.limit:]
+        lessons = lessons_by_id(self.records)
+        reasons = [reasoning(r, lessons, 300) for r in shown]
+        notes = [f"{n.id}: hypothesis: {n.hypothesis or '-'} | expected: {n.expected or '-'} | lesson: "
+                 f"{n.lesson or '-'}" for n in reasons if n.hypothesis or n.lesson]
+        return history_table(self.records, len(shown), shown) + ("\n\n" + "\n".join(notes) if notes else "")
+
+    def _write_notes(self, arguments: WriteNotesArgs) -> str:
+        try:
+            written = write_notes(self.dir, arguments.text)
+        except NotesFull as err:
+            raise LookupError(str(err)) from err
+        return f"notes.md now holds {written.size} of {NOTES_LIMIT} bytes; every later conversation sees it"
 
     def _record(self, experiment_id: str) -> ExperimentRecord:
         for r in self.records:
@@ -95,10 +117,26 @@ class ToolBox:
 
     def _read_run_log(self, arguments: ReadRunLogArgs) -> str:
         record = self._record(arguments.experiment_id)
-        path = self.dir / (record.log or f"logs/{record.id}.log")
-        if not path.exists():
+        present = [log for log in experiment_logs(self.records, record) if (self.dir / log).is_file()]
+        if not present:
             raise LookupError(f"experiment {arguments.experiment_id} has no log (it was not run)")
-        return last_lines(path, arguments.tail_lines)
+        # Every log gets an equal share of the answer, so that the last one is never cut away.
+        share = MAX_RESULT_CHARS // len(present) - 200
+        return "\n\n".join(f"== {log} ==\n" + bounded(last_lines(self.dir / log, arguments.tail_lines), share)
+                           for log in present)
 
     def _show_diff(self, arguments: ShowDiffArgs) -> str:
         return self._record(arguments.experiment_id).diff or "(no change: the baseline)"
+
+
+def experiment_logs(records: list[ExperimentRecord], record: ExperimentRecord) -> list[str]:
+    """Every training log of an experiment, in the order they ran: its crashed attempts before fixes, its
+    runs (the first, re-runs), and the noise-floor runs of it."""
+    logs = [attempt.log for attempt in record.fix_attempts if attempt.log]
+    logs += [run.log for run in record.runs if run.log]
+    if not logs:
+        logs.append(record.log or f"logs/{record.id}.log")
+    for other in records:
+        if other.status == ExperimentStatus.NOISE and other.of == record.id:
+            logs += [run.log for run in other.runs if run.log]
+    return list(dict.fromkeys(logs))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.ledger import read_records
+from agent.notes import read_notes
 from agent.proposal_failures import read_failures
 from agent.record import ExperimentStatus
 from agent.report.page import comparison_page, page
@@ -27,7 +28,7 @@ def write_report(workspace: Workspace) -> Path:
     index = out / "index.html"
     confirmation = read_json(workspace.dir / "confirmation.json")
     index.write_text(page(workspace.tag, workspace.track, records, headline(records), png, cumulative, events,
-                          confirmation, read_failures(workspace.dir)))
+                          confirmation, read_failures(workspace.dir), read_notes(workspace.dir).text))
     return index
 
 

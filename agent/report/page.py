@@ -15,8 +15,10 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
 from agent.noise import inflated_floor
-from agent.record import ExperimentRecord, ExperimentStatus
+from agent.record import SIMPLIFY, ExperimentRecord, ExperimentStatus
+from agent.report.learned import learned_section, reasoning_cell
 from agent.report.summary import Headline, gains_by_program
+from agent.research_memory import lessons_by_id
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1180px;padding:24px;
@@ -91,6 +93,8 @@ def kept_changes(records: list[ExperimentRecord]) -> str:
         how = (f"confirmed by {len(runs)} runs (seeds {', '.join(str(x.seed) for x in runs)})" if len(runs) > 1
                else f"one run, gain above {_value(evidence.threshold)}" if evidence.threshold
                else "one run") + (", verified from its saved weights" if r.verified else "")
+        if r.kept_as == SIMPLIFY:
+            how = f"kept as simplify: fewer lines for an equal result; {how}"
         config_html = ", ".join(f"{escape(str(k))}={escape(str(v))}" for k, v in r.architecture.items()) or "-"
         parts.append(
             f"<div class='change' id='keep-{escape(r.id)}'><b>{escape(r.id)}</b> "
@@ -137,16 +141,19 @@ def programs_table(records: list[ExperimentRecord]) -> str:
 
 def experiments_table(records: list[ExperimentRecord]) -> str:
     rows = []
+    lessons = lessons_by_id(records)
     for r in records:
         cost = r.llm.cost_usd
         rows.append(
             f"<tr><td><a href='#t-{escape(r.id)}'>{escape(r.id)}</a></td>"
-            f"<td class='{escape(r.status)}'>{escape(r.status)}</td><td>{_value(r.val_bpb)}</td>"
+            f"<td class='{escape(r.status)}'>{escape(r.kept_as)}</td><td>{_value(r.val_bpb)}</td>"
             f"<td>{escape(str(r.triage or ''))}</td><td>{escape(str(r.proposer or ''))}</td>"
             f"<td>{escape(str(r.program.name or ''))}</td><td>${cost:.4f}</td>"
-            f"<td>{escape(r.description)}<div class='small'>{escape(r.reason)}</div></td></tr>")
+            f"<td>{escape(r.description)}<div class='small'>{escape(r.reason)}</div></td>"
+            f"<td>{reasoning_cell(r, lessons)}</td></tr>")
     return ("<table><tr><th>id</th><th>status</th><th>val_bpb</th><th>triage</th><th>proposer</th><th>program</th>"
-            f"<th>LLM $</th><th>description and decision</th></tr>{''.join(rows)}</table>")
+            f"<th>LLM $</th><th>description and decision</th><th>hypothesis, expected, lesson</th></tr>"
+            f"{''.join(rows)}</table>")
 
 
 def event_html(e: dict) -> str:
@@ -202,7 +209,7 @@ def transcripts(records: list[ExperimentRecord], events_by_id: dict[str, list[di
 
 def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, plot_png: bytes, cumulative_diff: str,
          events_by_id: dict[str, list[dict]], confirmation: dict | None = None,
-         failures: list | None = None) -> str:
+         failures: list | None = None, notes: str = "") -> str:
     plot = base64.b64encode(plot_png).decode()
     generated = time.strftime("%Y-%m-%d %H:%M")
     return f"""<!doctype html>
@@ -214,6 +221,7 @@ def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, pl
 {cards(h)}{failed_proposals(failures or [])}
 <img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">
 <h2>Kept changes</h2>{kept_changes(records)}
+<h2>What we learned</h2>{learned_section(records, notes)}
 <h2>Noise and held-out confirmation</h2>{noise_and_holdout(records, confirmation, str(track.get('track')))}
 <h2>Programs</h2>{programs_table(records)}
 <h2>Every experiment</h2>{experiments_table(records)}

@@ -10,6 +10,7 @@ from agent.loop import LoopSettings, run_loop
 from agent.proposers.llm import LLMProposer
 from agent.runner import LocalRunner
 from tests.helpers.llm_server import LLMServer, tool_call
+from tests.helpers.submissions import reasoned
 from trainer.hyperparameters import set_hyperparameters
 
 MATRIX = "MATRIX_LR = 0.0            # times sqrt(max(1, rows / cols))"
@@ -17,8 +18,8 @@ WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
 
 
 def submit(description, old, new):
-    return tool_call("submit_experiment", {"description": description,
-                                           "edits": [{"old_string": old, "new_string": new}]})
+    return tool_call("submit_experiment", reasoned({"description": description,
+                                                    "edits": [{"old_string": old, "new_string": new}]}))
 
 
 def events(workspace, experiment_id):

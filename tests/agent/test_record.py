@@ -38,7 +38,8 @@ NOISE_FLOOR = {
 # A line of a newer version: keys this one does not know, at the top and inside a run and the evidence.
 NEWER_VERSION = {
     "id": "0002", "parent": BASE, "commit": CHANGE, "status": "discard", "triage": "ok", "val_bpb": 2.6,
-    "description": "WARMDOWN 0.3 -> 0.4", "hypothesis": "a longer warm-down helps", "verified": False,
+    "description": "WARMDOWN 0.3 -> 0.4", "hypothesis": "a longer warm-down helps", "confidence": "high",
+    "verified": False,
     "runs": [{"seed": 45, "val_bpb": 2.6, "gpu_temperature": 71}],
     "evidence": {"gain": -0.09, "rule": "gain > 0", "flavour": "new"},
     "llm": {"input_tokens": 1000, "output_tokens": 200, "cost_usd": 0.02, "calls": 2, "reasoning_tokens": 50},
@@ -61,7 +62,8 @@ def test_lines_of_older_and_newer_versions_are_read_typed(tmp_path):
     assert floor.runs[1] == RunEntry(seed=44, val_bpb=2.51, training_seconds=12.0, seconds=14.0,
                                      log="logs/0000-noise2.log")
     assert not floor.is_experiment and newer.is_experiment
-    assert newer.model_extra == {"hypothesis": "a longer warm-down helps"}
+    assert newer.model_extra == {"confidence": "high"} and newer.hypothesis == "a longer warm-down helps"
+    assert first.hypothesis == "" and first.lesson_for is None and first.kept_as == "keep"  # older lines read too
     assert newer.runs[0].model_extra == {"gpu_temperature": 71} and newer.evidence.model_extra == {"flavour": "new"}
     # The numbers every reader derives from them.
     records = [first, interrupted, floor, newer]

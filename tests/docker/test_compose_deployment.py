@@ -17,6 +17,7 @@ import pytest
 
 from tests.docker.conftest import ROOT, Engine
 from tests.helpers.llm_server import LLMServer, tool_call
+from tests.helpers.submissions import reasoned
 from trainer.spool import SpoolResult, read_message
 
 PROJECT = "autoresearch-test"
@@ -28,8 +29,8 @@ RUN_TIMEOUT = 1200.0  # seconds for the first phase (prepare, baseline, one expe
 
 
 def submit(description: str, old: str, new: str):
-    return tool_call("submit_experiment", {"description": description,
-                                           "edits": [{"old_string": old, "new_string": new}]})
+    return tool_call("submit_experiment", reasoned({"description": description,
+                                                    "edits": [{"old_string": old, "new_string": new}]}))
 
 
 @dataclass

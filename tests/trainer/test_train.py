@@ -15,7 +15,8 @@ from trainer.hyperparameters import set_hyperparameters, train_source_for_track
 TRAINER = Path(__file__).resolve().parents[2] / "trainer"
 SUMMARY_KEYS = ["val_bpb", "training_seconds", "total_seconds", "startup_seconds", "eval_seconds",
                 "peak_vram_mb", "mfu_percent", "tokens_per_second", "total_tokens_M", "num_steps",
-                "num_params_M", "depth", "device", "attention", "attention_skipped", "graph_breaks", "recompiles"]
+                "num_params_M", "depth", "device", "attention", "attention_skipped", "graph_breaks", "recompiles",
+                "device_memory_mb"]
 
 
 def make_workspace(path, test_track, **overrides):

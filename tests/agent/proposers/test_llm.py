@@ -24,11 +24,12 @@ from agent.runner import LocalRunner
 from agent.transcript import Transcript
 from agent.workspace import Workspace
 from tests.helpers.llm_server import LLMServer, error, tool_call, tool_calls
+from tests.helpers.submissions import reasoned
 
 ROOT = Path(__file__).resolve().parents[3]
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
-CHANGE = {"description": "WARMDOWN_RATIO 0.5 -> 0.4",
-          "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.4 ")}]}
+CHANGE = reasoned({"description": "WARMDOWN_RATIO 0.5 -> 0.4",
+                   "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.4 ")}]})
 MODELS = {"anthropic": "anthropic:claude-sonnet-4-5", "opus": "anthropic:claude-opus-4-8", "openai": "openai:gpt-5.6",
           "compatible": "openai-compatible:qwen3-coder"}
 
@@ -106,7 +107,7 @@ def test_reads_train_py_then_submits_a_change(workspace, server, provider):
               "compatible": lambda: first["messages"][0]["content"]}[provider]()
     assert "Research program" in system and "Fixed rules of this service" in system
     tools = {t["function"]["name"] if provider == "compatible" else t["name"] for t in first["tools"]}
-    assert tools == {"read_file", "list_experiments", "read_run_log", "show_diff", "submit_experiment"}
+    assert tools == {"read_file", "list_experiments", "read_run_log", "show_diff", "write_notes", "submit_experiment"}
     second = server.requests[1].body
     if provider in ("anthropic", "opus"):
         assert first["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
@@ -133,7 +134,7 @@ def test_reads_train_py_then_submits_a_change(workspace, server, provider):
 
 
 def test_an_ambiguous_edit_is_reflected_then_fixed(workspace, server):
-    ambiguous = {"description": "rename torch", "edits": [{"old_string": "torch", "new_string": "pytorch"}]}
+    ambiguous = reasoned({"description": "rename torch", "edits": [{"old_string": "torch", "new_string": "pytorch"}]})
     server.script(tool_call("submit_experiment", ambiguous), tool_call("submit_experiment", CHANGE))
     loop(workspace, llm_proposer(workspace))
     records = Ledger(workspace.dir).records
@@ -163,9 +164,9 @@ def test_a_rejected_key_stops_the_loop_at_once(workspace, server):
 
 def test_a_crash_is_fixed_and_trained_under_the_same_experiment(workspace, server):
     boom = "    raise RuntimeError('boom at start')\n"
-    crash = {"description": "shorter warm-down", "edits": [
-        CHANGE["edits"][0], {"old_string": "def main() -> None:\n", "new_string": "def main() -> None:\n" + boom}]}
-    fix = {"description": "remove the stray raise", "edits": [{"old_string": boom, "new_string": ""}]}
+    crash = reasoned({"description": "shorter warm-down", "edits": [
+        CHANGE["edits"][0], {"old_string": "def main() -> None:\n", "new_string": "def main() -> None:\n" + boom}]})
+    fix = reasoned({"description": "remove the stray raise", "edits": [{"old_string": boom, "new_string": ""}]})
     server.script(tool_call("submit_experiment", crash), tool_call("submit_experiment", fix))
     loop(workspace, llm_proposer(workspace))
     record = Ledger(workspace.dir).records[-1]
@@ -190,8 +191,8 @@ def test_the_cost_cap_ends_the_run_after_the_experiment(workspace, server):
 
 def test_a_changed_program_steers_the_next_experiment(workspace, server):
     final_lr = "FINAL_LR_FRAC = 0.0"
-    other_change = {"description": "FINAL_LR_FRAC 0.0 -> 0.05",
-                    "edits": [{"old_string": final_lr, "new_string": "FINAL_LR_FRAC = 0.05"}]}
+    other_change = reasoned({"description": "FINAL_LR_FRAC 0.0 -> 0.05",
+                             "edits": [{"old_string": final_lr, "new_string": "FINAL_LR_FRAC = 0.05"}]})
     server.script(tool_call("submit_experiment", CHANGE), tool_call("submit_experiment", other_change))
     loop(workspace, llm_proposer(workspace))
     other = workspace.dir.parent / "simplify.md"
@@ -244,8 +245,8 @@ def test_malformed_tool_calls_and_a_one_off_400_cost_at_most_one_proposal(worksp
                   tool_call("submit_experiment", CHANGE),
                   error(400, body={"error": {"message": "Invalid 'input[3]': bad", "type": "invalid_request_error",
                                              "param": "input", "code": None}}),
-                  tool_call("submit_experiment", {"description": "FINAL_LR_FRAC 0.0 -> 0.05", "edits": [
-                      {"old_string": "FINAL_LR_FRAC = 0.0", "new_string": "FINAL_LR_FRAC = 0.05"}]}))
+                  tool_call("submit_experiment", reasoned({"description": "FINAL_LR_FRAC 0.0 -> 0.05", "edits": [
+                      {"old_string": "FINAL_LR_FRAC = 0.0", "new_string": "FINAL_LR_FRAC = 0.05"}]})))
     why, messages = loop(workspace, llm_proposer(workspace, "openai"), experiments=2)
     assert why.startswith("ran 2 experiment(s)") and server.pending == 0 and server.refusals == []
     records = Ledger(workspace.dir).records
@@ -332,7 +333,8 @@ def test_a_cost_cap_needs_a_price_for_the_model(workspace):
 def test_every_call_is_validated_by_its_argument_model_through_each_sdk(workspace, server, tmp_path, provider):
     """A missing field, a wrong type, an unknown field and an unknown tool each come back as a tool error that
     says what to fix; the proposal goes on and ends with the valid submission, checked once."""
-    server.script(tool_calls([("submit_experiment", {"description": "no edits given"}),
+    server.script(tool_calls([("submit_experiment", {"description": "no edits given", "hypothesis": "h",
+                                                      "expected": "e"}),
                               ("list_experiments", {"limit": "many"}),
                               ("show_diff", {"experiment_id": "0000", "colour": True}),
                               ("delete_experiment", {"experiment_id": "0000"})]),

@@ -2,7 +2,7 @@
 
 from agent.llm.types import ToolCall
 from agent.proposers.toolbox import ToolBox, bounded, history_table
-from agent.record import ExperimentRecord, RunEntry
+from agent.record import Evidence, ExperimentRecord, RunEntry
 
 RECORDS = [
     ExperimentRecord(id="0000", status="keep", triage="ok", val_bpb=2.5, description="baseline", log="logs/0000.log"),
@@ -34,7 +34,8 @@ def test_answers_and_errors(tmp_path):
     (tmp_path / "logs" / "0000.log").write_text("".join(f"step {i}\n" for i in range(100)))
     box = ToolBox(tmp_path, {"train.py": "DEPTH = 4\n"}, RECORDS)
     assert box.run(call("read_file", path="train.py")).content == "DEPTH = 4\n"
-    assert box.run(call("read_run_log", experiment_id="0000", tail_lines=2)).content == "step 98\nstep 99"
+    assert box.run(call("read_run_log", experiment_id="0000", tail_lines=2)).content == \
+        "== logs/0000.log ==\nstep 98\nstep 99"
     assert box.run(call("show_diff", experiment_id=" 0001 ")).content == "-LR\n+LR\n"
     assert box.run(call("show_diff", experiment_id="0000")).content == "(no change: the baseline)"
     missing = box.run(call("read_file", path="prepare.py"))
@@ -45,7 +46,8 @@ def test_answers_and_errors(tmp_path):
     assert never_ran.is_error and "has no log" in never_ran.content
     too_many = box.run(call("list_experiments", limit=501))
     assert too_many.is_error and "limit: Input should be less than or equal to 500" in too_many.content
-    submit = box.run(call("submit_experiment", description="x", edits=[{"old_string": "a", "new_string": "b"}]))
+    submit = box.run(call("submit_experiment", description="x", hypothesis="h", expected="e",
+                          edits=[{"old_string": "a", "new_string": "b"}]))
     assert submit.is_error and "submit_experiment is not a read-only tool" in submit.content
 
 
@@ -54,3 +56,45 @@ def test_long_tool_output_keeps_head_and_tail():
     cut = bounded(text, 1000)
     assert cut.startswith("line 0\n") and cut.endswith("line 9999\n") and len(cut) < 1200
     assert "characters cut here" in cut and bounded("short", 1000) == "short"
+
+
+def test_list_experiments_filters_and_shows_the_reasoning(tmp_path):
+    records = [*RECORDS[:3],
+               ExperimentRecord(id="0002", status="discard", triage="ok", val_bpb=2.48, description="warm-down 0.3",
+                                hypothesis="a shorter warm-down leaves more steps at the peak rate",
+                                expected="val_bpb -0.002", lesson="LR 0.05 held up under a re-run",
+                                lesson_for="0001"),
+               ExperimentRecord(id="0003", status="keep", triage="ok", val_bpb=2.47, description="drop the gc tuning",
+                                evidence=Evidence(kept_as="simplify"), lesson="the warm-down is not the limit",
+                                lesson_for="0002")]
+    box = ToolBox(tmp_path, {}, records)
+    simplified = box.run(call("list_experiments", status="simplify")).content.splitlines()
+    assert [row[:4] for row in simplified[2:]] == ["0003"] and "simplify" in simplified[2]
+    kept = box.run(call("list_experiments", status="keep", from_id="0001")).content.splitlines()
+    table = kept[: kept.index("")]  # the reasoning of the listed rows follows after a blank line
+    assert [row[:4] for row in table[2:]] == ["0001", "0003"]
+    by_text = box.run(call("list_experiments", text="WARM-DOWN", to_id="0002")).content
+    assert "warm-down 0.3" in by_text and "drop the gc" not in by_text
+    assert ("0002: hypothesis: a shorter warm-down leaves more steps at the peak rate | expected: val_bpb -0.002 | "
+            "lesson: the warm-down is not the limit") in by_text  # the lesson a later proposal drew, beside it
+    assert box.run(call("list_experiments", status="crash")).content == "no experiment matches these filters"
+
+
+def test_read_run_log_gives_every_run_of_an_experiment_and_write_notes_is_bounded(tmp_path):
+    (tmp_path / "logs").mkdir()
+    for name in ("0001", "0001.rerun1", "0001-noise1"):
+        (tmp_path / "logs" / f"{name}.log").write_text(f"run {name}\nval_bpb: 2.4\n")
+    records = [RECORDS[0],
+               ExperimentRecord(id="0001", status="keep", runs=[RunEntry(log="logs/0001.log"),
+                                                                RunEntry(log="logs/0001.rerun1.log")]),
+               ExperimentRecord(id="0001-noise", status="noise", of="0001",
+                                runs=[RunEntry(log="logs/0001-noise1.log")])]
+    box = ToolBox(tmp_path, {}, records)
+    logs = box.run(call("read_run_log", experiment_id="0001", tail_lines=1)).content
+    assert logs == ("== logs/0001.log ==\nval_bpb: 2.4\n\n== logs/0001.rerun1.log ==\nval_bpb: 2.4\n\n"
+                    "== logs/0001-noise1.log ==\nval_bpb: 2.4")
+    written = box.run(call("write_notes", text="- open: warm-down\n"))
+    assert not written.is_error and (tmp_path / "notes.md").read_text() == "- open: warm-down\n"
+    refused = box.run(call("write_notes", text="x" * 9000))
+    assert refused.is_error and "over the limit of 8192" in refused.content
+    assert (tmp_path / "notes.md").read_text() == "- open: warm-down\n"

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import time
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -22,9 +23,11 @@ from agent.report.build import write_report
 from agent.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.llm_server import LLMServer, tool_call
+from tests.helpers.submissions import reasoned
 
 ROOT = Path(__file__).resolve().parents[3]
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
+NOTES = "- open: does a shorter warm-down help at 30 steps? <b>dead end</b>: none yet\n"
 HOSTILE_THOUGHT = "Try a shorter warm-down. <script>alert('x')</script> <img src=x onerror=alert(1)>"
 
 
@@ -37,9 +40,10 @@ def reported(test_track, tmp_path_factory):
     with LLMServer() as server, pytest.MonkeyPatch.context() as env:
         env.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
         env.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url())
-        change = {"description": "WARMDOWN_RATIO 0.5 -> 0.3",
-                  "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.3 ")}]}
+        change = reasoned({"description": "WARMDOWN_RATIO 0.5 -> 0.3",
+                           "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.3 ")}]})
         server.script(tool_call("read_file", {"path": "train.py"}, thinking=HOSTILE_THOUGHT, usage=(1000, 200)),
+                      tool_call("write_notes", {"text": NOTES}, usage=(1000, 200)),
                       tool_call("submit_experiment", change, usage=(1000, 200)))
         llm = LLMProposer(conversation_factory("anthropic:claude-sonnet-4-5"), workspace.dir, PriceTable(),
                           retry_base_s=0.01)
@@ -92,7 +96,7 @@ def test_headline_numbers_match_an_independent_count(reported):
     assert flipped["experiments"] == "3"
     assert flipped[f"keep rate ({sum(r['status'] == 'keep' for r in proposed)} kept)"] == f"{keep_rate}%"
     assert flipped["duty cycle (training / wall seconds)"] == f"{duty}%"
-    assert flipped["LLM tokens / cost"] == f"{tokens:,} / ${cost:.2f}" and tokens == 2400
+    assert flipped["LLM tokens / cost"] == f"{tokens:,} / ${cost:.2f}" and tokens == 3600  # 3 calls
     assert cards[f"{floor['sigma']:.6f}"].startswith("sigma of val_bpb between seeds")
 
 
@@ -175,3 +179,16 @@ def test_comparison_of_two_tags(reported, test_track, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     compared = (tmp_path / "compare-night-copy" / "index.html").read_text()
     assert "<td>night</td>" in compared and "<td>copy</td>" in compared
+
+
+def test_report_shows_hypotheses_lessons_and_the_notes(reported):
+    workspace, _, html = reported
+    optuna, llm = [r for r in read_records(workspace.dir) if r.proposer in ("optuna", "llm")]
+    assert (optuna.proposer, llm.proposer) == ("optuna", "llm")  # the hybrid's share puts Optuna first
+    assert optuna.hypothesis.startswith("TPE trial") and optuna.expected.startswith("val_bpb below")
+    assert llm.lesson_for == optuna.id and llm.lesson
+    learned = html.split("<h2>What we learned</h2>")[1].split("<h2>")[0]
+    for text in (optuna.hypothesis, llm.hypothesis, llm.expected, llm.lesson):
+        assert escape(text) in learned or escape(text) in html.split("<h2>Every experiment</h2>")[1]
+    assert f"<b>lesson</b>: {escape(llm.lesson)}" in learned  # beside the experiment it is about
+    assert escape(NOTES.strip()) in learned and "<b>dead end</b>" not in html

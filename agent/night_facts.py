@@ -1,0 +1,51 @@
+"""What a proposer is told about the night itself: the budget left and the settings of the keep rule."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from agent.settings import LoopSettings
+
+
+class NightFacts(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    experiments_left: int | None = None   # None: no limit
+    hours_left: float | None = None
+    usd_left: float | None = None
+    usd_spent: float = 0.0
+    keep_sigmas: float = 2.0              # a gain must exceed this many sigma (standard errors after re-runs)
+    noise_seeds: int = 2                  # re-runs of the best that measure sigma (0: none)
+    min_delta: float = 0.0                # without a noise floor, the gain a keep needs
+
+    @classmethod
+    def of(cls, settings: LoopSettings, done: int = 0, hours_used: float = 0.0, spent_usd: float = 0.0) -> NightFacts:
+        """The facts after `done` experiments of this run, `hours_used` into it, with `spent_usd` spent."""
+        return cls(
+            experiments_left=None if settings.max_experiments is None else max(0, settings.max_experiments - done),
+            hours_left=None if settings.max_hours is None else max(0.0, settings.max_hours - hours_used),
+            usd_left=None if settings.max_cost_usd is None else max(0.0, settings.max_cost_usd - spent_usd),
+            usd_spent=spent_usd, keep_sigmas=settings.keep_sigmas, noise_seeds=settings.noise_seeds,
+            min_delta=settings.min_delta)
+
+    def after_one(self) -> NightFacts:
+        """The facts for the experiment after the one about to run."""
+        left = None if self.experiments_left is None else max(0, self.experiments_left - 1)
+        return self.model_copy(update=dict(experiments_left=left))
+
+    def budget_line(self) -> str:
+        parts = [f"{self.experiments_left} experiment(s) including this one" if self.experiments_left is not None
+                 else "no limit on experiments",
+                 f"{self.hours_left:.1f} h" if self.hours_left is not None else "no time limit",
+                 f"${self.usd_left:.2f} of LLM spend (${self.usd_spent:.2f} spent)" if self.usd_left is not None
+                 else f"no cost cap (${self.usd_spent:.2f} spent)"]
+        return "Budget left: " + ", ".join(parts) + "."
+
+    def keep_rule(self) -> str:
+        """The keep rule as the settings make it, in words."""
+        if self.noise_seeds <= 0:
+            return (f"no noise floor is measured, so a change is kept when its val_bpb beats the best by more than "
+                    f"{self.min_delta:g}")
+        return (f"after the baseline the best commit is re-run with {self.noise_seeds} other seed(s) to measure "
+                f"sigma, the run-to-run noise (again every few keeps). A gain above {self.keep_sigmas:g} sigma is "
+                f"kept at once; a smaller gain is re-run with another seed and kept only if the mean gain exceeds "
+                f"{self.keep_sigmas:g} standard errors of the difference")

@@ -1,0 +1,111 @@
+"""The research notes of a workspace: notes.md, which the model rewrites through write_notes and the
+user appends to through `steer --note`.
+
+notes.md sits on the ledger side of the workspace (ignored by git, like the ledger), so that resetting
+a discarded experiment never touches it and no run ever receives it (runs get train.py, prepare.py and
+track.json only). With every keep its text is recorded against the kept commit as a git note under
+refs/notes/research, so `git notes --ref=research show <commit>` gives the notes as they were then.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from trainer.atomic import write_text_atomic
+
+NOTES_FILE = "notes.md"
+NOTES_LOCK = "notes.md.lock"
+NOTES_LIMIT = 8192          # bytes of UTF-8
+NOTES_NEARLY_FULL = 6144    # from here on the model is asked to rewrite them shorter
+USER_NOTE_LIMIT = 1000      # characters of one note given with `steer --note`
+NOTES_REF = "refs/notes/research"
+
+
+class NotesFull(ValueError):
+    """The notes would grow past NOTES_LIMIT; the message says by how much and what to do."""
+
+
+class Notes(BaseModel):
+    text: str
+    size: int   # bytes
+
+    @property
+    def nearly_full(self) -> bool:
+        return self.size >= NOTES_NEARLY_FULL
+
+
+def notes_path(workspace_dir: Path) -> Path:
+    return workspace_dir / NOTES_FILE
+
+
+def read_notes(workspace_dir: Path) -> Notes:
+    try:
+        text = notes_path(workspace_dir).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    return Notes(text=text, size=len(text.encode("utf-8")))
+
+
+@contextmanager
+def _locked(workspace_dir: Path) -> Iterator[None]:
+    with open(workspace_dir / NOTES_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def write_notes(workspace_dir: Path, text: str) -> Notes:
+    """Replaces the notes; refused (nothing written) past NOTES_LIMIT."""
+    size = len(text.encode("utf-8"))
+    if size > NOTES_LIMIT:
+        raise NotesFull(f"the notes would be {size} bytes, over the limit of {NOTES_LIMIT}; nothing was written. "
+                        "Rewrite them shorter: merge related points, drop what is settled or already in the "
+                        "history, and call write_notes again with the whole shorter text")
+    with _locked(workspace_dir):
+        write_text_atomic(notes_path(workspace_dir), text)
+    return Notes(text=text, size=size)
+
+
+def append_user_note(workspace_dir: Path, note: str) -> Notes:
+    """Adds a dated note from the user at the end of the notes; refused when it does not fit."""
+    note = " ".join(note.split())
+    if not note:
+        raise NotesFull("the note is empty: give the text to add, e.g. --note 'try mixture of depths next'")
+    if len(note) > USER_NOTE_LIMIT:
+        raise NotesFull(f"the note is {len(note)} characters; a note may have at most {USER_NOTE_LIMIT}: "
+                        "shorten it and give it again")
+    with _locked(workspace_dir):
+        current = read_notes(workspace_dir).text
+        entry = f"- (from the user, {time.strftime('%Y-%m-%d %H:%M')}) {note}\n"
+        text = current + ("" if not current or current.endswith("\n") else "\n") + entry
+        size = len(text.encode("utf-8"))
+        if size > NOTES_LIMIT:
+            raise NotesFull(f"notes.md is full ({len(current.encode('utf-8'))} of {NOTES_LIMIT} bytes) and the note "
+                            f"would take it to {size}; nothing was written. The model is asked to shorten the notes "
+                            f"when they are this full; give the note again after the next experiment, or edit "
+                            f"{notes_path(workspace_dir)} by hand")
+        write_text_atomic(notes_path(workspace_dir), text)
+    return Notes(text=text, size=size)
+
+
+def record_with_keep(repo, commit: str, workspace_dir: Path) -> None:
+    """The notes as they are now, attached to a kept commit (git notes, outside the tracked tree)."""
+    notes = read_notes(workspace_dir)
+    if notes.text:
+        repo.git.notes(f"--ref={NOTES_REF}", "add", "-f", "-m", notes.text, commit)
+
+
+def notes_at(repo, commit: str) -> str:
+    """The notes recorded with a kept commit ('' if none)."""
+    try:
+        return repo.git.notes(f"--ref={NOTES_REF}", "show", commit)
+    except Exception:  # noqa: BLE001 - git says "no note found" with an error status
+        return ""
