@@ -7,9 +7,9 @@ from agent.noise import CRASH, KEEP, Judgement, commit_runs, current_sigma, judg
 from agent.record import ExperimentRecord, RunEntry
 from agent.runner import Runner, RunResult
 from agent.transcript import Transcript
-from agent.triage import Triage
 from agent.verify import verify_runs
 from agent.workspace import Workspace
+from trainer.triage import Triage
 
 
 def decide(result: RunResult, best: ExperimentRecord | None, records: list[ExperimentRecord],

@@ -14,8 +14,8 @@ from agent.record import FixAttempt, InFlight
 from agent.runner import RunResult
 from agent.training import Training
 from agent.transcript import Transcript
-from agent.triage import Triage
 from agent.untrusted import bounded
+from trainer.triage import Triage
 
 
 @dataclass

@@ -42,10 +42,10 @@ from agent.settings import LoopSettings
 from agent.simplify import simplify_or_discard
 from agent.training import LoopStopped, Training
 from agent.transcript import Transcript
-from agent.triage import Triage
 from agent.untrusted import bounded
 from agent.workspace import Workspace
 from trainer.prepare import SEAL_FD_VAR
+from trainer.triage import Triage
 
 __all__ = ["LoopSettings", "LoopStopped", "run_cost", "run_loop"]
 

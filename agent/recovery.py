@@ -12,8 +12,8 @@ from pathlib import Path
 from agent.ledger import Ledger
 from agent.record import ExperimentRecord, ExperimentStatus, InFlight, ProgramRef
 from agent.transcript import Transcript
-from agent.triage import Triage
 from agent.workspace import Workspace
+from trainer.triage import Triage
 
 
 def settle_interrupted(workspace: Workspace, ledger: Ledger, say=print) -> None:

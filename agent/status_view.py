@@ -14,8 +14,8 @@ from agent.noise import inflated_floor
 from agent.proposal_failures import read_failures
 from agent.record import ExperimentRecord, ExperimentStatus
 from agent.report.summary import headline, parse_time
-from agent.run_progress import describe, last_step_line, read_phase
 from agent.research_memory import lessons_by_id, reasoning
+from agent.run_progress import describe, last_step_line, read_phase
 from agent.untrusted import bounded, shown
 from agent.workspace import Workspace
 

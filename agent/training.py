@@ -12,8 +12,8 @@ from agent.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, 
 from agent.runner import Runner, RunResult
 from agent.settings import LoopSettings
 from agent.transcript import Transcript
-from agent.triage import Triage
 from agent.workspace import Workspace
+from trainer.triage import Triage
 
 CPU_CLOCK_WALL_FACTOR = 10  # hard timeout of a CPU-clock track: 2 x 10 x budget + grace (cpu: 1320 s)
 

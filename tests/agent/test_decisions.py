@@ -8,7 +8,7 @@ from agent.decisions import IMPLAUSIBLE_FALL, decide, implausible_fall
 from agent.noise import CLOSE
 from agent.record import ExperimentRecord, ExperimentStatus, RunEntry
 from agent.runner import RunResult
-from agent.triage import Triage, Verdict
+from trainer.triage import Triage, Verdict
 
 BEST = ExperimentRecord(id="0000", status="keep", commit="a" * 40, val_bpb=2.0,
                         runs=[RunEntry(seed=42, val_bpb=2.0)])

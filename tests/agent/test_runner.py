@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from agent.runner import LocalRunner
-from agent.triage import Triage
 from tests.helpers.processes import processes_under
 from trainer.sandbox import isolation
+from trainer.triage import Triage
 
 
 def run_script(workspace, body, timeout=60.0, experiment_id="0001"):

@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-from agent.triage import Triage, classify
 from agent.workspace import TRACKED
 from trainer import prepare
 from trainer.sandbox import View, isolation_available, private_directory, run_untrusted
@@ -27,6 +26,7 @@ from trainer.seal import (
     training_view,
 )
 from trainer.training_run import CHECKPOINT
+from trainer.triage import Triage, classify
 
 # A model that evaluate_bpb can score: the same logits at every position (zeros: the uniform distribution).
 RUN = textwrap.dedent('''

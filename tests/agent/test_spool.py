@@ -19,11 +19,11 @@ from agent.ledger import Ledger
 from agent.loop import LoopSettings, run_loop
 from agent.proposers.optuna_search import OptunaProposer
 from agent.spool_runner import SpoolRunner
-from agent.triage import Triage
 from tests.helpers.processes import processes_under
 from trainer import spool as spoolfs
 from trainer.sandbox import isolation_available
 from trainer.spool import SpoolJob, SpoolResult
+from trainer.triage import Triage
 
 ROOT = Path(__file__).resolve().parents[2]
 ISOLATED = isolation_available()
