@@ -48,7 +48,9 @@ def reported(test_track, tmp_path_factory):
         llm = LLMProposer(conversation_factory("anthropic:claude-sonnet-4-5"), workspace.dir, PriceTable(),
                           retry_base_s=0.01)
         hybrid = HybridProposer(llm, OptunaProposer(workspace.dir / "optuna.journal", seed=1), 0.5)
-        run_loop(workspace, hybrid, LocalRunner(), LoopSettings(max_experiments=3), say=lambda _: None)
+        # Proposed after each result (not ahead of it), so the LLM's proposal owes the lesson of Optuna's.
+        run_loop(workspace, hybrid, LocalRunner(), LoopSettings(max_experiments=3, overlap=False),
+                 say=lambda _: None)
     confirm(workspace)
     index = write_report(workspace)
     return workspace, index, index.read_text()
