@@ -6,6 +6,7 @@ import json
 
 from agent.ledger import Ledger
 from agent.loop import LoopSettings, run_loop
+from agent.record import RunEntry
 from agent.runner import LocalRunner
 from agent.verify import AGREEMENT, CONSISTENCY_LIMIT, verify_runs
 from tests.helpers.scripted import ScriptedEdits
@@ -72,8 +73,8 @@ def test_weights_changed_after_the_seal_are_tamper(workspace):
     saved = workspace.dir / "checkpoints" / "0001.pt"
     saved.parent.mkdir(exist_ok=True)
     saved.write_bytes(b"the weights as sealed")
-    run = dict(seed=43, val_bpb=1.5, checkpoint="checkpoints/0001.pt", log="logs/0001.log",
-               checkpoint_sha256=hashlib.sha256(b"the weights as sealed").hexdigest())
+    run = RunEntry(seed=43, val_bpb=1.5, checkpoint="checkpoints/0001.pt", log="logs/0001.log",
+                   checkpoint_sha256=hashlib.sha256(b"the weights as sealed").hexdigest())
 
     # Unchanged, the hash passes and the file goes to the evaluator (which cannot load these bytes).
     problem, _ = verify_runs(workspace, LocalRunner(), workspace.head(), [run])
