@@ -208,10 +208,10 @@ def _use_cache(cache: Path | None) -> None:
 
 
 def _runner(spool: Path | None):
-    from agent.runner import LocalRunner
+    from agent.running.runner import LocalRunner
     if spool is None:
         return LocalRunner()
-    from agent.spool_runner import SpoolRunner
+    from agent.running.spool_runner import SpoolRunner
     return SpoolRunner(spool)
 
 
@@ -227,7 +227,7 @@ def confirm(tag: TagOption = "demo", workspaces: WorkspacesOption = None, cache:
 
 
 def _confirm(workspace, trainer) -> bool:
-    from agent.confirm import ConfirmError, confirm
+    from agent.judging.confirm import ConfirmError, confirm
     try:
         out = confirm(workspace, trainer)
     except ConfirmError as err:
@@ -279,7 +279,7 @@ def steer(tag: TagOption, program: Annotated[Path | None, typer.Argument(
           workspaces: WorkspacesOption = None) -> None:
     """Swap the research program of a tag, or add a note for the researcher, running or not: the next
     experiment is proposed under it."""
-    from agent.notes import NotesFull, append_user_note
+    from agent.recording.notes import NotesFull, append_user_note
     if program is None and note is None:
         fail("give a research program to switch to, a --note to add, or both")
     workspace = open_workspace(tag, workspaces)
@@ -298,8 +298,8 @@ def steer(tag: TagOption, program: Annotated[Path | None, typer.Argument(
 def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.Argument(
         help="Experiment id (default: the latest).")] = None, workspaces: WorkspacesOption = None) -> None:
     """Print one experiment's transcript readably."""
-    from agent.transcript import Transcript
-    from agent.transcript_view import render
+    from agent.recording.transcript import Transcript
+    from agent.recording.transcript_view import render
     workspace = open_workspace(tag, workspaces)
     paths = sorted((workspace.dir / "transcripts").glob("*.jsonl"))
     if not paths:
@@ -318,7 +318,7 @@ def status(tag: TagOption = "demo", workspaces: WorkspacesOption = None,
     """Best so far, counts, keep rate, cost, and the experiment running now."""
     from rich.live import Live
 
-    from agent.status_view import status_view
+    from agent.recording.status_view import status_view
     workspace = open_workspace(tag, workspaces)
     if not watch:
         console.print(status_view(workspace))

@@ -14,18 +14,18 @@ import time
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 
-from agent.decisions import decide, implausible_fall, verified
-from agent.edits import EditRejected
-from agent.fixing import Fixing, Trained
-from agent.ledger import Ledger
+from agent.judging.decisions import decide, implausible_fall, verified
+from agent.judging.noise import CLOSE, CRASH, DISCARD, KEEP, Judgement, fresh_seed, wants_noise_floor
+from agent.judging.simplify import simplify_or_discard
 from agent.llm.types import ProviderFatal, ProviderUnavailable
-from agent.night_facts import NightFacts
-from agent.noise import CLOSE, CRASH, DISCARD, KEEP, Judgement, fresh_seed, wants_noise_floor
-from agent.notes import record_with_keep
-from agent.proposal_failures import FailedProposal, failures_cost, record_failure
 from agent.proposers.base import Proposer, ProposerError, Running
-from agent.proposing import Ahead, Obtained, Program, Proposing, read_program
-from agent.record import (
+from agent.proposers.edits import EditRejected
+from agent.proposers.night_facts import NightFacts
+from agent.proposers.proposing import Ahead, Obtained, Program, Proposing, read_program
+from agent.recording.ledger import Ledger
+from agent.recording.notes import record_with_keep
+from agent.recording.proposal_failures import FailedProposal, failures_cost, record_failure
+from agent.recording.record import (
     Evidence,
     ExperimentRecord,
     InFlight,
@@ -36,12 +36,12 @@ from agent.record import (
     now,
     summary_number,
 )
-from agent.recovery import record_interrupted, settle_interrupted
-from agent.runner import Runner
+from agent.recording.recovery import record_interrupted, settle_interrupted
+from agent.recording.transcript import Transcript
+from agent.running.fixing import Fixing, Trained
+from agent.running.runner import Runner
+from agent.running.training import LoopStopped, Training
 from agent.settings import LoopSettings
-from agent.simplify import simplify_or_discard
-from agent.training import LoopStopped, Training
-from agent.transcript import Transcript
 from agent.untrusted import bounded
 from agent.workspace import Workspace
 from trainer.prepare import SEAL_FD_VAR

@@ -17,8 +17,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
-from agent.run_progress import Phase, describe, last_step_line, write_phase
-from agent.transcript import Transcript
+from agent.recording.transcript import Transcript
+from agent.running.run_progress import Phase, describe, last_step_line, write_phase
 from agent.untrusted import shown
 
 PLAIN_STEP_MARKS = (25, 50, 75)  # percent of the budget at which a plain line is printed

@@ -270,7 +270,7 @@ def time_attention(train, torch, device, windows: list[int], probes: list[Kernel
 
 
 def tolerance_lines(evaluation: Evaluation) -> list[str]:
-    from agent.verify import AGREEMENT, CONSISTENCY_LIMIT, LOOKAHEAD_LIMIT
+    from agent.judging.verify import AGREEMENT, CONSISTENCY_LIMIT, LOOKAHEAD_LIMIT
     return [f"|trusted - printed| {evaluation.gap:.3g} (printed {evaluation.printed:.6f}, trusted "
             f"{evaluation.trusted:.6f}) against AGREEMENT[cuda] {AGREEMENT['cuda']:g}",
             f"audit {evaluation.audit:.3g} nats over {evaluation.audited_tokens} tokens against CONSISTENCY_LIMIT "

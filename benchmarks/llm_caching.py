@@ -40,7 +40,7 @@ def night(model: str, caching: bool, experiments: int) -> list[dict]:
     from agent.llm.select import conversation_factory
     from agent.proposers.base import ProposalContext
     from agent.proposers.llm import LLMProposer
-    from agent.transcript import Transcript
+    from agent.recording.transcript import Transcript
     from tests.helpers.llm_server import LLMServer, tool_call
     from tests.helpers.submissions import reasoned
 

@@ -30,12 +30,12 @@ GPU_TRAINER_OVERHEAD = 26.0  # startup + compile + eval of the reference trainer
 
 
 def run_mode(overlap: bool, experiments: int, latency: float, spec: dict) -> tuple[list[dict], float]:
-    from agent.ledger import Ledger
     from agent.llm.pricing import PriceTable
     from agent.llm.select import conversation_factory
     from agent.loop import LoopSettings, run_loop
     from agent.proposers.llm import LLMProposer
-    from agent.runner import LocalRunner
+    from agent.recording.ledger import Ledger
+    from agent.running.runner import LocalRunner
     from agent.workspace import Workspace
     from tests.helpers.llm_server import LLMServer, tool_call
     from tests.helpers.submissions import reasoned

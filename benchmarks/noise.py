@@ -40,7 +40,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from agent.runner import LocalRunner
+    from agent.running.runner import LocalRunner
     from agent.workspace import Workspace
     from trainer.track_builder import prepare_track
 

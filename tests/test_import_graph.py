@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("agent", "trainer")
 # What decides whether a run is trusted: it must not pull in the downloader's network and terminal stack.
 SECURITY_PATH = ("trainer.seal", "trainer.sandbox", "trainer.hashing", "trainer.training_run", "trainer.worker",
-                 "agent.verify")
+                 "agent.judging.verify")
 NOT_ON_THE_SECURITY_PATH = {"httpx", "rich", "tenacity"}
 
 
@@ -94,7 +94,7 @@ def test_the_walk_sees_every_kind_of_import():
     graph = import_graph(project_modules())
     assert "trainer.prepare" in graph["trainer.corpus"]            # from trainer.prepare import ...
     assert "trainer.spool" in graph["trainer.worker"]               # from trainer import spool as ...
-    assert "agent.evaluator" in graph["agent.runner"]               # an import inside a function
+    assert "agent.judging.evaluator" in graph["agent.running.runner"]               # an import inside a function
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
 

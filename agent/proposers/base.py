@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agent.edits import Edit
-from agent.night_facts import NightFacts
-from agent.policy import checked_source
-from agent.record import ExperimentRecord
-from agent.transcript import Transcript
+from agent.proposers.edits import Edit
+from agent.proposers.night_facts import NightFacts
+from agent.proposers.policy import checked_source
+from agent.recording.record import ExperimentRecord
+from agent.recording.transcript import Transcript
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Proposal:
     expected: str = ""         # the predicted effect, e.g. "val_bpb -0.003, step time +5%"
     lesson: str = ""           # what the result of experiment lesson_for says
     lesson_for: str | None = None
-    # train.py after the edits and the source they were applied to, once checked (agent.policy.checked_source)
+    # train.py after the edits and the source they were applied to, once checked (agent.proposers.policy.checked_source)
     source: str | None = None
     applied_to: str | None = None
 

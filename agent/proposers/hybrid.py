@@ -4,8 +4,8 @@ proposes code changes on the rest. The share is kept over the run's whole histor
 from __future__ import annotations
 
 from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerError
-from agent.record import ExperimentRecord
-from agent.transcript import Transcript
+from agent.recording.record import ExperimentRecord
+from agent.recording.transcript import Transcript
 
 
 class HybridProposer:

@@ -18,21 +18,21 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.edits import Edit, EditRejected
 from agent.llm.pricing import PriceTable
 from agent.llm.retry import call_with_retries
 from agent.llm.tools import SUBMIT, TOOLS, BadToolCall, parse_arguments
 from agent.llm.types import AssistantTurn, ContextTooLong, Conversation, RequestRefused, ToolCall, ToolResult, Usage
-from agent.logview import prompt_tail
-from agent.night_facts import NightFacts
-from agent.notes import NOTES_LIMIT, read_notes
-from agent.policy import checked_source
 from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerError
+from agent.proposers.edits import Edit, EditRejected
+from agent.proposers.night_facts import NightFacts
 from agent.proposers.night_state import LOG_TAIL_LINES, state_message
+from agent.proposers.policy import checked_source
 from agent.proposers.toolbox import ToolBox
-from agent.record import ExperimentRecord
-from agent.research_memory import lesson_due
-from agent.transcript import Transcript
+from agent.recording.notes import NOTES_LIMIT, read_notes
+from agent.recording.record import ExperimentRecord
+from agent.recording.research_memory import lesson_due
+from agent.recording.transcript import Transcript
+from agent.running.logview import prompt_tail
 
 MAX_REFLECTIONS = 3
 

@@ -19,10 +19,10 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-from agent.edits import Edit
 from agent.proposers.base import Proposal, ProposalContext, ProposerError
-from agent.record import ExperimentRecord, ExperimentStatus
-from agent.transcript import Transcript
+from agent.proposers.edits import Edit
+from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.recording.transcript import Transcript
 from trainer.hyperparameters import BLOCK_END, BLOCK_START, set_hyperparameters
 
 # Single changes measured to beat the baseline by well over the noise floor on a track (BENCHMARKS.md, "The

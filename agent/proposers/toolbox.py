@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from agent.judging.noise import current_sigma
 from agent.llm.tools import (
     READABLE_FILES,
     BadToolCall,
@@ -18,11 +19,10 @@ from agent.llm.tools import (
     parse_arguments,
 )
 from agent.llm.types import ToolCall, ToolResult
-from agent.logview import last_lines
-from agent.noise import current_sigma
-from agent.notes import NOTES_LIMIT, NotesFull, write_notes
-from agent.record import ExperimentRecord, ExperimentStatus
-from agent.research_memory import filter_records, lessons_by_id, reasoning
+from agent.recording.notes import NOTES_LIMIT, NotesFull, write_notes
+from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.recording.research_memory import filter_records, lessons_by_id, reasoning
+from agent.running.logview import last_lines
 
 MAX_RESULT_CHARS = 60_000
 

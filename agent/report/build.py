@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.ledger import read_records
-from agent.notes import read_notes
-from agent.proposal_failures import read_failures
-from agent.record import ExperimentStatus
+from agent.recording.ledger import read_records
+from agent.recording.notes import read_notes
+from agent.recording.proposal_failures import read_failures
+from agent.recording.record import ExperimentStatus
+from agent.recording.transcript import Transcript
 from agent.report.page import comparison_page, page
 from agent.report.plot import comparison_png, progress_png
 from agent.report.summary import headline
-from agent.transcript import Transcript
 from agent.workspace import Workspace
 from trainer.atomic import read_json
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from html import escape
 
-from agent.record import ExperimentRecord, ExperimentStatus
-from agent.research_memory import lessons_by_id, proposed, reasoning
+from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.recording.research_memory import lessons_by_id, proposed, reasoning
 
 
 def reasoning_cell(record: ExperimentRecord, lessons: dict[str, str]) -> str:

@@ -14,11 +14,11 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
-from agent.noise import inflated_floor
-from agent.record import SIMPLIFY, ExperimentRecord, ExperimentStatus
+from agent.judging.noise import inflated_floor
+from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus
+from agent.recording.research_memory import lessons_by_id
 from agent.report.learned import learned_section, reasoning_cell
 from agent.report.summary import Headline, gains_by_program
-from agent.research_memory import lessons_by_id
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1180px;padding:24px;
@@ -68,7 +68,7 @@ def cards(h: Headline) -> str:
 
 
 def failed_proposals(failures: list) -> str:
-    """Proposals that produced no experiment (agent.proposal_failures.FailedProposal) and what they cost."""
+    """Proposals that produced no experiment (agent.recording.proposal_failures.FailedProposal) and what they cost."""
     if not failures:
         return ""
     spent = sum(float(f.usage.get("cost_usd", 0.0)) for f in failures)

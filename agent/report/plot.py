@@ -10,8 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from agent.noise import current_sigma  # noqa: E402
-from agent.record import ExperimentRecord, ExperimentStatus  # noqa: E402
+from agent.judging.noise import current_sigma  # noqa: E402
+from agent.recording.record import ExperimentRecord, ExperimentStatus  # noqa: E402
 
 LABEL_CHARS = 38
 

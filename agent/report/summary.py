@@ -6,8 +6,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from agent.noise import commit_runs, current_sigma
-from agent.record import ExperimentRecord, ExperimentStatus
+from agent.judging.noise import commit_runs, current_sigma
+from agent.recording.record import ExperimentRecord, ExperimentStatus
 
 
 def parse_time(stamp: str) -> float:

@@ -20,8 +20,8 @@ import time
 
 from pydantic import BaseModel
 
-from agent.ledger import read_records
-from agent.record import ExperimentRecord, ExperimentStatus
+from agent.recording.ledger import read_records
+from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.report.summary import parse_time
 from agent.untrusted import bounded
 from trainer.atomic import read_json, write_json_atomic

@@ -8,11 +8,11 @@ import json
 from typer.testing import CliRunner
 
 from agent import cli
-from agent.edits import Edit
-from agent.ledger import QUARANTINE, Ledger
 from agent.loop import LoopSettings, run_loop
 from agent.proposers.base import Proposal
-from agent.runner import LocalRunner
+from agent.proposers.edits import Edit
+from agent.recording.ledger import QUARANTINE, Ledger
+from agent.running.runner import LocalRunner
 from tests.helpers.scripted import ScriptedEdits
 
 WIDE = {"COLUMNS": "1000"}  # one line per message, so that a message is found whole

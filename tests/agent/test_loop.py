@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.edits import Edit
-from agent.ledger import Ledger
 from agent.loop import LoopSettings, LoopStopped, run_loop
 from agent.proposers.base import Proposal
+from agent.proposers.edits import Edit
 from agent.proposers.optuna_search import OptunaProposer
-from agent.runner import LocalRunner
+from agent.recording.ledger import Ledger
+from agent.running.runner import LocalRunner
 from agent.workspace import WorkspaceError
 from tests.helpers.processes import processes_under
 

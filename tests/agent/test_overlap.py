@@ -3,12 +3,12 @@ again when it no longer applies, never trained twice or lost; through the loopba
 
 import json
 
-from agent.ledger import Ledger
 from agent.llm.pricing import PriceTable
 from agent.llm.select import conversation_factory
 from agent.loop import LoopSettings, run_loop
 from agent.proposers.llm import LLMProposer
-from agent.runner import LocalRunner
+from agent.recording.ledger import Ledger
+from agent.running.runner import LocalRunner
 from tests.helpers.llm_server import LLMServer, tool_call
 from tests.helpers.submissions import reasoned
 from trainer.hyperparameters import set_hyperparameters

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.ledger import Ledger
 from agent.loop import LoopSettings, run_loop
-from agent.runner import LocalRunner
+from agent.recording.ledger import Ledger
+from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.scripted import ScriptedEdits
 from trainer.hyperparameters import set_hyperparameters
@@ -173,7 +173,7 @@ UNPRIVILEGED_LOOP = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     from agent.loop import LoopSettings, run_loop
-    from agent.runner import LocalRunner
+    from agent.running.runner import LocalRunner
     from agent.workspace import Workspace
     from tests.helpers.scripted import ScriptedEdits
 

@@ -18,17 +18,17 @@ import urllib.request
 import pytest
 from rich.console import Console
 
-from agent.confirm import confirm
-from agent.edits import Edit
-from agent.ledger import read_records
+from agent.judging.confirm import confirm
+from agent.judging.noise import USUAL_SIGMA, inflated_floor
 from agent.loop import LoopSettings, run_loop
-from agent.noise import USUAL_SIGMA, inflated_floor
 from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver
 from agent.proposers.base import Proposal
-from agent.record import ExperimentRecord, ExperimentStatus
-from agent.run_progress import PROGRESS_FILE, Phase, last_step_line, parse_step_line, read_phase, write_phase
-from agent.runner import LocalRunner
-from agent.status_view import status_view
+from agent.proposers.edits import Edit
+from agent.recording.ledger import read_records
+from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.recording.status_view import status_view
+from agent.running.run_progress import PROGRESS_FILE, Phase, last_step_line, parse_step_line, read_phase, write_phase
+from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.agent.conftest import PROGRAM
 from trainer.atomic import read_json

@@ -1,7 +1,7 @@
 """A proposer that submits a fixed list of one-edit changes, in order."""
 
-from agent.edits import Edit
 from agent.proposers.base import Proposal
+from agent.proposers.edits import Edit
 
 
 class ScriptedEdits:

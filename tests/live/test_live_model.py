@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.ledger import Ledger
 from agent.llm.pricing import PriceTable
 from agent.llm.select import KEY_VARIABLES, conversation_factory
 from agent.loop import LoopSettings, run_loop
-from agent.proposal_failures import read_failures
 from agent.proposers.llm import LLMProposer
-from agent.runner import LocalRunner
+from agent.recording.ledger import Ledger
+from agent.recording.proposal_failures import read_failures
+from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -70,8 +70,8 @@ def test_test_track_run_learns_and_prints_the_summary(train, test_track, tmp_pat
     assert "windows: [64, 128]" in result.stdout and "attention sdpa-banded" in result.stdout
     assert (summary["attention"], summary["attention_skipped"]) == ("sdpa-banded", "none")
     assert summary["graph_breaks"] == summary["recompiles"] == "n/a"  # eager on CPU: nothing was compiled
-    # The step lines the runner follows (agent/run_progress.py) parse, and count down to the end of the budget.
-    from agent.run_progress import parse_step_line
+    # The step lines the runner follows (agent/running/run_progress.py) parse, and count down to the end of the budget.
+    from agent.running.run_progress import parse_step_line
     steps = [parse_step_line(line) for line in result.stdout.splitlines() if line.startswith("step ")]
     assert steps and None not in steps and steps[-1].percent == 100.0 and steps[-1].left_seconds == 0
     assert summary["budget_clock"] == "wall"  # the test track counts steps; its clock only times them

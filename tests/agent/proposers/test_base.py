@@ -2,8 +2,8 @@
 
 import pytest
 
-from agent.edits import Edit, EditRejected
 from agent.proposers.base import Proposal
+from agent.proposers.edits import Edit, EditRejected
 
 PARENT = "LR = 0.04\nDEPTH = 4\n"
 

@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from agent.ledger import Ledger
 from agent.llm.pricing import PriceTable
 from agent.llm.select import conversation_factory
 from agent.loop import LoopSettings, LoopStopped, run_cost, run_loop
-from agent.proposal_failures import read_failures
 from agent.proposers.base import ProposerError
 from agent.proposers.hybrid import HybridProposer
 from agent.proposers.llm import LLMProposer
 from agent.proposers.optuna_search import OptunaProposer
-from agent.proposing import Proposing, read_program
-from agent.runner import LocalRunner
-from agent.transcript import Transcript
+from agent.proposers.proposing import Proposing, read_program
+from agent.recording.ledger import Ledger
+from agent.recording.proposal_failures import read_failures
+from agent.recording.transcript import Transcript
+from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.llm_server import LLMServer, error, tool_call, tool_calls
 from tests.helpers.submissions import reasoned

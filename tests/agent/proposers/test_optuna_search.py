@@ -2,11 +2,11 @@
 
 from pathlib import Path
 
-from agent.edits import apply_edits
 from agent.proposers.base import ProposalContext
+from agent.proposers.edits import apply_edits
 from agent.proposers.optuna_search import OptunaProposer, search_space
-from agent.record import ExperimentRecord
-from agent.transcript import Transcript
+from agent.recording.record import ExperimentRecord
+from agent.recording.transcript import Transcript
 from trainer.hyperparameters import set_hyperparameters, train_source_for_track
 
 SOURCE = (Path(__file__).resolve().parents[3] / "trainer" / "train.py").read_text()

@@ -2,7 +2,7 @@
 
 from agent.llm.types import ToolCall
 from agent.proposers.toolbox import ToolBox, bounded, history_table
-from agent.record import Evidence, ExperimentRecord, RunEntry
+from agent.recording.record import Evidence, ExperimentRecord, RunEntry
 
 RECORDS = [
     ExperimentRecord(id="0000", status="keep", triage="ok", val_bpb=2.5, description="baseline", log="logs/0000.log"),

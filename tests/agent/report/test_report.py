@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from agent.confirm import confirm
-from agent.ledger import read_records
+from agent.judging.confirm import confirm
 from agent.llm.pricing import PriceTable
 from agent.llm.select import conversation_factory
 from agent.loop import LoopSettings, run_loop
 from agent.proposers.hybrid import HybridProposer
 from agent.proposers.llm import LLMProposer
 from agent.proposers.optuna_search import OptunaProposer
+from agent.recording.ledger import read_records
 from agent.report.build import write_report
-from agent.runner import LocalRunner
+from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.llm_server import LLMServer, tool_call
 from tests.helpers.submissions import reasoned

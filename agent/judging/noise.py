@@ -1,0 +1,112 @@
+"""Run-to-run noise and the decision rule that looks past it.
+
+A workspace measures sigma of val_bpb by re-running its best commit with other seeds (the
+noise floor: after the baseline, and again every few keeps, because noise changes with the
+model). A candidate is compared with the mean of every run of the best commit:
+- gain > SIGMAS x sigma on its one run: a clear win, kept;
+- 0 < gain <= SIGMAS x sigma: a close call, run again with a fresh seed, then kept only if
+  the mean gain exceeds SIGMAS standard errors of the difference of the two means;
+- otherwise discarded.
+Without a noise floor (noise_seeds 0) a change is kept when it beats the best by min_delta.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from agent.recording.record import Evidence, ExperimentRecord, ExperimentStatus, RunEntry
+
+KEEP, DISCARD, CRASH = ExperimentStatus.KEEP, ExperimentStatus.DISCARD, ExperimentStatus.CRASH
+CLOSE = "close"  # not a final status: run the candidate again, then judge the mean
+
+# sigma of val_bpb between seeds of a track's baseline, as measured (BENCHMARKS.md; cpu: 0.003-0.015 on its CPU
+# clock, busy machine included; gpu: the reference's "a few 1e-4" on an H100). A floor far above it means
+# something besides the seed moves the numbers: most often other work on the machine, which no rule can see past.
+USUAL_SIGMA = {"gpu": 0.0005, "cpu": 0.014, "test": 0.003}
+INFLATED_RATIO = 3.0  # with three values, P(stdev > 3 sigma) is about 1e-4 when nothing else is going on
+
+
+@dataclass
+class Judgement:
+    status: ExperimentStatus | str     # keep | discard | crash | CLOSE
+    reason: str
+    evidence: Evidence = field(default_factory=Evidence)
+    triage: str | None = None  # overrides the run's triage class (tamper found by verification)
+
+
+def judge(candidate: list[float], best: list[float], sigma: float | None, sigmas: float = 2.0,
+          min_delta: float = 0.0) -> Judgement:
+    """The verdict on a candidate's val_bpb runs against the best commit's runs (lower is better)."""
+    gain = statistics.fmean(best) - statistics.fmean(candidate)
+    evidence = Evidence(candidate_runs=candidate, best_runs=best, gain=round(gain, 6),
+                        sigma=round(sigma, 6) if sigma else sigma)
+    said = (f"mean of {len(candidate)} run(s) {statistics.fmean(candidate):.6f} vs the best's mean "
+            f"{statistics.fmean(best):.6f}")
+    if not sigma:
+        evidence.rule = f"gain > {min_delta} (no noise floor measured)"
+        if gain > min_delta:
+            return Judgement(KEEP, f"{said}: gain {gain:.6f} > {min_delta}", evidence)
+        return Judgement(DISCARD, f"{said}: gain {gain:.6f} is not above {min_delta}", evidence)
+    if len(candidate) == 1:
+        threshold = max(sigmas * sigma, min_delta)
+        evidence.rule = f"one run: gain > {sigmas:g} sigma keeps, 0 < gain <= {sigmas:g} sigma re-runs"
+        evidence.threshold = round(threshold, 6)
+        if gain > threshold:
+            return Judgement(KEEP, f"{said}: gain {gain:.6f} > {sigmas:g} sigma ({threshold:.6f}), a clear win",
+                             evidence)
+        if gain > 0:
+            return Judgement(CLOSE, f"{said}: gain {gain:.6f} is inside {sigmas:g} sigma ({threshold:.6f}), "
+                                      "a close call: running it again with a fresh seed", evidence)
+        return Judgement(DISCARD, f"{said}: no gain", evidence)
+    standard_error = sigma * math.sqrt(1 / len(candidate) + 1 / len(best))
+    threshold = max(sigmas * standard_error, min_delta)
+    evidence.rule = f"mean of runs: gain > {sigmas:g} x sigma x sqrt(1/{len(candidate)} + 1/{len(best)})"
+    evidence.threshold = round(threshold, 6)
+    if gain > threshold:
+        return Judgement(KEEP, f"{said}: gain {gain:.6f} > {threshold:.6f}, confirmed by the re-run", evidence)
+    return Judgement(DISCARD, f"{said}: gain {gain:.6f} is not above {threshold:.6f}, the re-run did not "
+                                "confirm it", evidence)
+
+
+def commit_runs(records: list[ExperimentRecord], commit: str) -> list[float]:
+    """val_bpb of every successful run of a kept commit: its experiment's runs and its noise runs."""
+    return [value for r in records if r.commit == commit and r.status in (KEEP, ExperimentStatus.NOISE)
+            for value in r.measured]
+
+
+def current_sigma(records: list[ExperimentRecord]) -> float | None:
+    """sigma from the latest noise floor, None before one was measured."""
+    floors = [r for r in records if not r.is_experiment and r.sigma is not None]
+    return floors[-1].sigma if floors else None
+
+
+def inflated_floor(sigma: float | None, track: str) -> str | None:
+    """A warning when sigma is far above what the track usually shows, else None."""
+    usual = USUAL_SIGMA.get(track)
+    if sigma is None or not usual or sigma <= INFLATED_RATIO * usual:
+        return None
+    return (f"sigma {sigma:.4g} is {sigma / usual:.0f}x this track's usual {usual:g}: is the machine busy? "
+            f"While it stays this high only gains above {2 * sigma:.3g} can be kept")
+
+
+def sigma_of(values: list[float]) -> float | None:
+    return statistics.stdev(values) if len(values) >= 2 else None
+
+
+def wants_noise_floor(records: list[ExperimentRecord], noise_seeds: int, every_keeps: int) -> bool:
+    """After the baseline, and once every_keeps keeps have happened since the last floor."""
+    if noise_seeds <= 0 or not any(r.status == KEEP for r in records):
+        return False
+    last_floor = max((i for i, r in enumerate(records) if not r.is_experiment), default=None)
+    if last_floor is None:
+        return True
+    keeps_since = sum(1 for r in records[last_floor + 1:] if r.status == KEEP)
+    return every_keeps > 0 and keeps_since >= every_keeps
+
+
+def fresh_seed(records: list[ExperimentRecord], base: int, also_used: list[RunEntry] = ()) -> int:
+    """A seed no run of this workspace used yet: one more than the largest used (the base seed first)."""
+    runs = [run for r in records for run in r.runs] + list(also_used)
+    return max([base, *(run.seed for run in runs if run.seed is not None)]) + 1

@@ -1,0 +1,166 @@
+"""The results ledger of a workspace: experiments.jsonl (the full record) and results.tsv.
+
+experiments.jsonl is the source of truth, one JSON object per line, appended with a single
+write of a whole line and fsynced. results.tsv keeps exactly the reference's five columns
+and is derived from it, so the two always agree; a torn last line (the agent was killed
+mid-write) is dropped when the ledger is opened. current.json marks the experiment in
+flight, so that a loop that died during a run can record it once as interrupted. A line that is
+not a record (not JSON, no status) is moved, with its line number, to experiments.quarantine.jsonl
+when the ledger is opened for writing, and skipped when it is only read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from agent.recording.record import ExperimentRecord, ExperimentStatus, InFlight
+from trainer.atomic import write_text_atomic
+
+TSV_HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
+QUARANTINE = "experiments.quarantine.jsonl"  # lines of experiments.jsonl that were not records, with their numbers
+TSV_STATUS = {ExperimentStatus.KEEP: "keep", ExperimentStatus.DISCARD: "discard", ExperimentStatus.CRASH: "crash",
+              ExperimentStatus.INTERRUPTED: "crash"}
+
+
+def append_line(path: Path, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class BadLine:
+    number: int      # 1-based line number in experiments.jsonl
+    problem: str
+    text: str        # the line as it was
+
+    def describe(self, path: Path, moved: bool = True) -> str:
+        where = path.with_name(QUARANTINE)
+        return (f"{path} line {self.number} is not an experiment record ({self.problem}); "
+                + (f"it was set aside in {where}" if moved else f"skipped here; `run` sets it aside in {where}")
+                + " and the other records are used")
+
+
+def parse_records(data: bytes) -> tuple[list[ExperimentRecord], list[BadLine]]:
+    """The records of the complete lines of experiments.jsonl, and the lines that are not records."""
+    records, bad = [], []
+    for number, line in enumerate(data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(ExperimentRecord.model_validate_json(line))
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            bad.append(BadLine(number, f"{where + ': ' if where else ''}{first['msg']}"[:200], line))
+    return records, bad
+
+
+def read_records(directory: Path) -> list[ExperimentRecord]:
+    """The experiments of a workspace, read-only: a torn last line and lines that are not records are skipped."""
+    return read_ledger(directory)[0]
+
+
+def read_ledger(directory: Path) -> tuple[list[ExperimentRecord], list[BadLine]]:
+    path = directory / "experiments.jsonl"
+    return parse_records(path.read_bytes()) if path.exists() else ([], [])
+
+
+class Ledger:
+    def __init__(self, directory: Path):
+        self.jsonl = directory / "experiments.jsonl"
+        self.tsv = directory / "results.tsv"
+        self.current = directory / "current.json"
+        self.set_aside: list[str] = []  # what _load moved to the quarantine file, for the user
+        self.records: list[ExperimentRecord] = self._load()
+        self._sync_tsv()
+
+    def _load(self) -> list[ExperimentRecord]:
+        if not self.jsonl.exists():
+            return []
+        data = self.jsonl.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        records, bad = parse_records(data)
+        if bad:
+            quarantine = self.jsonl.with_name(QUARANTINE)
+            for line in bad:
+                append_line(quarantine, json.dumps(dict(line=line.number, problem=line.problem, text=line.text)) + "\n")
+                self.set_aside.append(line.describe(self.jsonl))
+            kept = {line.number for line in bad}
+            good = [t for n, t in enumerate(complete.decode("utf-8", errors="replace").splitlines(), 1)
+                    if n not in kept and t.strip()]
+            write_text_atomic(self.jsonl, "".join(t + "\n" for t in good))
+        elif len(complete) != len(data):  # a torn last line: the write never finished
+            write_text_atomic(self.jsonl, complete.decode("utf-8"))
+        return records
+
+    def _sync_tsv(self) -> None:
+        expected = TSV_HEADER + "".join(tsv_row(r) for r in self.records)
+        if not self.tsv.exists() or self.tsv.read_text() != expected:
+            write_text_atomic(self.tsv, expected)
+
+    def append(self, record: ExperimentRecord) -> None:
+        append_line(self.jsonl, record.to_json() + "\n")
+        append_line(self.tsv, tsv_row(record))
+        self.records.append(record)
+
+    # -- reading ------------------------------------------------------------
+
+    def next_id(self) -> str:
+        return f"{sum(1 for r in self.records if r.is_experiment):04d}"
+
+    def best(self) -> ExperimentRecord | None:
+        kept = self.kept()
+        return kept[-1] if kept else None
+
+    def kept(self) -> list[ExperimentRecord]:
+        return [r for r in self.records if r.status == ExperimentStatus.KEEP]
+
+    def has(self, experiment_id: str) -> bool:
+        return any(r.id == experiment_id for r in self.records)
+
+    def prune_checkpoints(self) -> None:
+        """Keeps the weights of the baseline and of the best (what `confirm` evaluates); the rest go."""
+        kept = self.kept()
+        workspace_dir = self.jsonl.parent
+        wanted = {workspace_dir / r.checkpoint for r in kept[:1] + kept[-1:] if r.checkpoint}
+        for path in (workspace_dir / "checkpoints").glob("*.pt"):
+            if path not in wanted:
+                path.unlink(missing_ok=True)
+
+    # -- the experiment in flight -------------------------------------------
+
+    def begin(self, in_flight: InFlight) -> None:
+        write_text_atomic(self.current, in_flight.model_dump_json())
+
+    def in_flight(self) -> InFlight | None:
+        return read_in_flight(self.jsonl.parent)
+
+    def finish(self) -> None:
+        self.current.unlink(missing_ok=True)
+
+
+def read_in_flight(directory: Path) -> InFlight | None:
+    """current.json of a workspace, or None when nothing is in flight (or the marker is unreadable)."""
+    try:
+        return InFlight.model_validate_json((directory / "current.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def tsv_row(record: ExperimentRecord) -> str:
+    if not record.is_experiment:
+        return ""
+    val = record.val_bpb
+    memory_gb = (record.peak_vram_mb or 0.0) / 1024
+    description = " ".join(record.description.split())
+    return (f"{record.commit[:7]}\t{val if val is not None else 0.0:.6f}\t{memory_gb:.1f}\t"
+            f"{TSV_STATUS[record.status]}\t{description}\n")

@@ -1,0 +1,228 @@
+"""The experiment record: one line of experiments.jsonl, typed.
+
+Records are written with exactly the keys they were built with (model_dump(exclude_unset=True)),
+so the file keeps the reference's format. Reading accepts the lines every earlier version wrote:
+every field but id and status has a default, and keys this version does not know are kept
+(extra="allow") rather than dropped, so a record written by a newer version survives being read
+here and its keys are still there for whoever reads them next.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SIMPLIFY = "simplify"  # how a keep won by removing code is shown (its status stays keep)
+
+
+class ExperimentStatus(str, Enum):
+    KEEP = "keep"
+    DISCARD = "discard"
+    CRASH = "crash"
+    INTERRUPTED = "interrupted"  # the loop stopped while it ran (results.tsv calls it crash)
+    NOISE = "noise"              # re-runs of the best that measure sigma: not an experiment
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class RunEntry(_Part):
+    """One training run of a commit (an experiment has one, more when it was re-run)."""
+    seed: int | None = None
+    val_bpb: float | None = None          # what the run printed, None unless it finished cleanly
+    checkpoint: str | None = None         # the sealed weights, relative to the workspace
+    checkpoint_sha256: str | None = None
+    training_seconds: float | None = None
+    seal_seconds: float | None = None
+    trained_tokens: int | None = None
+    device: str | None = None
+    triage: str | None = None
+    seconds: float | None = None          # the runner's wall clock for the run
+    log: str | None = None
+
+    @classmethod
+    def of(cls, result: Any, seed: int, workspace_dir: Path) -> RunEntry:
+        """The entry for one finished run (an agent.running.runner.RunResult)."""
+        ok = result.verdict.triage.value == "ok"
+        return cls(seed=seed, val_bpb=summary_number(result.summary.get("val_bpb")) if ok else None,
+                   checkpoint=str(result.checkpoint.relative_to(workspace_dir)) if result.checkpoint else None,
+                   checkpoint_sha256=result.checkpoint_sha256,
+                   training_seconds=summary_number(result.summary.get("training_seconds")),
+                   seal_seconds=result.seal_seconds, trained_tokens=result.trained_tokens,
+                   device=result.summary.get("device"), triage=result.verdict.triage.value,
+                   seconds=round(result.seconds, 3), log=str(result.log_path.relative_to(workspace_dir)))
+
+
+class Timings(_Part):
+    """Seconds: proposing, waiting for the proposal, training (runner), everything else the agent did."""
+    propose_s: float | None = None
+    wait_s: float | None = None
+    run_s: float | None = None
+    agent_s: float | None = None
+    total_s: float | None = None
+
+
+class LlmUsage(_Part):
+    """LLM tokens and cost an experiment's proposal and fixes spent (agent.llm.types.Usage, summed)."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    thinking_tokens: int = 0
+    cost_usd: float = 0.0
+    calls: int = 0
+
+    @classmethod
+    def summed(cls, *usages: dict) -> LlmUsage:
+        total: dict = {}
+        for usage in usages:
+            for key, value in usage.items():
+                total[key] = total.get(key, 0) + value
+        return cls.model_validate(total)
+
+
+class SimplifyEvidence(_Part):
+    """The simplify rule's numbers (agent/judging/simplify.py): fewer lines for an equal result, within the
+    drift guard."""
+    lines_removed: int
+    candidate_mean: float
+    best_mean: float
+    standard_error: float     # of the difference of the two means (0 without a noise floor)
+    best_ever_mean: float     # the lowest mean any best commit reached
+    sigma: float | None = None
+    allowed: bool
+    why: str
+
+
+class Evidence(_Part):
+    """What a decision was based on (the rule of agent/judging/noise.py, the checks of agent/judging/verify.py,
+    the rule of agent/judging/simplify.py)."""
+    candidate_runs: list[float | None] | None = None
+    best_runs: list[float] | None = None
+    gain: float | None = None
+    sigma: float | None = None
+    rule: str | None = None
+    threshold: float | None = None
+    implausible_fall: str | None = None
+    verification: dict[str, Any] | None = None
+    simplify: SimplifyEvidence | None = None
+    kept_as: str | None = None            # SIMPLIFY for a keep won by removing code for an equal result
+
+
+class FixAttempt(_Part):
+    """A fixable crash the proposer then tried to fix: the commit that crashed and why."""
+    commit: str
+    triage: str
+    reason: str
+    log: str
+
+
+class ProgramRef(_Part):
+    name: str | None = None
+    sha256: str | None = None
+
+
+class ExperimentRecord(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True, use_enum_values=False)
+
+    id: str
+    status: ExperimentStatus
+    parent: str | None = None
+    commit: str = ""
+    triage: str | None = None
+    verified: bool | None = None
+    reason: str = ""
+    description: str = ""
+    val_bpb: float | None = None        # mean of the runs (what results.tsv shows)
+    runs: list[RunEntry] = Field(default_factory=list)
+    evidence: Evidence = Field(default_factory=Evidence)
+    checkpoint: str | None = None
+    peak_vram_mb: float | None = None
+    summary: dict[str, Any] = Field(default_factory=dict)
+    architecture: dict[str, Any] = Field(default_factory=dict, alias="model_config")  # the `config:` line
+    returncode: int | None = None
+    timed_out: bool | None = None
+    frozen_changed: list[str] = Field(default_factory=list)
+    proposed_against: str | None = None
+    rebased: bool | None = None
+    timings: Timings = Field(default_factory=Timings)
+    proposer: str | None = None
+    proposal: dict[str, Any] = Field(default_factory=dict)  # the proposer's own notes (trial, model, ...)
+    fix_attempts: list[FixAttempt] = Field(default_factory=list)
+    llm: LlmUsage = Field(default_factory=LlmUsage)
+    program: ProgramRef = Field(default_factory=ProgramRef)
+    diff: str = ""
+    log: str | None = None
+    log_tail: str = ""
+    transcript: str | None = None
+    # the proposal's reasoning; a lesson is about an earlier experiment's result (lesson_for)
+    hypothesis: str = ""
+    expected: str = ""
+    lesson: str = ""
+    lesson_for: str | None = None
+    started: str | None = None
+    finished: str | None = None
+    # noise-floor records only
+    of: str | None = None                 # the experiment re-run
+    values: list[float] | None = None     # every run of that commit, the re-runs included
+    sigma: float | None = None
+
+    @property
+    def is_experiment(self) -> bool:
+        return self.status != ExperimentStatus.NOISE
+
+    @property
+    def kept_as(self) -> str:
+        """SIMPLIFY for a keep won by removing code, else the status."""
+        if self.status == ExperimentStatus.KEEP and self.evidence.kept_as == SIMPLIFY:
+            return SIMPLIFY
+        return self.status.value
+
+    @property
+    def measured(self) -> list[float]:
+        """val_bpb of the runs that produced one; a record older than per-run entries counts its own."""
+        if self.runs:
+            return [run.val_bpb for run in self.runs if run.val_bpb is not None]
+        return [self.val_bpb] if self.val_bpb is not None else []
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json", by_alias=True, exclude_unset=True), sort_keys=True)
+
+
+class InFlight(BaseModel):
+    """current.json: the experiment being trained, so that a loop that died can record it once."""
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    commit: str
+    parent: str
+    description: str = ""
+    started: str
+    pid: int | None = None
+    proposal: dict[str, Any] = Field(default_factory=dict)
+    program: str | None = None
+    seed: int | None = None
+
+
+def summary_number(value: Any) -> float | None:
+    """A summary-block value as a number, None when it is missing or not one."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+
+def now() -> str:
+    """A record's time stamp (local time with its offset)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

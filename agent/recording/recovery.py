@@ -1,0 +1,59 @@
+"""Recovering from a loop that died: the experiment it left in flight is recorded once as
+interrupted, processes still working in its run directories are stopped, and the workspace
+is reset to the best commit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from agent.recording.ledger import Ledger
+from agent.recording.record import ExperimentRecord, ExperimentStatus, InFlight, ProgramRef
+from agent.recording.transcript import Transcript
+from agent.workspace import Workspace
+from trainer.triage import Triage
+
+
+def settle_interrupted(workspace: Workspace, ledger: Ledger, say=print) -> None:
+    """Record an experiment a dead loop left in flight (once), stop its orphans, reset to the best."""
+    kill_orphans(workspace.runs_dir)  # also the runs of a noise floor, which has no in-flight marker
+    in_flight = ledger.in_flight()
+    if in_flight and not ledger.has(in_flight.id):
+        transcript = Transcript(workspace.dir / "transcripts" / f"{in_flight.id}.jsonl")
+        record_interrupted(workspace, ledger, in_flight, ledger.best(), transcript)
+        say(f"{in_flight.id} was interrupted by a stopped loop; recorded once as interrupted")
+    ledger.finish()
+    best = ledger.best()
+    if best is not None and (workspace.head() != best.commit or not workspace.is_clean()):
+        workspace.reset_to(best.commit)
+
+
+def record_interrupted(workspace: Workspace, ledger: Ledger, in_flight: InFlight, best: ExperimentRecord | None,
+                       transcript: Transcript) -> None:
+    workspace.reset_to(best.commit if best else in_flight.parent)
+    record = ExperimentRecord(
+        id=in_flight.id, parent=in_flight.parent, commit=in_flight.commit, status=ExperimentStatus.INTERRUPTED,
+        triage=Triage.INTERRUPTED.value, reason="the loop stopped while this experiment ran",
+        description=in_flight.description, val_bpb=None, peak_vram_mb=None, summary={},
+        proposal=in_flight.proposal, program=ProgramRef(name=in_flight.program),
+        transcript=str(transcript.path.relative_to(workspace.dir)), started=in_flight.started,
+        finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    ledger.append(record)
+    ledger.finish()
+    transcript.event("interrupted", reason=record.reason)
+
+
+def kill_orphans(runs_dir: Path) -> None:
+    """SIGKILL processes still working in a run directory of this workspace (Linux /proc)."""
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+        except OSError:
+            continue
+        if cwd.is_relative_to(runs_dir) and int(entry.name) != os.getpid():
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -1,0 +1,82 @@
+"""The view `autoresearch status` prints (and refreshes with --watch)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from agent.judging.noise import inflated_floor
+from agent.recording.ledger import read_in_flight, read_ledger
+from agent.recording.proposal_failures import read_failures
+from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.recording.research_memory import lessons_by_id, reasoning
+from agent.report.summary import headline, parse_time
+from agent.running.run_progress import describe, last_step_line, read_phase
+from agent.untrusted import bounded, shown
+from agent.workspace import Workspace
+
+
+def status_view(workspace: Workspace) -> Group:
+    """What `autoresearch status` shows: the headline numbers, the noise floor (flagged when it is far above the
+    track's usual), failed proposals, the experiment running now and its phase, and the last experiments."""
+    records, bad = read_ledger(workspace.dir)
+    lines: list = [shown(line.describe(workspace.dir / "experiments.jsonl", moved=False), style="yellow")
+                   for line in bad]
+    if not records:
+        lines.append(Text(f"{workspace.tag}: no experiments yet"))
+    else:
+        h = headline(records)
+        lines.append(Text.from_markup(
+            f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}, {h.experiments} experiments, "
+            f"{h.keeps} kept, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, duty cycle {h.duty_cycle:.0%}"))
+        kept = [r for r in records if r.status == ExperimentStatus.KEEP]
+        best = kept[-1] if kept and h.best is not None else None
+        if best:
+            lines.append(shown(f"best val_bpb {h.best:.6f} ({best.commit[:7]}, {bounded(best.description)}); "
+                               f"baseline {h.baseline:.6f}, {h.gain_percent:.2f}% better"))
+        floors = [r for r in records if not r.is_experiment]
+        if floors:
+            floor = floors[-1]
+            measured = f"sigma {floor.sigma:.6f}" if floor.sigma is not None else "sigma not measured"
+            lines.append(Text(f"noise: {measured} from {len(floor.values or [])} runs of {floor.of} (val_bpb "
+                              + ", ".join(f"{v:.6f}" for v in floor.values or [])
+                              + f"); {h.confirmed} keep(s) confirmed by a re-run"))
+            if warning := inflated_floor(floor.sigma, workspace.track["track"]):
+                lines.append(Text(f"warning: {warning}", style="yellow"))
+        if h.crash_rates:
+            lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
+        if h.tokens:
+            lines.append(Text(f"LLM: {h.tokens:,} tokens, ${h.cost_usd:.2f} so far"))
+    failed = read_failures(workspace.dir)
+    if failed:
+        spent = sum(float(f.usage.get("cost_usd", 0.0)) for f in failed)
+        lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
+                          f"for {failed[-1].experiment_id}: {failed[-1].reason[:200]}"))
+    current, phase = read_in_flight(workspace.dir), read_phase(workspace.dir)
+    if current:
+        elapsed = time.time() - parse_time(current.started)
+        lines.append(shown(f"running: {current.id} {bounded(current.description)} ({elapsed:.0f} s)"))
+    if phase is not None:
+        step = last_step_line(workspace.dir / "logs" / Path(phase.log).name) if phase.log else None
+        lines.append(shown(f"now: {describe(phase, step)}", 400, style="bold"))
+    if records:
+        lines.append(last_experiments(records))
+    return Group(*lines)
+
+
+def last_experiments(records: list[ExperimentRecord]) -> Table:
+    """The last ten experiments, each with its hypothesis, expectation and the lesson drawn from it."""
+    lessons = lessons_by_id(records)
+    table = Table("id", "status", "val_bpb", "triage", "description, hypothesis and lesson", title="last experiments")
+    for r in records[-10:]:
+        why = reasoning(r, lessons, 200)
+        said = "".join(f"\n{label}: {text}" for label, text in (("hypothesis", why.hypothesis),
+                                                                 ("expected", why.expected),
+                                                                 ("lesson", why.lesson)) if text)
+        table.add_row(shown(r.id, 20), r.kept_as, f"{r.val_bpb:.6f}" if r.val_bpb else "-",
+                      shown(str(r.triage or ""), 20), shown(bounded(r.description, 200) + said))
+    return table

@@ -1,0 +1,124 @@
+"""SpoolRunner: the agent's side of the spool. It writes a job, waits for a trainer worker's
+result, and tells a dead worker (infra) from a long run by the workers' heartbeats.
+
+One experiment runs at a time per loop; several workers (one per GPU) serve several loops,
+or stand by: a job whose worker dies is retried once by the loop's infra rule, on whichever
+worker claims it next. The worker runs the commit through the same run path as LocalRunner
+(trainer/training_run.py) and sends back its RunResult; here its log and weights move into the
+workspace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import shutil
+import time
+from pathlib import Path
+
+from agent.judging.evaluator import EvaluationFailed, parse_evaluation
+from agent.running.runner import RunResult
+from agent.workspace import Workspace
+from trainer import spool as spoolfs
+from trainer.spool import SpoolJob, SpoolMessageError, SpoolResult
+
+REPORT_GRACE = 60.0  # seconds past the job's timeout before a silent worker counts as gone
+
+
+class SpoolRunner:
+    name = "spool"
+    isolation = "runs are isolated as each spool worker says when it starts (and records in each result)"
+
+    def __init__(self, spool: Path, poll: float = 0.3, dead_after: float = spoolfs.DEAD_AFTER):
+        self.spool, self.poll, self.dead_after = spoolfs.layout(spool), poll, dead_after
+
+    def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
+        start = time.perf_counter()
+        job = self._job(workspace, commit, timeout, experiment_id, seed=seed)
+        result, log_path = self._through_spool(workspace, job, experiment_id)
+        if result.infra is not None or result.run is None:
+            return RunResult.infra(result.infra or f"job {job.id} came back without a run's result", log_path,
+                                   time.perf_counter() - start, said_by="spool")
+        saved = self.spool / "checkpoints" / f"{job.id}.pt"
+        return dataclasses.replace(result.run, log_path=log_path, checkpoint=keep_checkpoint(
+            saved, workspace, experiment_id) if result.run.checkpoint_sha256 else None)
+
+    def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
+                 probe: bool = False, timeout: float = 1800.0) -> dict:
+        """trainer/evaluate.py on a GPU worker (the checkpoint is read through the shared workspaces)."""
+        job = self._job(workspace, commit, timeout, name, kind="evaluate", checkpoint=checkpoint, splits=splits,
+                        probe=probe)
+        result, log_path = self._through_spool(workspace, job, name)
+        if result.infra is not None or result.evaluation is None:
+            raise EvaluationFailed(f"the evaluation job for {checkpoint.name} did not finish: "
+                                   f"{result.infra or 'it came back without an outcome'}")
+        return parse_evaluation(log_path, result.evaluation.returncode, result.evaluation.timed_out, checkpoint)
+
+    def _job(self, workspace: Workspace, commit: str, timeout: float, name: str, **fields) -> SpoolJob:
+        return SpoolJob(id=f"{workspace.tag}-{name}-{secrets.token_hex(3)}", workspace=workspace.dir, commit=commit,
+                        timeout=timeout, frozen=workspace.frozen_hashes(), **fields)
+
+    def _through_spool(self, workspace: Workspace, job: SpoolJob, name: str) -> tuple[SpoolResult, Path]:
+        """Submits a job, waits for it, copies its log to logs/<name>.log: (result, log)."""
+        spoolfs.submit(self.spool, job)
+        log_path = workspace.dir / "logs" / f"{name}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            result = self._wait(job)
+        except KeyboardInterrupt:
+            self._cancel(job.id)
+            raise
+        spool_log = self.spool / "logs" / f"{job.id}.log"
+        if spool_log.exists():
+            shutil.copyfile(spool_log, log_path)
+        else:
+            log_path.write_text("")
+        return result, log_path
+
+    def _wait(self, job: SpoolJob) -> SpoolResult:
+        """The worker's result, or an infra result saying why the job can no longer finish."""
+        def gone(problem: str) -> SpoolResult:
+            return SpoolResult(id=job.id, worker="", infra=problem)
+
+        submitted = time.time()
+        while True:
+            try:
+                result = spoolfs.read_message(self.spool / "results" / f"{job.id}.json", SpoolResult)
+                claimed = spoolfs.read_message(self.spool / "claimed" / f"{job.id}.json", SpoolJob)
+            except SpoolMessageError as err:
+                return gone(str(err))
+            if result is not None:
+                return result
+            now = time.time()
+            alive = {w.worker for w in spoolfs.alive_workers(self.spool, now, self.dead_after)}
+            if claimed is not None and claimed.worker:
+                if claimed.worker not in alive:
+                    return gone(f"trainer worker {claimed.worker} stopped answering during the run")
+                if now - submitted > job.timeout + REPORT_GRACE:
+                    return gone(f"trainer worker {claimed.worker} did not report within the timeout")
+            elif not alive and now - submitted > self.dead_after:
+                if self._withdraw(job.id):
+                    return gone(f"no trainer worker is alive on spool {self.spool}: start one "
+                                "(python -m trainer.worker)")
+            time.sleep(self.poll)
+
+    def _withdraw(self, job_id: str) -> bool:
+        try:
+            (self.spool / "jobs" / f"{job_id}.json").unlink()
+            return True
+        except FileNotFoundError:
+            return False  # a worker claimed it just now
+
+    def _cancel(self, job_id: str) -> None:
+        if not self._withdraw(job_id):
+            spoolfs.write_json_atomic(self.spool / "cancel" / f"{job_id}.json", {"id": job_id, "time": time.time()})
+
+
+def keep_checkpoint(saved: Path, workspace: Workspace, experiment_id: str) -> Path | None:
+    """Moves a run's saved weights to the workspace's checkpoints/, where the loop keeps the best's."""
+    if not saved.is_file():
+        return None
+    target = workspace.dir / "checkpoints" / f"{experiment_id}.pt"
+    target.parent.mkdir(exist_ok=True)
+    shutil.move(saved, target)  # the spool may be on another file system
+    return target

@@ -1,0 +1,83 @@
+"""Workspace creation and the ledger's atomicity rules."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.recording.ledger import Ledger
+from agent.recording.record import ExperimentRecord
+from agent.workspace import Workspace, WorkspaceError
+
+ROOT = Path(__file__).resolve().parents[3]
+PROGRAM = ROOT / "prompts" / "program.md"
+
+
+def test_a_workspace_is_a_repo_with_the_three_files_for_its_track(workspace, test_track):
+    assert workspace.repo.active_branch.name == "autoresearch/t"
+    assert sorted(workspace.repo.git.ls_files().split()) == ["prepare.py", "track.json", "train.py"]
+    assert "# === HYPERPARAMETERS (track: test)" in workspace.file_at("train.py")
+    assert workspace.file_at("prepare.py") == (ROOT / "trainer" / "prepare.py").read_text()
+    assert json.loads(workspace.file_at("track.json"))["fingerprint"] == test_track.spec["fingerprint"]
+    assert workspace.is_clean()
+    for name in ("results.tsv", "experiments.jsonl", "logs/0000.log", "runs/0000/train.py", "current.json"):
+        path = workspace.dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    assert workspace.is_clean(), "what the loop writes must stay untracked and ignored"
+
+
+def test_existing_and_bad_tags_are_refused(workspace, test_track):
+    with pytest.raises(WorkspaceError, match="already exists: `autoresearch run --tag t` resumes it"):
+        Workspace.create("t", test_track.spec, PROGRAM, root=workspace.dir.parent)
+    with pytest.raises(WorkspaceError, match="is not usable"):
+        Workspace.create("../escape", test_track.spec, PROGRAM, root=workspace.dir.parent)
+    with pytest.raises(WorkspaceError, match="no workspace for tag 'nope'"):
+        Workspace.open("nope", root=workspace.dir.parent)
+    assert sorted(p.name for p in workspace.dir.parent.iterdir()) == ["t"]
+
+
+def record(i, status="discard", val=1.0):
+    return ExperimentRecord(id=f"{i:04d}", commit=f"{i:040d}", status=status, val_bpb=val, description=f"e\t{i}\n",
+                            peak_vram_mb=2048.0)
+
+
+def test_ledger_rows_agree_and_a_torn_line_is_dropped(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.append(record(0, "keep", 2.0))
+    ledger.append(record(1, "crash", None))
+    with open(tmp_path / "experiments.jsonl", "a") as f:
+        f.write('{"id": "0002", "status": "kee')
+    reopened = Ledger(tmp_path)
+    assert [r.id for r in reopened.records] == ["0000", "0001"]
+    assert (tmp_path / "experiments.jsonl").read_text().endswith("}\n")
+    assert (tmp_path / "results.tsv").read_text().splitlines()[1:] == [
+        "0000000\t2.000000\t2.0\tkeep\te 0", "0000000\t0.000000\t2.0\tcrash\te 1"]
+    assert reopened.best().id == "0000" and reopened.next_id() == "0002"
+
+
+def test_results_tsv_is_rebuilt_when_it_lags_the_jsonl(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.append(record(0, "keep", 2.0))
+    (tmp_path / "results.tsv").write_text("commit\tval_bpb\tmemory_gb\tstatus\tdescription\n")
+    Ledger(tmp_path)
+    assert len((tmp_path / "results.tsv").read_text().splitlines()) == 2
+
+
+def test_cli_init_and_status(test_track, tmp_path):
+    env_cache = ["--cache", str(test_track.directory.parent)]
+    made = subprocess.run([sys.executable, "-m", "agent.cli", "init", "--tag", "cli", "--track", "test",
+                           "--workspaces", str(tmp_path), *env_cache], capture_output=True, text=True, cwd=ROOT)
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "created" in made.stdout and (tmp_path / "cli" / "train.py").exists()
+    again = subprocess.run([sys.executable, "-m", "agent.cli", "init", "--tag", "cli", "--track", "test",
+                            "--workspaces", str(tmp_path), *env_cache], capture_output=True, text=True, cwd=ROOT)
+    assert again.returncode == 2 and "already exists" in again.stdout
+    shown = subprocess.run([sys.executable, "-m", "agent.cli", "status", "--tag", "cli", "--workspaces",
+                            str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    assert shown.returncode == 0 and "no experiments yet" in shown.stdout
+    missing = subprocess.run([sys.executable, "-m", "agent.cli", "status", "--tag", "none", "--workspaces",
+                              str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    assert missing.returncode == 2 and "no workspace for tag 'none'" in missing.stdout

@@ -1,0 +1,123 @@
+"""LocalRunner with hostile train.py variants: kills, secrets, tamper, triage."""
+
+import re
+import signal
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent.running.runner import LocalRunner
+from tests.helpers.processes import processes_under
+from trainer.sandbox import isolation
+from trainer.triage import Triage
+
+
+def run_script(workspace, body, timeout=60.0, experiment_id="0001"):
+    commit = workspace.commit_train(textwrap.dedent(body), "hostile variant")
+    return LocalRunner().run(workspace, commit, timeout, experiment_id)
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def pids_in(log_path):
+    return [int(p) for p in re.findall(r"pid (\d+)", log_path.read_text())]
+
+
+SLEEPER = """
+import os, subprocess, sys, time
+print("pid", os.getpid(), flush=True)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)"])
+print("pid", child.pid, flush=True)
+escaped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)"], start_new_session=True)
+print("pid", escaped.pid, flush=True)
+time.sleep(1000)
+"""
+
+
+def test_timeout_kills_the_run_its_children_and_escaped_grandchildren(workspace):
+    result = run_script(workspace, SLEEPER, timeout=3)
+    assert result.timed_out and result.verdict.triage == Triage.TIMEOUT
+    pids = pids_in(result.log_path)  # in the run's own pid namespace where it is isolated
+    assert len(pids) == 3
+    assert processes_under(workspace.runs_dir) == []
+    assert isolation().available or [pid for pid in pids if alive(pid)] == []
+    assert "killed at the hard timeout" in result.log_path.read_text()
+    assert not (workspace.runs_dir / "0001").exists()
+
+
+def test_environment_holds_no_secrets(workspace, monkeypatch):
+    secrets = {"ANTHROPIC_API_KEY": "sk-ant-test-1", "OPENAI_API_KEY": "sk-test-2", "HF_TOKEN": "hf_test3",
+               "AWS_SECRET_ACCESS_KEY": "aws-test-4", "MY_SERVICE_PASSWORD": "hunter2-test5",
+               "GITHUB_TOKEN": "ghp_test6"}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    result = run_script(workspace, "import os\nfor k, v in sorted(os.environ.items()):\n    print(k, '=', v)\n")
+    log = result.log_path.read_text()
+    assert "PATH =" in log and "AUTORESEARCH_CACHE =" in log
+    for name, value in secrets.items():
+        assert name not in log and value not in log
+
+
+@pytest.mark.parametrize("body, triage, reason", [
+    ("raise NameError('name DEPTH_X is not defined')\n", Triage.FIXABLE, "NameError: name DEPTH_X is not defined"),
+    ("print('FAIL: training diverged at step 3: loss nan'); raise SystemExit(1)\n", Triage.DIVERGED,
+     "training diverged at step 3"),
+    ("print('---'); print('val_bpb: 0.000100')\nopen('prepare.py', 'a').write('# changed')\n", Triage.TAMPER,
+     "prepare.py"),
+    ("print('---'); print('val_bpb: 0.500000')\nimport json; json.dump({}, open('track.json', 'w'))\n",
+     Triage.TAMPER, "track.json"),
+    ("print('training done, but no summary')\n", Triage.TAMPER, "without a val_bpb"),
+])
+def test_triage_of_real_runs(workspace, body, triage, reason):
+    result = run_script(workspace, body)
+    if triage == Triage.TAMPER and "open(" in body and isolation().available:
+        # The run is a stranger to its frozen files: it cannot write them at all.
+        triage, reason = Triage.FIXABLE, "PermissionError"
+    assert result.verdict.triage == triage, result.log_path.read_text()
+    assert reason in result.verdict.reason
+
+
+def test_missing_data_is_infra(workspace, tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTORESEARCH_CACHE", str(tmp_path / "empty-cache"))
+    result = LocalRunner().run(workspace, workspace.head(), 60, "0000")
+    assert result.returncode != 0
+    assert result.verdict.triage == Triage.INFRA, result.tail
+    assert "is not prepared in" in result.verdict.reason
+
+
+def test_ctrl_c_while_running_leaves_no_process(workspace):
+    commit = workspace.commit_train(textwrap.dedent(SLEEPER), "sleeper")
+    previous = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.setitimer(signal.ITIMER_REAL, 2.0)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            LocalRunner().run(workspace, commit, 60, "0002")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    pids = pids_in(workspace.dir / "logs" / "0002.log")
+    assert len(pids) == 3 and processes_under(workspace.runs_dir) == []
+    assert isolation().available or [pid for pid in pids if alive(pid)] == []
+
+
+def test_the_compile_cache_is_hit_by_the_second_run(workspace, test_track, tmp_path, monkeypatch):
+    from trainer.hyperparameters import set_hyperparameters
+    compile_dir = tmp_path / "compile"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(compile_dir))
+    commit = workspace.commit_train(set_hyperparameters(workspace.file_at("train.py"), {"COMPILE_ON_CPU": True}),
+                                    "compile on CPU")
+    first = LocalRunner().run(workspace, commit, 600, "0001")
+    assert first.verdict.triage == Triage.OK, first.tail
+    graphs = sorted(p.relative_to(compile_dir) for p in (compile_dir / "fxgraph").rglob("*") if p.is_file())
+    assert graphs, "the first run should have stored compiled graphs"
+    second = LocalRunner().run(workspace, commit, 600, "0002")
+    assert second.verdict.triage == Triage.OK, second.tail
+    assert sorted(p.relative_to(compile_dir) for p in (compile_dir / "fxgraph").rglob("*") if p.is_file()) == graphs
+    assert float(second.summary["warmup_seconds"]) < 0.6 * float(first.summary["warmup_seconds"])

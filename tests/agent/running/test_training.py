@@ -1,0 +1,20 @@
+"""How long a run may take before it is killed, and the environment a CPU-clock track's runs get."""
+
+from agent.running.training import hard_timeout
+from agent.settings import LoopSettings
+from trainer.prepare import TRACKS
+from trainer.track_spec import TrackConstants
+from trainer.training_run import cpu_clock_env
+
+
+def test_a_cpu_second_budget_gets_ten_times_the_wall_clock_before_the_hard_timeout():
+    settings = LoopSettings()
+    assert hard_timeout(TRACKS["gpu"], settings) == 2 * 300 + 120
+    assert hard_timeout(TRACKS["cpu"], settings) == 2 * 10 * 60 + 120
+    assert hard_timeout(TRACKS["cpu"], LoopSettings(timeout_seconds=50)) == 50
+
+
+def test_only_a_cpu_clock_track_computes_on_one_thread():
+    assert cpu_clock_env(TrackConstants(**TRACKS["cpu"])) == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    assert cpu_clock_env(TrackConstants(**TRACKS["gpu"])) == {}
+    assert cpu_clock_env(TrackConstants(**TRACKS["test"])) == {}
