@@ -616,7 +616,8 @@ def main() -> None:
         if step == 0 or (step + 1) % 5000 == 0:  # after step 0 the heap is steady; collections would only stall steps
             gc.collect()
             if step == 0:
-                gc.freeze(), gc.disable()
+                gc.freeze()
+                gc.disable()
         step += 1
         if step >= WARMUP_STEPS_UNCOUNTED and budget_progress(step, training_seconds) >= 1.0:
             break

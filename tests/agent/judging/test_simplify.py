@@ -16,9 +16,9 @@ from agent.running.runner import LocalRunner
 from tests.helpers.scripted import ScriptedEdits
 
 ROOT = Path(__file__).resolve().parents[3]
-GC_BLOCK = ("        if step == 0:  # the heap is steady now; collections would only stall steps\n"
-            "            gc.collect()\n            gc.freeze()\n            gc.disable()\n"
-            "        elif (step + 1) % 5000 == 0:\n            gc.collect()\n")
+GC_BLOCK = ("        if step == 0 or (step + 1) % 5000 == 0:  # after step 0 the heap is steady; collections would "
+            "only stall steps\n            gc.collect()\n            if step == 0:\n                gc.freeze()\n"
+            "                gc.disable()\n")
 
 
 def test_deleting_a_block_that_does_nothing_here_is_kept_as_simplify(workspace):
@@ -36,7 +36,7 @@ def test_deleting_a_block_that_does_nothing_here_is_kept_as_simplify(workspace):
     assert simpler.val_bpb == baseline.val_bpb and simpler.evidence.gain == 0  # an exact tie
     assert simpler.status == ExperimentStatus.KEEP and simpler.kept_as == "simplify", simpler.reason
     evidence = simpler.evidence.simplify
-    assert evidence.lines_removed == 6 and evidence.allowed and evidence.standard_error == 0
+    assert evidence.lines_removed == 5 and evidence.allowed and evidence.standard_error == 0
     assert simpler.verified and simpler.reason.startswith("simplify:")
     assert workspace.head() == simpler.commit and "gc.freeze" not in workspace.file_at("train.py")
     assert (workspace.dir / "results.tsv").read_text().splitlines()[-1].split("\t")[3] == "keep"
