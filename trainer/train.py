@@ -604,9 +604,9 @@ def main() -> None:
 
         smooth_loss = 0.9 * smooth_loss + 0.1 * loss_value
         debiased = smooth_loss / (1 - 0.9 ** (step + 1))
-        if step < 3 or training_seconds >= next_report:  # the line the runner follows: keep its fields
-            next_report = training_seconds + TIME_BUDGET / 20
-            tok_per_s, done = TOTAL_BATCH_SIZE / dt, budget_progress(step + 1, training_seconds)
+        done = budget_progress(step + 1, training_seconds)
+        if step < 3 or done >= 1.0 or training_seconds >= next_report:  # the line the runner follows: keep its fields
+            next_report, tok_per_s = training_seconds + TIME_BUDGET / 20, TOTAL_BATCH_SIZE / dt
             left = (STEP_BUDGET - step - 1) * dt if STEP_BUDGET else (1 - done) * TIME_BUDGET * dt / max(counted, 1e-9)
             mfu = f"{100 * tok_per_s * flops_per_token / peak:.1f}%" if peak else "n/a"
             print(f"step {step:05d} ({100 * done:5.1f}%) | loss {debiased:.4f} | lr x{lr_multiplier(progress):.2f}"
