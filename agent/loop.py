@@ -276,7 +276,7 @@ class Loop:
             transcript=str(experiment.transcript.path.relative_to(self.workspace.dir)), started=in_flight.started,
             finished=now())
         self.ledger.append(record)
-        self.ledger.finish()
+        self.ledger.finish(experiment.id)
         self.ledger.prune_checkpoints()
         return record
 

@@ -27,9 +27,9 @@ from trainer.sandbox import runs_root
 from trainer.training_run import FROZEN, TRACKED
 
 TRAINER_DIR = Path(__file__).resolve().parent.parent / "trainer"
-UNTRACKED = ("results.tsv", "experiments.jsonl", "logs/", "transcripts/", "runs/", "current.json", ".lock",
-             "run.json", "optuna.journal", "optuna.journal.lock", "report/", "checkpoints/", "confirmation.json",
-             "experiments.quarantine.jsonl", "proposal_failures.jsonl", "progress.json",
+UNTRACKED = ("results.tsv", "experiments.jsonl", "logs/", "transcripts/", "runs/", "current.json", "inflight/",
+             ".lock", "run.json", "optuna.journal", "optuna.journal.lock", "report/", "checkpoints/",
+             "confirmation.json", "experiments.quarantine.jsonl", "proposal_failures.jsonl", "progress.json",
              ".progress.json.*", "mlflow.json", ".mlflow.json.*", "notes.md",
              "notes.md.lock")  # .*: their atomic writes' temporary files
 TAG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

@@ -32,6 +32,7 @@ class RunResult:
     seal_seconds: float | None = None     # from the run's start to its seal, timed by the harness
     trained_tokens: int | None = None     # training tokens make_dataloader handed out, as reported at the seal
     isolated: bool | None = None          # whether it ran as a stranger (trainer/sandbox.py); None: never started
+    where: str = ""                       # what ran it: a local slot and its GPU, a spool worker, a cluster node
 
     @property
     def summary(self) -> dict[str, str]:

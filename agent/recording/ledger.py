@@ -3,8 +3,9 @@
 experiments.jsonl is the source of truth, one JSON object per line, appended with a single
 write of a whole line and fsynced. results.tsv keeps exactly the reference's five columns
 and is derived from it, so the two always agree; a torn last line (the agent was killed
-mid-write) is dropped when the ledger is opened. current.json marks the experiment in
-flight, so that a loop that died during a run can record it once as interrupted. A line that is
+mid-write) is dropped when the ledger is opened. A marker per experiment in
+flight (inflight/<id>.json, one per experiment), so that a loop that died during runs can record each
+once as interrupted. A line that is
 not a record (not JSON, no status) is moved, with its line number, to experiments.quarantine.jsonl
 when the ledger is opened for writing, and skipped when it is only read.
 """
@@ -78,7 +79,8 @@ class Ledger:
     def __init__(self, directory: Path):
         self.jsonl = directory / "experiments.jsonl"
         self.tsv = directory / "results.tsv"
-        self.current = directory / "current.json"
+        self.current = directory / LEGACY_IN_FLIGHT
+        self.in_flight_dir = directory / IN_FLIGHT_DIR
         self.set_aside: list[str] = []  # what _load moved to the quarantine file, for the user
         self.records: list[ExperimentRecord] = self._load()
         self._sync_tsv()
@@ -136,22 +138,42 @@ class Ledger:
             if path not in wanted:
                 path.unlink(missing_ok=True)
 
-    # -- the experiment in flight -------------------------------------------
+    # -- the experiments in flight ------------------------------------------
 
     def begin(self, in_flight: InFlight) -> None:
-        write_text_atomic(self.current, in_flight.model_dump_json())
+        self.in_flight_dir.mkdir(exist_ok=True)
+        write_text_atomic(self.in_flight_dir / f"{in_flight.id}.json", in_flight.model_dump_json())
 
-    def in_flight(self) -> InFlight | None:
+    def in_flight(self) -> list[InFlight]:
         return read_in_flight(self.jsonl.parent)
 
-    def finish(self) -> None:
+    def finish(self, experiment_id: str) -> None:
+        """The experiment is recorded (or was never started): its in-flight marker goes."""
+        (self.in_flight_dir / f"{experiment_id}.json").unlink(missing_ok=True)
+        legacy = read_in_flight_file(self.current)
+        if legacy is None or legacy.id == experiment_id:
+            self.current.unlink(missing_ok=True)
+
+    def clear_in_flight(self) -> None:
+        for marker in self.in_flight_dir.glob("*.json"):
+            marker.unlink(missing_ok=True)
         self.current.unlink(missing_ok=True)
 
 
-def read_in_flight(directory: Path) -> InFlight | None:
-    """current.json of a workspace, or None when nothing is in flight (or the marker is unreadable)."""
+IN_FLIGHT_DIR = "inflight"  # one <id>.json per experiment in flight
+LEGACY_IN_FLIGHT = "current.json"  # the single marker of versions that ran one experiment at a time
+
+
+def read_in_flight(directory: Path) -> list[InFlight]:
+    """The experiments in flight in a workspace, by id (unreadable markers are skipped)."""
+    markers = sorted((directory / IN_FLIGHT_DIR).glob("*.json")) + [directory / LEGACY_IN_FLIGHT]
+    found = {m.id: m for m in map(read_in_flight_file, markers) if m is not None}
+    return [found[key] for key in sorted(found)]
+
+
+def read_in_flight_file(path: Path) -> InFlight | None:
     try:
-        return InFlight.model_validate_json((directory / "current.json").read_bytes())
+        return InFlight.model_validate_json(path.read_bytes())
     except (OSError, ValueError):
         return None
 

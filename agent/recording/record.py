@@ -48,6 +48,7 @@ class RunEntry(_Part):
     triage: str | None = None
     seconds: float | None = None          # the runner's wall clock for the run
     log: str | None = None
+    where: str | None = None              # what ran it (local slot and GPU, spool worker, cluster node)
 
     @classmethod
     def of(cls, result: Any, seed: int, workspace_dir: Path) -> RunEntry:
@@ -59,7 +60,8 @@ class RunEntry(_Part):
                    training_seconds=summary_number(result.summary.get("training_seconds")),
                    seal_seconds=result.seal_seconds, trained_tokens=result.trained_tokens,
                    device=result.summary.get("device"), triage=result.verdict.triage.value,
-                   seconds=round(result.seconds, 3), log=str(result.log_path.relative_to(workspace_dir)))
+                   seconds=round(result.seconds, 3), log=str(result.log_path.relative_to(workspace_dir)),
+                   **({"where": result.where} if result.where else {}))
 
 
 class Timings(_Part):
@@ -200,7 +202,7 @@ class ExperimentRecord(BaseModel):
 
 
 class InFlight(BaseModel):
-    """current.json: the experiment being trained, so that a loop that died can record it once."""
+    """inflight/<id>.json: an experiment being trained, so that a loop that died can record it once."""
     model_config = ConfigDict(extra="allow")
 
     id: str

@@ -1,4 +1,4 @@
-"""Recovering from a loop that died: the experiment it left in flight is recorded once as
+"""Recovering from a loop that died: each experiment it left in flight is recorded once as
 interrupted, processes still working in its run directories are stopped, and the workspace
 is reset to the best commit."""
 
@@ -17,14 +17,14 @@ from trainer.triage import Triage
 
 
 def settle_interrupted(workspace: Workspace, ledger: Ledger, say=print) -> None:
-    """Record an experiment a dead loop left in flight (once), stop its orphans, reset to the best."""
+    """Record each experiment a dead loop left in flight (once), stop its orphans, reset to the best."""
     kill_orphans(workspace.runs_dir)  # also the runs of a noise floor, which has no in-flight marker
-    in_flight = ledger.in_flight()
-    if in_flight and not ledger.has(in_flight.id):
-        transcript = Transcript(workspace.dir / "transcripts" / f"{in_flight.id}.jsonl")
-        record_interrupted(workspace, ledger, in_flight, ledger.best(), transcript)
-        say(f"{in_flight.id} was interrupted by a stopped loop; recorded once as interrupted")
-    ledger.finish()
+    for in_flight in ledger.in_flight():
+        if not ledger.has(in_flight.id):
+            transcript = Transcript(workspace.dir / "transcripts" / f"{in_flight.id}.jsonl")
+            record_interrupted(workspace, ledger, in_flight, ledger.best(), transcript)
+            say(f"{in_flight.id} was interrupted by a stopped loop; recorded once as interrupted")
+    ledger.clear_in_flight()  # unreadable markers too: every experiment they could name is settled
     best = ledger.best()
     if best is not None and (workspace.head() != best.commit or not workspace.is_clean()):
         workspace.reset_to(best.commit)
@@ -41,7 +41,7 @@ def record_interrupted(workspace: Workspace, ledger: Ledger, in_flight: InFlight
         transcript=str(transcript.path.relative_to(workspace.dir)), started=in_flight.started,
         finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     ledger.append(record)
-    ledger.finish()
+    ledger.finish(in_flight.id)
     transcript.event("interrupted", reason=record.reason)
 
 

@@ -56,8 +56,8 @@ def status_view(workspace: Workspace) -> Group:
         spent = sum(float(f.usage.get("cost_usd", 0.0)) for f in failed)
         lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
                           f"for {failed[-1].experiment_id}: {failed[-1].reason[:200]}"))
-    current, phase = read_in_flight(workspace.dir), read_phase(workspace.dir)
-    if current:
+    phase = read_phase(workspace.dir)
+    for current in read_in_flight(workspace.dir):
         elapsed = time.time() - parse_time(current.started)
         lines.append(shown(f"running: {current.id} {bounded(current.description)} ({elapsed:.0f} s)"))
     if phase is not None:

@@ -153,7 +153,7 @@ def wait_for_training(workspace, experiment_id, timeout=60):
     log = workspace.dir / "logs" / f"{experiment_id}.log"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if (workspace.dir / "current.json").exists() and log.exists() and "step 0000" in log.read_text():
+        if list((workspace.dir / "inflight").glob("*.json")) and log.exists() and "step 0000" in log.read_text():
             return
         time.sleep(0.1)
     raise AssertionError(f"experiment {experiment_id} never started training")
@@ -175,7 +175,7 @@ def test_kill_9_during_training_then_resume(workspace, test_track):
     assert [row[3] for row in tsv_rows(workspace)] == ["crash", "keep"]
     assert any("0000 was interrupted" in m for m in messages)
     assert (workspace.dir / "experiments.jsonl").read_bytes().endswith(b"\n")
-    assert not (workspace.dir / "current.json").exists() and workspace.is_clean()
+    assert not list((workspace.dir / "inflight").glob("*.json")) and workspace.is_clean()
 
     run_loop(workspace, Scripted(), LocalRunner(), LoopSettings(max_experiments=0), say=lambda _: None)
     assert len(Ledger(workspace.dir).records) == 2
@@ -190,5 +190,5 @@ def test_ctrl_c_stops_cleanly_and_records_the_run_as_interrupted(workspace, test
     assert "stopped by Ctrl-C" in output
     records = Ledger(workspace.dir).records
     assert [(r.id, r.status, r.triage) for r in records] == [("0000", "interrupted", "interrupted")]
-    assert workspace.is_clean() and not (workspace.dir / "current.json").exists()
+    assert workspace.is_clean() and not list((workspace.dir / "inflight").glob("*.json"))
     assert processes_under(workspace.runs_dir) == []

@@ -20,7 +20,7 @@ def test_sigterm_records_the_running_experiment_as_interrupted(test_track, tmp_p
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     workspace = workspaces / "term"
     deadline = time.monotonic() + 120
-    while not ((workspace / "current.json").exists() and list((spool / "jobs").glob("*.json"))):
+    while not (list((workspace / "inflight").glob("*.json")) and list((spool / "jobs").glob("*.json"))):
         assert loop.poll() is None and time.monotonic() < deadline, loop.stdout.read() if loop.poll() else "timeout"
         time.sleep(0.2)
     started = time.monotonic()
@@ -34,5 +34,5 @@ def test_sigterm_records_the_running_experiment_as_interrupted(test_track, tmp_p
     assert f"report: {report}" in output and report.is_file()
     records = [json.loads(line) for line in (workspace / "experiments.jsonl").read_text().splitlines()]
     assert [(r["id"], r["status"]) for r in records] == [("0000", "interrupted")]
-    assert not (workspace / "current.json").exists()
+    assert not list((workspace / "inflight").glob("*.json"))
     assert list((spool / "jobs").glob("*.json")) == []  # the job was withdrawn, not left for a worker

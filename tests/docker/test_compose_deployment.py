@@ -109,7 +109,7 @@ def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) ->
             # Again, one experiment more, stopped while it trains.
             server.script(submit("LOGIT_SOFTCAP 15 -> 20", SOFTCAP, SOFTCAP.replace("15.0", "20.0")))
             docker_compose("up", "--detach", "--no-deps", "agent", TEST_MAX_EXPERIMENTS="4")
-            wait_for(lambda: (workspace / "current.json").exists() and any((spool / "claimed").glob("*.json")),
+            wait_for(lambda: any((workspace / "inflight").glob("*.json")) and any((spool / "claimed").glob("*.json")),
                      300, "the next experiment to start training")
             time.sleep(2)
             started = time.monotonic()
@@ -169,7 +169,7 @@ def test_compose_stop_records_the_running_experiment_as_interrupted(deployment):
     new = deployment.records_after_stop[len(deployment.records):]
     assert [r["status"] for r in new] == ["interrupted"], new
     assert new[0]["description"] == "LOGIT_SOFTCAP 15 -> 20"
-    assert not (deployment.workspace / "current.json").exists()
+    assert not list((deployment.workspace / "inflight").glob("*.json"))
     # The agent withdrew the job it had handed over: the worker killed that run.
     stopped = [r.run.returncode if r.run else r.infra for r in deployment.stopped_results]
     assert stopped == [-9], deployment.stopped_results

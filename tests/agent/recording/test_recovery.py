@@ -25,7 +25,7 @@ def test_the_experiment_in_flight_is_recorded_once_and_its_orphans_stopped(works
     settle_interrupted(workspace, Ledger(workspace.dir), say=messages.append)
     assert orphan.wait(timeout=10) == -9
     assert messages == ["0001 was interrupted by a stopped loop; recorded once as interrupted"]
-    assert workspace.head() == base and workspace.is_clean() and not (workspace.dir / "current.json").exists()
+    assert workspace.head() == base and workspace.is_clean() and not list((workspace.dir / "inflight").glob("*.json"))
     settle_interrupted(workspace, Ledger(workspace.dir), say=messages.append)  # nothing is left to settle
     records = Ledger(workspace.dir).records
     assert [(r.id, r.status) for r in records] == [("0000", ExperimentStatus.KEEP),
@@ -43,7 +43,28 @@ def test_an_unreadable_in_flight_marker_only_resets_to_the_best(workspace):
     ledger = Ledger(workspace.dir)
     ledger.append(ExperimentRecord(id="0000", status="keep", commit=base, val_bpb=2.5))
     workspace.commit_train(workspace.file_at("train.py") + "\n# stray\n", "stray")
-    (workspace.dir / "current.json").write_text('{"id": "0001", "comm')
+    (workspace.dir / "inflight").mkdir()
+    (workspace.dir / "inflight" / "0001.json").write_text('{"id": "0001", "comm')
+    (workspace.dir / "current.json").write_text('{"id": "0002", "comm')  # the marker of an older version
     settle_interrupted(workspace, Ledger(workspace.dir), say=lambda _: None)
     assert [r.id for r in Ledger(workspace.dir).records] == ["0000"] and workspace.head() == base
-    assert not (workspace.dir / "current.json").exists()
+    assert not list((workspace.dir / "inflight").glob("*.json")) and not (workspace.dir / "current.json").exists()
+
+
+def test_every_experiment_left_in_flight_is_recorded_once(workspace):
+    base = workspace.head()
+    ledger = Ledger(workspace.dir)
+    ledger.append(ExperimentRecord(id="0000", status="keep", commit=base, val_bpb=2.5, description="baseline"))
+    for number in (1, 2):
+        ledger.begin(InFlight(id=f"000{number}", commit=base, parent=base, description=f"change {number}",
+                              started=now()))
+    (workspace.dir / "current.json").write_text(InFlight(id="0003", commit=base, parent=base, started=now())
+                                                .model_dump_json())
+    ledger.append(ExperimentRecord(id="0002", status="discard", commit=base, val_bpb=2.6, description="change 2"))
+    messages = []
+    settle_interrupted(workspace, Ledger(workspace.dir), say=messages.append)
+    settle_interrupted(workspace, Ledger(workspace.dir), say=messages.append)
+    assert [(r.id, r.status) for r in Ledger(workspace.dir).records] == [
+        ("0000", ExperimentStatus.KEEP), ("0002", ExperimentStatus.DISCARD), ("0001", ExperimentStatus.INTERRUPTED),
+        ("0003", ExperimentStatus.INTERRUPTED)]
+    assert len(messages) == 2 and not list((workspace.dir / "inflight").glob("*.json"))
