@@ -324,6 +324,11 @@ def status(tag: TagOption = "demo", workspaces: WorkspacesOption = None,
         console.print(status_view(workspace))
         return
     try:
+        if not console.is_terminal:  # a log or a pipe: a dated snapshot per interval, never a redraw
+            while True:
+                console.print(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')}")
+                console.print(status_view(workspace))
+                time.sleep(interval)
         with Live(status_view(workspace), console=console, refresh_per_second=4) as live:
             while True:
                 time.sleep(interval)

@@ -1,5 +1,10 @@
 """The command line: one way to open a workspace or fail, and `run`'s options as one settings object."""
 
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 import typer
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,3 +79,16 @@ def test_run_refuses_a_bad_proposer_or_runner_before_touching_anything(tmp_path)
         result = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path), *arguments])
         assert result.exit_code == 2 and problem in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_status_watch_into_a_pipe_prints_dated_snapshots_not_redraws(workspace):
+    command = [sys.executable, "-m", "agent.cli", "status", "--tag", workspace.tag, "--workspaces",
+               str(workspace.dir.parent), "--watch", "--interval", "0.3"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(6)
+    finally:
+        process.send_signal(signal.SIGINT)
+        output = process.communicate(timeout=30)[0]
+    assert output.count("--- ") >= 2, output
+    assert "\x1b[" not in output, "a pipe gets no cursor movement or colour codes"
