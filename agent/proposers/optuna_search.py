@@ -28,7 +28,7 @@ from trainer.hyperparameters import BLOCK_END, BLOCK_START, set_hyperparameters
 # Single changes measured to beat the baseline by well over the noise floor on a track (BENCHMARKS.md, "The
 # demo"): a new study there tries them first, in this order, so that a short run shows a keep.
 WARM_STARTS: dict[str, list[tuple[str, float | int]]] = {
-    "cpu": [("FINAL_LR_FRAC", 0.3)],
+    "cpu": [("DEPTH", 2), ("FINAL_LR_FRAC", 0.3)],
 }
 
 
