@@ -10,6 +10,7 @@ from __future__ import annotations
 import configparser
 import fcntl
 import hashlib
+import io
 import json
 import os
 import re
@@ -20,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import git
+from gitdb.base import IStream
 
 from trainer.atomic import write_text_atomic
 from trainer.hyperparameters import train_source_for_track
@@ -161,10 +163,25 @@ class Workspace:
 
     # -- changes ------------------------------------------------------------
 
-    def commit_train(self, source: str, message: str) -> str:
-        (self.dir / "train.py").write_text(source)
-        self.repo.index.add(["train.py"])
-        return self.repo.index.commit(message, skip_hooks=True).hexsha
+    def commit_train(self, source: str, message: str, parent: str | None = None) -> str:
+        """A commit of train.py = source on parent (default: the head) that moves nothing: not the branch, not
+        the index, not the working tree, so that several experiments can be committed while the head stays the
+        best. advance_to moves the branch onto one of them."""
+        parent_commit = self.repo.commit(parent or self.head())
+        data = source.encode("utf-8")
+        blob = self.repo.odb.store(IStream("blob", len(data), io.BytesIO(data)))
+        index = git.IndexFile.from_tree(self.repo, parent_commit)  # a private index: the workspace's is untouched
+        index.add([git.BaseIndexEntry((0o100644, blob.binsha, 0, "train.py"))], write=False)
+        return git.Commit.create_from_tree(self.repo, index.write_tree(), message, parent_commits=[parent_commit],
+                                           head=False).hexsha
+
+    def advance_to(self, commit: str) -> None:
+        """The branch moves to a kept commit whose parent is the current head (the tree follows)."""
+        parents = [p.hexsha for p in self.repo.commit(commit).parents]
+        if parents != [self.head()]:
+            raise WorkspaceError(f"commit {commit[:7]} is not a child of the best commit {self.head()[:7]}; "
+                                 "only a child of the best can become the best")
+        self.reset_to(commit)
 
     def reset_to(self, commit: str) -> None:
         self.repo.git.reset("--hard", commit)

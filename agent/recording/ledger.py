@@ -25,7 +25,7 @@ from trainer.atomic import write_text_atomic
 TSV_HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
 QUARANTINE = "experiments.quarantine.jsonl"  # lines of experiments.jsonl that were not records, with their numbers
 TSV_STATUS = {ExperimentStatus.KEEP: "keep", ExperimentStatus.DISCARD: "discard", ExperimentStatus.CRASH: "crash",
-              ExperimentStatus.INTERRUPTED: "crash"}
+              ExperimentStatus.INTERRUPTED: "crash", ExperimentStatus.SUPERSEDED: "discard"}
 
 
 def append_line(path: Path, line: str) -> None:
