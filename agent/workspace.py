@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,8 +80,17 @@ class Workspace:
     def __init__(self, directory: Path):
         self.dir = directory
         self.tag = directory.name
-        self.repo = safe_repo(directory)
+        self._per_thread = threading.local()
+        self._per_thread.repo = safe_repo(directory)
         self.branch = f"autoresearch/{self.settings['tag']}"  # the tag it was created with, even if moved
+
+    @property
+    def repo(self) -> git.Repo:
+        """The repository, one object per thread: GitPython's readers are not thread-safe, so the threads of a
+        loop never share one (they take turns to write, under the loop's lock)."""
+        if not hasattr(self._per_thread, "repo"):
+            self._per_thread.repo = safe_repo(self.dir)
+        return self._per_thread.repo
 
     # -- creation -----------------------------------------------------------
 
@@ -176,11 +186,11 @@ class Workspace:
                                            head=False).hexsha
 
     def advance_to(self, commit: str) -> None:
-        """The branch moves to a kept commit whose parent is the current head (the tree follows)."""
-        parents = [p.hexsha for p in self.repo.commit(commit).parents]
-        if parents != [self.head()]:
-            raise WorkspaceError(f"commit {commit[:7]} is not a child of the best commit {self.head()[:7]}; "
-                                 "only a child of the best can become the best")
+        """The branch moves forward to a kept commit made on the current head (directly, or through the
+        commit of a crash it fixed); the tree follows."""
+        if not self.repo.is_ancestor(self.head(), commit) or commit == self.head():
+            raise WorkspaceError(f"commit {commit[:7]} was not made on the best commit {self.head()[:7]}; only "
+                                 "a commit made on the best can become the best")
         self.reset_to(commit)
 
     def reset_to(self, commit: str) -> None:

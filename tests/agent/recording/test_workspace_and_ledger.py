@@ -97,6 +97,6 @@ def test_commits_of_experiments_move_nothing_until_one_is_kept(workspace):
     workspace.advance_to(first)
     assert workspace.head() == first and workspace.is_clean()
     assert (workspace.dir / "train.py").read_text().endswith("# first\n")
-    with pytest.raises(WorkspaceError, match="not a child of the best"):
+    with pytest.raises(WorkspaceError, match="was not made on the best"):
         workspace.advance_to(second)  # its parent is no longer the best
     assert workspace.head() == first
