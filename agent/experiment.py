@@ -143,16 +143,17 @@ class Steps:
         return True
 
     def _propose_on_best(self, experiment: Experiment) -> None:
-        with self.shared.lock:
-            best, head = self.ledger.best(), self.workspace.head()
-            train_source = self.workspace.file_at("train.py", head)
-        experiment.best, experiment.parent = best, head
-        if best is None:
-            experiment.obtained = self.proposing.baseline(train_source, experiment.transcript)
-            return
-        others = [r for r in self.others(experiment) if r is not None]
-        experiment.obtained = self.proposing.propose(experiment.id, best, train_source, experiment.program,
-                                                     experiment.transcript, experiment.facts, others)
+        with self.shared.proposer_lock:  # the best and what is in flight as they are when its turn comes
+            with self.shared.lock:
+                best, head = self.ledger.best(), self.workspace.head()
+                train_source = self.workspace.file_at("train.py", head)
+            experiment.best, experiment.parent = best, head
+            if best is None:
+                experiment.obtained = self.proposing.baseline(train_source, experiment.transcript)
+                return
+            others = [r for r in self.others(experiment) if r is not None]
+            experiment.obtained = self.proposing.propose(experiment.id, best, train_source, experiment.program,
+                                                         experiment.transcript, experiment.facts, others)
 
     def commit(self, experiment: Experiment) -> None:
         """Committed on the best (re-applied, or proposed again, if the best moved since the proposal) and its
@@ -276,10 +277,10 @@ class Steps:
             best, head = self.ledger.best(), self.workspace.head()
             experiment.rebased_from.append(RebasedFrom(parent=experiment.parent, commit=experiment.trained.commit,
                                                        runs=experiment.runs,
-                                                       status=experiment.judgement.status.value))
+                                                       status=str(experiment.judgement.status)))
             experiment.earlier_run_seconds += experiment.trained.run_seconds
             experiment.transcript.event("rebase", from_parent=experiment.parent, onto=head,
-                                        judged=experiment.judgement.status.value, reason=experiment.judgement.reason)
+                                        judged=str(experiment.judgement.status), reason=experiment.judgement.reason)
             if len(experiment.rebased_from) > MAX_REBASES:
                 return self.record(experiment, ExperimentStatus.SUPERSEDED,
                                    f"it beat its parent, but the best moved on {MAX_REBASES} times while it was "
