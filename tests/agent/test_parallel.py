@@ -80,8 +80,8 @@ def test_a_keep_while_another_trains_rebases_it_or_supersedes_it(workspace):
     # 0001 (fast) is kept while 0002 and 0003 train against the baseline. 0002 beat the baseline: it is
     # re-applied on 0001 and trained again; 0003 edits the line 0001 changed, so it no longer applies.
     proposer = Settings("MATRIX_LR = 0.05", "WARMDOWN_RATIO = 0.6", "MATRIX_LR = 0.06")
-    runner = SyntheticRunner(GAINS, slots=3, delays={"MATRIX_LR = 0.05": 0.3, "WARMDOWN_RATIO = 0.6": 1.0,
-                                                  "MATRIX_LR = 0.06": 1.0})
+    runner = SyntheticRunner(GAINS, slots=3, delays={"MATRIX_LR = 0.05": 2.0, "WARMDOWN_RATIO = 0.6": 4.0,
+                                                  "MATRIX_LR = 0.06": 4.0})
     run_loop(workspace, proposer, runner, LoopSettings(max_experiments=4, noise_seeds=0, overlap=False),
              say=lambda _: None)
     records = {r.id: r for r in Ledger(workspace.dir).records}
