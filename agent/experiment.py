@@ -75,6 +75,7 @@ class Experiment:
     judgement: Judgement | None = None
     rebased_from: list[RebasedFrom] = field(default_factory=list)
     earlier_run_seconds: float = 0.0  # training on parents that stopped being the best
+    thread_id: int | None = None      # the thread that runs its steps
 
     def admit(self, why_not: str | None = None) -> None:
         self.abandoned, self.admitted_at = why_not, time.monotonic()

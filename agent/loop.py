@@ -27,9 +27,11 @@ interrupted; kill -9 leaves their in-flight markers, settled when the tag is res
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 from concurrent.futures import Future
+from concurrent.futures import wait as futures_wait
 
 from agent.experiment import JUDGING, PROPOSING, Experiment, Steps
 from agent.judging.noise import wants_noise_floor
@@ -53,6 +55,7 @@ from trainer.prepare import SEAL_FD_VAR
 __all__ = ["LoopSettings", "LoopStopped", "run_cost", "run_loop"]
 
 MAX_CONSECUTIVE_PROPOSER_FAILURES = 5
+STOP_WAIT_SECONDS = 10.0  # how long a stopping loop waits for its cancelled runs to end
 
 
 def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings: LoopSettings,
@@ -146,6 +149,7 @@ class Loop:
         return True
 
     def _work(self, experiment: Experiment, future: Future) -> None:
+        experiment.thread_id = threading.get_ident()
         try:
             future.set_result(self.steps.run(experiment))
         except BaseException as err:  # handed to the scheduler
@@ -253,8 +257,16 @@ class Loop:
         made but not trained recorded with their spend; the branch stays at the best."""
         self.shared.stopping.set()
         cancel = getattr(self.runner, "cancel_all", None)
+        with self.changed:
+            in_flight = [(e, future) for e, future in self.active.values() if e.in_flight is not None]
         if cancel is not None:
             cancel()
+        else:  # a runner that stops its run when interrupted, as the loop's only thread once was
+            for experiment, future in in_flight:
+                if experiment.thread_id is not None and not future.done():
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(experiment.thread_id),
+                                                               ctypes.py_object(KeyboardInterrupt))
+        futures_wait([future for _, future in in_flight], timeout=STOP_WAIT_SECONDS)  # runs wind down
         with self.shared.lock, self.changed:
             for experiment, _ in sorted(self.active.values(), key=lambda pair: pair[0].id):
                 if experiment.in_flight is not None and not self.ledger.has(experiment.id):
