@@ -175,6 +175,7 @@ class Steps:
                     self._begin(experiment)
                     break
             self.proposing.told_unused(experiment.id, experiment.obtained)
+            self._phase(experiment, PROPOSING)
             waited = time.monotonic()
             self._propose_on_best(experiment)  # the best moved and the edits no longer apply: propose again
             experiment.obtained.wait_seconds = time.monotonic() - waited

@@ -33,7 +33,7 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
 
-from agent.experiment import JUDGING, PROPOSING, Experiment, Steps
+from agent.experiment import JUDGING, PROPOSING, READY, Experiment, Steps
 from agent.judging.noise import wants_noise_floor
 from agent.llm.types import ProviderFatal, ProviderUnavailable
 from agent.proposers.base import Proposer, ProposerError, Running
@@ -130,7 +130,7 @@ class Loop:
                     waiting[0].admit()
                     return True
                 return self._start(started, admitted=True)
-            if self.settings.overlap and not waiting and not any(e.phase == PROPOSING for e in active):
+            if self.settings.overlap and not waiting and not any(e.phase in (PROPOSING, READY) for e in active):
                 return self._start(started, admitted=False)
             return False
 
