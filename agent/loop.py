@@ -102,35 +102,37 @@ class Loop:
         while True:
             self._collect()
             why = str(self.halted) if self.halted is not None else self._limit_reached(started)
-            if why is not None:
-                self._abandon_waiting(why)
-                if not self.active and self.floor is None:
-                    if self.halted is not None:
-                        raise self.halted
-                    return why
-            elif time.monotonic() >= self.paused_until:
+            if why is not None and (self.halted is not None or self._out_of_time_or_money(started)):
+                self._abandon_waiting(why)  # proposals made within the experiment limit still run; these do not
+            if why is not None and not self.active and self.floor is None:
+                if self.halted is not None:
+                    raise self.halted
+                return why
+            may_start = why is None and time.monotonic() >= self.paused_until
+            if may_start:
                 self._start_floor()
-                if self._fill(started):
-                    continue
+            if self._fill(started, may_start):
+                continue
             with self.changed:
                 self.changed.wait(timeout=0.2)
 
     # -- starting experiments --------------------------------------------------------------------
 
-    def _fill(self, started: float) -> bool:
-        """Starts (or admits) one experiment if there is room; True if it did."""
+    def _fill(self, started: float, may_start: bool) -> bool:
+        """Admits one proposed experiment, or starts one if may_start, if there is room; True if it did."""
         with self.changed:
             active = [experiment for experiment, _ in self.active.values()]
             if self.ledger.best() is None:  # the baseline runs alone: everything else needs a best
-                return not active and self._start(started, admitted=True)
+                return may_start and not active and self._start(started, admitted=True)
             holding = sum(1 for e in active if e.admitted.is_set() and (e.phase != JUDGING or self.slots == 1))
             waiting = sorted((e for e in active if not e.admitted.is_set()), key=lambda e: e.id)
             if holding < self.slots:
                 if waiting:
                     waiting[0].admit()
                     return True
-                return self._start(started, admitted=True)
-            if self.settings.overlap and not waiting and not any(e.phase in (PROPOSING, READY) for e in active):
+                return may_start and self._start(started, admitted=True)
+            if may_start and self.settings.overlap and not waiting and not any(e.phase in (PROPOSING, READY)
+                                                                               for e in active):
                 return self._start(started, admitted=False)
             return False
 
@@ -226,9 +228,14 @@ class Loop:
             raise error
 
     def _limit_reached(self, started: float) -> str | None:
+        """Why no experiment may start now, or None."""
         settings, counted = self.settings, self.done + len(self.active)
         if settings.max_experiments is not None and counted >= settings.max_experiments:
             return f"ran {self.done} experiment(s), the limit for this run"
+        return self._out_of_time_or_money(started)
+
+    def _out_of_time_or_money(self, started: float) -> str | None:
+        settings = self.settings
         if settings.max_hours is not None and time.monotonic() - started >= settings.max_hours * 3600:
             return f"reached the {settings.max_hours} h limit"
         if settings.max_cost_usd is not None and run_cost(self.ledger) >= settings.max_cost_usd:

@@ -7,11 +7,11 @@ import threading
 import time
 
 from agent.loop import LoopSettings, run_loop
-from agent.proposers.optuna_search import OptunaProposer
 from agent.recording.ledger import Ledger
 from agent.running.runner import LocalRunner
 from tests.agent.test_loop import start_cli_run
 from tests.helpers.processes import processes_under
+from tests.helpers.scripted import ScriptedEdits
 
 
 class Timed:
@@ -57,8 +57,9 @@ def test_two_train_at_once_and_a_kill_9_with_both_in_flight_is_settled_once(work
 
     messages = []
     runner = Timed(LocalRunner(slots=2))
-    run_loop(workspace, OptunaProposer(workspace.dir / "optuna.journal", seed=5), runner,
-             LoopSettings(max_experiments=2, noise_seeds=0), say=messages.append)
+    proposer = ScriptedEdits(("FINAL_LR_FRAC 0.0 -> 0.05", "FINAL_LR_FRAC = 0.0", "FINAL_LR_FRAC = 0.05"),
+                             ("WARMDOWN_RATIO 0.5 -> 0.4", "WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.4"))
+    run_loop(workspace, proposer, runner, LoopSettings(max_experiments=2, noise_seeds=0), say=messages.append)
     assert processes_under(workspace.runs_dir) == []
     records = Ledger(workspace.dir).records
     assert [(r.id, r.status) for r in records[:3]] == [("0000", "keep"), ("0001", "interrupted"),
