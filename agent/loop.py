@@ -238,9 +238,16 @@ class Loop:
         settings = self.settings
         if settings.max_hours is not None and time.monotonic() - started >= settings.max_hours * 3600:
             return f"reached the {settings.max_hours} h limit"
-        if settings.max_cost_usd is not None and run_cost(self.ledger) >= settings.max_cost_usd:
-            return f"reached the cost cap of ${settings.max_cost_usd:.2f} (spent ${run_cost(self.ledger):.2f})"
+        if settings.max_cost_usd is not None and self._spent() >= settings.max_cost_usd:
+            return f"reached the cost cap of ${settings.max_cost_usd:.2f} (spent ${self._spent():.2f})"
         return None
+
+    def _spent(self) -> float:
+        """The run's LLM spend, with that of proposals in flight that are not recorded yet."""
+        with self.changed:
+            pending = [e.obtained.proposal.usage.get("cost_usd", 0.0) for e, _ in self.active.values()
+                       if e.obtained is not None and e.abandoned is None and not self.ledger.has(e.id)]
+        return run_cost(self.ledger) + sum(pending)
 
     def _abandon_waiting(self, why: str) -> None:
         """Experiments proposed but not yet admitted will not train: a limit was reached."""
