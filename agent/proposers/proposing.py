@@ -7,6 +7,7 @@ Proposers are asked and told by one thread at a time (the loop's proposer lock).
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +48,9 @@ class Obtained:
 
 
 class Proposing:
-    def __init__(self, workspace: Workspace, ledger: Ledger, proposer: Proposer, proposer_lock):
-        self.workspace, self.ledger, self.proposer, self.proposer_lock = workspace, ledger, proposer, proposer_lock
+    def __init__(self, workspace: Workspace, ledger: Ledger, proposer: Proposer, proposer_lock=None):
+        self.workspace, self.ledger, self.proposer = workspace, ledger, proposer
+        self.proposer_lock = proposer_lock or threading.RLock()  # the loop's, shared by its threads
 
     def baseline(self, train_source: str, transcript: Transcript) -> Obtained:
         transcript.event("proposal", proposer="baseline", description="baseline: train.py as created", edits=[])
