@@ -70,7 +70,9 @@ def test_run_offers_every_setting_of_the_loop_and_of_the_run():
 
 def test_run_refuses_a_bad_proposer_or_runner_before_touching_anything(tmp_path):
     for arguments, problem in ((["--proposer", "gpt"], "unknown proposer 'gpt': use optuna, llm or hybrid"),
-                               (["--runner", "spool"], "use --runner local, or --runner spool --spool DIR")):
+                               (["--runner", "spool"], "or --runner spool --spool DIR"),
+                               (["--runner", "ray"], "or --runner ray --ray-address HOST:PORT"),
+                               (["--ray-address", "h:6379"], "or --runner ray --ray-address HOST:PORT")):
         result = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path), *arguments])
         assert result.exit_code == 2 and problem in result.output
     assert list(tmp_path.iterdir()) == []
