@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import secrets
+import socket
 import threading
 import time
 from pathlib import Path
@@ -47,6 +48,13 @@ def import_ray():
     return ray
 
 
+def answering(address: str, timeout: float = 10.0) -> None:
+    """Raises OSError unless something accepts a connection at a HOST:PORT address (other forms are Ray's)."""
+    host, _, port = address.rpartition(":")
+    if host and port.isdigit() and "://" not in address:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+
+
 class RayRunner:
     name = "ray"
     isolation = ("runs are isolated on each Ray node as that node's sandbox allows (bubblewrap where installed "
@@ -57,8 +65,9 @@ class RayRunner:
         self.address, self.poll = address, poll
         if not self.ray.is_initialized():
             try:
+                answering(address)  # ray.init would wait minutes on an address where nothing listens
                 self.ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-            except Exception as err:  # ConnectionError, ValueError, RuntimeError: Ray's words for "not there"
+            except Exception as err:  # OSError, ConnectionError, ValueError, RuntimeError: "not there" in all forms
                 raise RayUnavailable(f"cannot connect to the Ray cluster at {address!r}: {type(err).__name__}: "
                                      f"{bounded(str(err), 500)}. Start it with `ray start --head` on a GPU machine "
                                      "and pass its HOST:6379") from err

@@ -1,5 +1,7 @@
 """The command line: one way to open a workspace or fail, and `run`'s options as one settings object."""
 
+import socket
+
 import pytest
 import typer
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,9 +72,21 @@ def test_run_offers_every_setting_of_the_loop_and_of_the_run():
 
 def test_run_refuses_a_bad_proposer_or_runner_before_touching_anything(tmp_path):
     for arguments, problem in ((["--proposer", "gpt"], "unknown proposer 'gpt': use optuna, llm or hybrid"),
-                               (["--runner", "spool"], "or --runner spool --spool DIR"),
-                               (["--runner", "ray"], "or --runner ray --ray-address HOST:PORT"),
-                               (["--ray-address", "h:6379"], "or --runner ray --ray-address HOST:PORT")):
+                               *[(arguments, "use --runner local, --runner spool --spool DIR, or --runner ray "
+                                             "--ray-address HOST:PORT")
+                                 for arguments in (["--runner", "spool"], ["--runner", "ray"],
+                                                   ["--ray-address", "h:6379"], ["--runner", "slurm"])]):
         result = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path), *arguments])
         assert result.exit_code == 2 and problem in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_ray_cluster_that_is_not_there_is_said_at_once(tmp_path):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{closed.getsockname()[1]}"  # bound, never listening: connections are refused
+        result = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path), "--runner", "ray",
+                                              "--ray-address", address], terminal_width=300)
+    assert result.exit_code == 2
+    assert f"error: cannot connect to the Ray cluster at '{address}'" in result.output
+    assert "ray start --head" in result.output
