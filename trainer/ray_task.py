@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -28,6 +30,8 @@ from trainer.track_spec import TrackSpec
 from trainer.training_run import compile_cache_dir, evaluate_commit, run_commit
 
 LOG_LIMIT = 8 << 20  # bytes of a log sent back; the run path caps it below this already (4 MiB head + 1 MiB tail)
+NONE = "(none)"      # the fingerprint of a track that is not prepared
+OWNER = "owner"      # the pid of the worker process whose task a results directory is
 _ready_lock = threading.Lock()
 _ready: set[str] = set()  # fingerprints this worker process found ready
 
@@ -129,14 +133,40 @@ def evaluate_on_node(files: Mapping[str, bytes], weights: bytes, splits: tuple[s
 
 
 def private_results(run_id: str) -> Path:
-    """A fresh directory for one task's log and weights in the node's runs root (which no run sees)."""
+    """A fresh directory for one task's log and weights in the node's runs root (which no run sees), owned by
+    this worker process; what tasks of dead workers left there (cancelled, their node stopped) goes first."""
     if not run_id or "/" in run_id or run_id.startswith("."):
         raise ValueError(f"a run id must name one directory, got {run_id!r}")
+    sweep_abandoned()
     directory = runs_root() / "ray-results" / run_id
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True, mode=0o700)
     runs_root().chmod(0o711)
+    (directory / OWNER).write_text(str(os.getpid()))
     return directory
+
+
+def sweep_abandoned() -> None:
+    """Removes the results and run directories of tasks whose worker process is gone."""
+    for kept in list((runs_root() / "ray-results").glob("*")):
+        try:
+            owner = int((kept / OWNER).read_text())
+        except (OSError, ValueError):  # being made this moment, or its task died before it said whose it is
+            try:
+                if time.time() - kept.stat().st_mtime < 60:
+                    continue
+            except OSError:
+                continue
+        else:
+            try:
+                os.kill(owner, 0)
+                continue
+            except ProcessLookupError:
+                pass
+            except PermissionError:  # alive, another user's
+                continue
+        shutil.rmtree(runs_root() / "ray" / kept.name, ignore_errors=True)
+        shutil.rmtree(kept, ignore_errors=True)
 
 
 def capped(log_path: Path) -> tuple[bytes, int]:
@@ -151,8 +181,8 @@ def capped(log_path: Path) -> tuple[bytes, int]:
 
 
 def ensure_track(track_json: bytes, place: NodePlace) -> None:
-    """The commit's track prepared on this node (once per worker process; builds are serialized per cache),
-    with the commit's fingerprint, or TrackUnavailable saying why not."""
+    """The commit's track ready on this node with the commit's fingerprint (checked once per worker process),
+    prepared first if it is not there (one build at a time per cache), or TrackUnavailable saying why not."""
     try:
         wanted = TrackSpec.parse(track_json, "the commit's track.json")
     except PrepareError as err:
@@ -162,7 +192,7 @@ def ensure_track(track_json: bytes, place: NodePlace) -> None:
             return
         cache = cache_root().expanduser().resolve()
         found = prepared_fingerprint(track_dir(wanted.track, cache))
-        if found != wanted.fingerprint:
+        if found == NONE:  # another track prepared there is never replaced: other runs may be reading it
             with cache_lock(cache, place):
                 found = build_track(wanted, cache, place)
         if found != wanted.fingerprint:
@@ -177,14 +207,14 @@ def ensure_track(track_json: bytes, place: NodePlace) -> None:
 def prepared_fingerprint(directory: Path) -> str:
     from trainer.track_builder import prepared_spec
     spec = prepared_spec(directory)
-    return spec.fingerprint if spec is not None else "(none)"
+    return spec.fingerprint if spec is not None else NONE
 
 
 def build_track(wanted: TrackSpec, cache: Path, place: NodePlace) -> str:
     """Prepares the track from the source the commit's track.json names; its fingerprint."""
     from trainer.track_builder import prepare_track
     found = prepared_fingerprint(track_dir(wanted.track, cache))
-    if found == wanted.fingerprint:  # another process of this node built it meanwhile
+    if found != NONE:  # another process of this node built it meanwhile
         return found
     source = wanted.source
     argument = {"climbmix": "climbmix", "stdlib": "stdlib"}.get(source.kind) or getattr(source, "path", "")

@@ -134,3 +134,5 @@ def test_a_node_dying_mid_run_is_an_infra_failure_retried_once_on_the_other_node
     assert len(retried) == 1  # the run of the dying node, once; the other ran through
     assert re.search(r"NodeDied|WorkerCrashed|ObjectLost|OwnerDied|LocalRayletDied", retried[0].path.read_text())
     assert cluster.runner.slots == 1
+    # What the dead node's task left (its run directory, its results) went with the next task on this machine.
+    assert not list((runs_root() / "ray-results").iterdir()) and not list((runs_root() / "ray").iterdir())
