@@ -18,6 +18,7 @@ from agent.recording.transcript import Transcript  # noqa: E402
 from agent.running.ray_runner import RayRunner  # noqa: E402
 from agent.running.training import Training  # noqa: E402
 from agent.settings import LoopSettings  # noqa: E402
+from tests.helpers.processes import processes_under  # noqa: E402
 from trainer.sandbox import runs_root  # noqa: E402
 from trainer.triage import Triage  # noqa: E402
 
@@ -110,8 +111,41 @@ def test_two_runs_at_once_on_two_nodes_bring_back_log_and_weights_but_never_a_ke
     assert (workspace.dir / "logs" / "0001-eval.log").is_file()
 
 
+def started_runs(before: set) -> list:
+    """The results directories of runs started since before (their train.py printed STARTED_AT)."""
+    logs = set((runs_root() / "ray-results").glob("*/run.log")) - before
+    return [log.parent for log in logs if log.exists() and "STARTED_AT" in log.read_text()]
+
+
+def test_cancel_all_kills_the_runs_in_flight_and_takes_no_more(cluster, workspace):
+    runner = RayRunner(cluster.cluster.address)  # the cluster's connection, a runner of its own
+    commit = timed_variant(workspace, pause=300.0)
+    before = set((runs_root() / "ray-results").glob("*/run.log"))
+    results = []
+    thread = threading.Thread(target=lambda: results.append(runner.run(workspace, commit, 600.0, "0005")))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not (started := started_runs(before)):
+        assert time.monotonic() < deadline, "the run never started"
+        time.sleep(0.2)
+    run_dir = runs_root() / "ray" / started[0].name
+    assert processes_under(run_dir)
+    runner.cancel_all()
+    thread.join(60)
+    assert results and results[0].verdict.triage == Triage.INFRA and "TaskCancelled" in results[0].verdict.reason
+    deadline = time.monotonic() + 20
+    while processes_under(run_dir):
+        assert time.monotonic() < deadline, "the cancelled run's processes outlived it"
+        time.sleep(0.2)
+    late = runner.run(workspace, commit, 600.0, "0006")
+    assert late.verdict.triage == Triage.INFRA and "not submitted" in late.verdict.reason
+    while ray.available_resources().get("GPU", 0) < 2:  # the cancelled task's GPU is given back
+        assert time.monotonic() < deadline + 40, ray.available_resources()
+        time.sleep(0.2)
+
+
 def test_a_node_dying_mid_run_is_an_infra_failure_retried_once_on_the_other_node(cluster, workspace):
-    commit = timed_variant(workspace, pause=6.0)
+    commit = timed_variant(workspace, pause=4.0)
     training = Training(workspace, cluster.runner, LoopSettings())
     transcripts = [Transcript(workspace.dir / "transcripts" / f"{n}.jsonl") for n in ("0003", "0004")]
     before = set((runs_root() / "ray-results").glob("*/run.log"))
@@ -120,8 +154,7 @@ def test_a_node_dying_mid_run_is_an_infra_failure_retried_once_on_the_other_node
         (commit, "0003", 3, transcripts[0]), (commit, "0004", 4, transcripts[1])])))
     runs.start()
     deadline = time.monotonic() + 120
-    while sum("STARTED_AT" in log.read_text() for log in set((runs_root() / "ray-results").glob("*/run.log"))
-              - before if log.exists()) < 2:
+    while len(started_runs(before)) < 2:
         assert time.monotonic() < deadline, "the two runs never started"
         time.sleep(0.2)
     dying, surviving = cluster.nodes[1], cluster.nodes[0]
