@@ -166,7 +166,7 @@ def run(settings: RunCommandSettings) -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver
     tracking = _start_tracking(settings.mlflow, workspace)
-    trainer = _runner(settings.spool, settings.ray_address)
+    trainer = _runner(settings.spool, settings.parallel, settings.ray_address)
     try:
         with ProgressObserver(workspace.dir, console) as observer:  # the live line of the experiment in flight
             why = run_loop(workspace, ObservedProposer(chosen, observer, settings.model or chosen.name),
@@ -212,7 +212,7 @@ def _use_cache(cache: Path | None) -> None:
         os.environ["AUTORESEARCH_CACHE"] = str(cache.expanduser().resolve())
 
 
-def _runner(spool: Path | None, ray_address: str | None = None):
+def _runner(spool: Path | None, parallel: int | None = None, ray_address: str | None = None):
     from agent.running.runner import LocalRunner
     if ray_address is not None:
         from agent.running.ray_runner import RayRunner, RayUnavailable
@@ -221,7 +221,10 @@ def _runner(spool: Path | None, ray_address: str | None = None):
         except RayUnavailable as err:
             fail(str(err))
     if spool is None:
-        return LocalRunner()
+        try:
+            return LocalRunner(slots=parallel)
+        except ValueError as err:
+            fail(str(err))
     from agent.running.spool_runner import SpoolRunner
     return SpoolRunner(spool)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 
 from agent.proposers.edits import Edit, EditRejected, apply_edits
+from trainer import parsing
 
 FORBIDDEN_MODULES = {
     "socket", "ssl", "http", "urllib", "urllib3", "requests", "httpx", "aiohttp", "ftplib", "smtplib",
@@ -65,7 +66,7 @@ def checked_source(parent: str, edits: list[Edit]) -> str:
 def check_policy(source: str, parent: str | None = None) -> None:
     """Raises EditRejected listing every violation with its line; with the parent's source, also
     rejects an edit that changes how train.py is seeded."""
-    tree = ast.parse(source)
+    tree = parsing.parse(source)
     checker = _Checker(tree)
     checker.visit(tree)
     if checker.violations:
@@ -78,7 +79,7 @@ def check_policy(source: str, parent: str | None = None) -> None:
 def check_seeding_unchanged(parent: str, source: str) -> None:
     """The seed belongs to the harness: it passes AUTORESEARCH_SEED so that re-runs with other seeds
     measure noise. A changed seed only moves val_bpb by luck, so it is never an experiment."""
-    before, after = seeding(ast.parse(parent)), seeding(ast.parse(source))
+    before, after = seeding(parsing.parse(parent)), seeding(parsing.parse(source))
     if before != after:
         changed = sorted(set(after) - set(before)) or sorted(set(before) - set(after))
         raise EditRejected(

@@ -73,7 +73,7 @@ class RayRunner:
                                      "and pass its HOST:6379") from err
         remote = self.ray.remote(num_gpus=1, max_retries=0)
         self._run_task, self._evaluate_task = remote(run_on_node), remote(evaluate_on_node)
-        self._lock = threading.Lock()  # the in-flight set, and the workspace's repository (not thread-safe)
+        self._lock = threading.Lock()  # guards the in-flight set
         self._in_flight: set = set()
         self._stopping = threading.Event()
 
@@ -133,9 +133,9 @@ class RayRunner:
             except Exception:  # noqa: BLE001 - finished or lost meanwhile: nothing left to stop
                 pass
 
-    def _files(self, workspace: Workspace, commit: str) -> tuple[dict[str, bytes], dict[str, str]]:
-        with self._lock:
-            return {name: workspace.file_at(name, commit).encode() for name in TRACKED}, workspace.frozen_hashes()
+    @staticmethod
+    def _files(workspace: Workspace, commit: str) -> tuple[dict[str, bytes], dict[str, str]]:
+        return {name: workspace.file_at(name, commit).encode() for name in TRACKED}, workspace.frozen_hashes()
 
     @staticmethod
     def _run_id(workspace: Workspace, name: str) -> str:

@@ -32,7 +32,7 @@ class SpoolRunner:
 
     def __init__(self, spool: Path, poll: float = 0.3, dead_after: float = spoolfs.DEAD_AFTER):
         self.spool, self.poll, self.dead_after = spoolfs.layout(spool), poll, dead_after
-        self._lock = threading.Lock()  # the jobs in flight, and the workspace's repository (not thread-safe)
+        self._lock = threading.Lock()  # guards the jobs in flight and the cancelled ones
         self._in_flight: set[str] = set()
         self._cancelled: set[str] = set()
         self._stopping = threading.Event()
@@ -82,10 +82,8 @@ class SpoolRunner:
         return parse_evaluation(log_path, result.evaluation.returncode, result.evaluation.timed_out, checkpoint)
 
     def _job(self, workspace: Workspace, commit: str, timeout: float, name: str, **fields) -> SpoolJob:
-        with self._lock:
-            frozen = workspace.frozen_hashes()
         return SpoolJob(id=f"{workspace.tag}-{name}-{secrets.token_hex(3)}", workspace=workspace.dir, commit=commit,
-                        timeout=timeout, frozen=frozen, **fields)
+                        timeout=timeout, frozen=workspace.frozen_hashes(), **fields)
 
     def _through_spool(self, workspace: Workspace, job: SpoolJob, name: str) -> tuple[SpoolResult, Path]:
         """Submits a job, waits for it, copies its log to logs/<name>.log: (result, log)."""

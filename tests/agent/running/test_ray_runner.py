@@ -14,10 +14,14 @@ import pytest  # noqa: E402
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from agent.loop import run_loop  # noqa: E402
+from agent.proposers.optuna_search import OptunaProposer  # noqa: E402
+from agent.recording.ledger import Ledger  # noqa: E402
 from agent.recording.transcript import Transcript  # noqa: E402
 from agent.running.ray_runner import RayRunner  # noqa: E402
 from agent.running.training import Training  # noqa: E402
 from agent.settings import LoopSettings  # noqa: E402
+from agent.sharing import Shared  # noqa: E402
 from tests.helpers.processes import processes_under  # noqa: E402
 from trainer.sandbox import runs_root  # noqa: E402
 from trainer.triage import Triage  # noqa: E402
@@ -144,9 +148,48 @@ def test_cancel_all_kills_the_runs_in_flight_and_takes_no_more(cluster, workspac
         time.sleep(0.2)
 
 
+class Watched:
+    """A runner with when each of its runs started and ended (time.monotonic()) and where it ran."""
+
+    def __init__(self, runner):
+        self.runner, self.name, self.isolation, self.slots = runner, runner.name, runner.isolation, runner.slots
+        self.spans: dict[str, tuple[float, float]] = {}
+        self.where: dict[str, str] = {}
+
+    def run(self, workspace, commit, timeout, experiment_id, seed=42):
+        started = time.monotonic()
+        result = self.runner.run(workspace, commit, timeout, experiment_id, seed)
+        self.spans[experiment_id], self.where[experiment_id] = (started, time.monotonic()), result.where
+        return result
+
+    def evaluate(self, *args, **kwargs):
+        return self.runner.evaluate(*args, **kwargs)
+
+    def cancel_all(self):
+        self.runner.cancel_all()
+
+
+def test_a_loop_keeps_two_experiments_in_flight_on_the_two_nodes(cluster, workspace):
+    runner = Watched(cluster.runner)
+    assert runner.slots == 2
+    why = run_loop(workspace, OptunaProposer(workspace.dir / "optuna.journal", seed=5), runner,
+                   LoopSettings(max_experiments=3, noise_seeds=0), say=lambda _: None)
+    assert "ran 3 experiment(s)" in why
+    (a_start, a_end), (b_start, b_end) = runner.spans["0001"], runner.spans["0002"]
+    assert a_start < b_end and b_start < a_end  # both in flight at once
+    nodes = {f"ray node 127.0.0.1 ({node.node_id[:8]})" for node in cluster.nodes}
+    assert {runner.where["0001"], runner.where["0002"]} == nodes
+    records = Ledger(workspace.dir).records
+    assert sorted(r.id for r in records if r.is_experiment) == ["0000", "0001", "0002"]
+    assert len(records) == len({r.id for r in records})
+    assert {run.where for r in records for run in r.runs} <= nodes
+    assert Ledger(workspace.dir).best().commit == workspace.head() and workspace.is_clean()
+    assert not list((workspace.dir / "inflight").glob("*.json"))
+
+
 def test_a_node_dying_mid_run_is_an_infra_failure_retried_once_on_the_other_node(cluster, workspace):
     commit = timed_variant(workspace, pause=4.0)
-    training = Training(workspace, cluster.runner, LoopSettings())
+    training = Training(workspace, cluster.runner, LoopSettings(), Shared(Ledger(workspace.dir), 42))
     transcripts = [Transcript(workspace.dir / "transcripts" / f"{n}.jsonl") for n in ("0003", "0004")]
     before = set((runs_root() / "ray-results").glob("*/run.log"))
     results = []
