@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.text import Text
 
@@ -132,11 +132,15 @@ def settings_command(model: type[BaseModel], extras: dict[str, dict]):
     return decorate
 
 
+class RunCommandSettings(RunSettings):
+    ray_address: str | None = Field(None, description="The Ray cluster's HOST:PORT, with --runner ray.")
+
+
 @app.command()
-@settings_command(RunSettings, {"tag": dict(callback=checked_tag), "track": dict(help=f"Track for a new tag: "
+@settings_command(RunCommandSettings, {"tag": dict(callback=checked_tag), "track": dict(help=f"Track for a new tag: "
                                                                               f"{', '.join(TRACKS)} (an existing "
                                                                               "tag keeps its own).")})
-def run(settings: RunSettings) -> None:
+def run(settings: RunCommandSettings) -> None:
     """Run the research loop on a tag (created if new, resumed if it exists). Ctrl-C stops cleanly."""
     from agent.loop import LoopStopped, run_loop
     from agent.workspace import Workspace, WorkspaceError
@@ -144,8 +148,9 @@ def run(settings: RunSettings) -> None:
     _use_cache(settings.cache)
     if settings.proposer not in ("optuna", "llm", "hybrid"):
         fail(f"unknown proposer {settings.proposer!r}: use optuna, llm or hybrid")
-    if settings.runner not in ("local", "spool") or (settings.runner == "spool") != (settings.spool is not None):
-        fail("use --runner local, or --runner spool --spool DIR")
+    if (settings.runner not in ("local", "spool", "ray") or (settings.runner == "spool") != (settings.spool is not None)
+            or (settings.runner == "ray") != (settings.ray_address is not None)):
+        fail("use --runner local, --runner spool --spool DIR, or --runner ray --ray-address HOST:PORT")
     try:
         workspace = Workspace.open(settings.tag, settings.workspaces)
     except WorkspaceError:
@@ -161,7 +166,7 @@ def run(settings: RunSettings) -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver
     tracking = _start_tracking(settings.mlflow, workspace)
-    trainer = _runner(settings.spool, settings.parallel)
+    trainer = _runner(settings.spool, settings.parallel, settings.ray_address)
     try:
         with ProgressObserver(workspace.dir, console) as observer:  # the live line of the experiment in flight
             why = run_loop(workspace, ObservedProposer(chosen, observer, settings.model or chosen.name),
@@ -207,8 +212,14 @@ def _use_cache(cache: Path | None) -> None:
         os.environ["AUTORESEARCH_CACHE"] = str(cache.expanduser().resolve())
 
 
-def _runner(spool: Path | None, parallel: int | None = None):
+def _runner(spool: Path | None, parallel: int | None = None, ray_address: str | None = None):
     from agent.running.runner import LocalRunner
+    if ray_address is not None:
+        from agent.running.ray_runner import RayRunner, RayUnavailable
+        try:
+            return RayRunner(ray_address)
+        except RayUnavailable as err:
+            fail(str(err))
     if spool is None:
         try:
             return LocalRunner(slots=parallel)
@@ -221,11 +232,12 @@ def _runner(spool: Path | None, parallel: int | None = None):
 @app.command()
 def confirm(tag: TagOption = "demo", workspaces: WorkspacesOption = None, cache: CacheOption = None,
             spool: Annotated[Path | None, typer.Option(help="Evaluate on the trainer workers of this spool.")] = None,
+            ray_address: Annotated[str | None, typer.Option(help="Evaluate on this Ray cluster (HOST:PORT).")] = None,
             ) -> None:
     """Score the baseline's and the best's saved weights on val and on the holdout split no decision read."""
     _use_cache(cache)
     workspace = open_workspace(tag, workspaces)
-    if not _confirm(workspace, _runner(spool)):
+    if not _confirm(workspace, _runner(spool, ray_address)):
         raise typer.Exit(1)
 
 

@@ -131,3 +131,11 @@ def test_the_security_path_imports_no_network_or_terminal_library():
     assert pulled == {}
     assert "trainer.download" in reachable(graph, "trainer.track_builder")  # the walk does reach it where it is
 
+
+
+def test_every_runner_runs_the_one_run_path_and_a_cluster_task_needs_no_agent():
+    graph = import_graph(project_modules())
+    for runs_commits in ("agent.running.runner", "trainer.worker", "trainer.ray_task"):
+        assert "trainer.training_run" in graph[runs_commits], runs_commits
+    assert "trainer.ray_task" in graph["agent.running.ray_runner"]
+    assert not any(module.startswith("agent") for module in reachable(graph, "trainer.ray_task"))

@@ -274,6 +274,12 @@ def _readable_track(directory: Path) -> TrackSpec | None:
         return None
 
 
+def prepared_spec(directory: Path) -> TrackSpec | None:
+    """The track prepared in directory when it is whole (every split file and the tokenizer there), else None."""
+    spec = _readable_track(directory)
+    return spec if spec is not None and _intact(directory, spec) else None
+
+
 def _intact(directory: Path, spec: TrackSpec) -> bool:
     for split in SPLITS:
         for entry in spec.files[split]:

@@ -1,11 +1,11 @@
 """SpoolRunner: the agent's side of the spool. It writes a job, waits for a trainer worker's
 result, and tells a dead worker (infra) from a long run by the workers' heartbeats.
 
-One experiment runs at a time per loop; several workers (one per GPU) serve several loops,
-or stand by: a job whose worker dies is retried once by the loop's infra rule, on whichever
+A loop keeps as many runs in flight as there are alive workers (one per GPU), each submitted from
+its own thread; a job whose worker dies is retried once by the loop's infra rule, on whichever
 worker claims it next. The worker runs the commit through the same run path as LocalRunner
 (trainer/training_run.py) and sends back its RunResult; here its log and weights move into the
-workspace.
+workspace, and the result says which worker ran it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -31,17 +32,43 @@ class SpoolRunner:
 
     def __init__(self, spool: Path, poll: float = 0.3, dead_after: float = spoolfs.DEAD_AFTER):
         self.spool, self.poll, self.dead_after = spoolfs.layout(spool), poll, dead_after
+        self._lock = threading.Lock()  # guards the jobs in flight and the cancelled ones
+        self._in_flight: set[str] = set()
+        self._cancelled: set[str] = set()
+        self._stopping = threading.Event()
+
+    @property
+    def slots(self) -> int:
+        """The workers alive now (at least 1): runs the spool can hold at once."""
+        return max(1, len(spoolfs.alive_workers(self.spool, dead_after=self.dead_after)))
 
     def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
         start = time.perf_counter()
+        if self._stopping.is_set():
+            return RunResult.infra("not submitted: the loop is stopping and its spool jobs were cancelled",
+                                   workspace.dir / "logs" / f"{experiment_id}.log", said_by="spool")
         job = self._job(workspace, commit, timeout, experiment_id, seed=seed)
         result, log_path = self._through_spool(workspace, job, experiment_id)
+        where = f"spool worker {result.worker}" if result.worker else ""
+        if job.id in self._cancelled:
+            result = result.model_copy(update={"infra": "cancelled: the loop is stopping"})
         if result.infra is not None or result.run is None:
-            return RunResult.infra(result.infra or f"job {job.id} came back without a run's result", log_path,
-                                   time.perf_counter() - start, said_by="spool")
+            return dataclasses.replace(RunResult.infra(result.infra or f"job {job.id} came back without a run's "
+                                                       "result", log_path, time.perf_counter() - start,
+                                                       said_by="spool"), where=where)
         saved = self.spool / "checkpoints" / f"{job.id}.pt"
-        return dataclasses.replace(result.run, log_path=log_path, checkpoint=keep_checkpoint(
+        return dataclasses.replace(result.run, log_path=log_path, where=where, checkpoint=keep_checkpoint(
             saved, workspace, experiment_id) if result.run.checkpoint_sha256 else None)
+
+    def cancel_all(self) -> None:
+        """Cancels every job in flight: a waiting one is withdrawn, a running one killed by its worker; no job is
+        submitted after."""
+        self._stopping.set()
+        with self._lock:
+            jobs = sorted(self._in_flight)
+            self._cancelled.update(jobs)
+        for job_id in jobs:
+            self._cancel(job_id)
 
     def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
                  probe: bool = False, timeout: float = 1800.0) -> dict:
@@ -60,6 +87,8 @@ class SpoolRunner:
 
     def _through_spool(self, workspace: Workspace, job: SpoolJob, name: str) -> tuple[SpoolResult, Path]:
         """Submits a job, waits for it, copies its log to logs/<name>.log: (result, log)."""
+        with self._lock:
+            self._in_flight.add(job.id)
         spoolfs.submit(self.spool, job)
         log_path = workspace.dir / "logs" / f"{name}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,6 +97,9 @@ class SpoolRunner:
         except KeyboardInterrupt:
             self._cancel(job.id)
             raise
+        finally:
+            with self._lock:
+                self._in_flight.discard(job.id)
         spool_log = self.spool / "logs" / f"{job.id}.log"
         if spool_log.exists():
             shutil.copyfile(spool_log, log_path)
@@ -89,6 +121,8 @@ class SpoolRunner:
                 return gone(str(err))
             if result is not None:
                 return result
+            if job.id in self._cancelled and claimed is None and not (self.spool / "jobs" / f"{job.id}.json").exists():
+                return gone("cancelled before a worker claimed it: the loop is stopping")
             now = time.time()
             alive = {w.worker for w in spoolfs.alive_workers(self.spool, now, self.dead_after)}
             if claimed is not None and claimed.worker:

@@ -1,6 +1,7 @@
 """The command line: one way to open a workspace or fail, and `run`'s options as one settings object."""
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -75,7 +76,10 @@ def test_run_offers_every_setting_of_the_loop_and_of_the_run():
 
 def test_run_refuses_a_bad_proposer_or_runner_before_touching_anything(tmp_path):
     for arguments, problem in ((["--proposer", "gpt"], "unknown proposer 'gpt': use optuna, llm or hybrid"),
-                               (["--runner", "spool"], "use --runner local, or --runner spool --spool DIR")):
+                               *[(arguments, "use --runner local, --runner spool --spool DIR, or --runner ray "
+                                             "--ray-address HOST:PORT")
+                                 for arguments in (["--runner", "spool"], ["--runner", "ray"],
+                                                   ["--ray-address", "h:6379"], ["--runner", "slurm"])]):
         result = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path), *arguments])
         assert result.exit_code == 2 and problem in result.output
     assert list(tmp_path.iterdir()) == []
@@ -92,3 +96,14 @@ def test_status_watch_into_a_pipe_prints_dated_snapshots_not_redraws(workspace):
         output = process.communicate(timeout=30)[0]
     assert output.count("--- ") >= 2, output
     assert "\x1b[" not in output, "a pipe gets no cursor movement or colour codes"
+
+
+def test_a_ray_cluster_that_is_not_there_is_said_at_once(tmp_path):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{closed.getsockname()[1]}"  # bound, never listening: connections are refused
+        result = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path), "--runner", "ray",
+                                              "--ray-address", address], terminal_width=300)
+    assert result.exit_code == 2
+    assert f"error: cannot connect to the Ray cluster at '{address}'" in result.output
+    assert "ray start --head" in result.output

@@ -157,6 +157,35 @@ def test_the_run_sees_no_api_keys(workspace, workers):
     result = run_job(workers, workspace, "import os\nprint(sorted(os.environ), os.environ.get('ANTHROPIC_API_KEY'))\n")
     log = result.log_path.read_text()
     assert "AUTORESEARCH_CACHE" in log and "API_KEY" not in log and "secret" not in log
+    assert result.where == "spool worker w1"
+
+
+def test_cancel_all_withdraws_a_waiting_job_and_kills_a_running_one(workspace, workers):
+    workers.start("w1")
+    runner = SpoolRunner(workers.spool)
+    assert runner.slots == 1
+    commit = workspace.commit_train("import time\nprint('step 0000', flush=True)\ntime.sleep(1000)\n", "sleeps")
+    results = {}
+    threads = [threading.Thread(target=lambda n=name: results.update({n: runner.run(workspace, commit, 120, n)}))
+               for name in ("0001", "0002")]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 60
+    while not (list((workers.spool / "claimed").glob("*.json")) and list((workers.spool / "jobs").glob("*.json"))
+               and any("step 0000" in p.read_text() for p in (workers.spool / "logs").glob("*.log"))):
+        assert time.monotonic() < deadline, "one job never started while the other waited"
+        time.sleep(0.1)
+    cancelled = time.monotonic()
+    runner.cancel_all()
+    for thread in threads:
+        thread.join(30)
+    assert time.monotonic() - cancelled < 20 and set(results) == {"0001", "0002"}
+    for result in results.values():
+        assert result.verdict.triage == Triage.INFRA and "cancelled" in result.verdict.reason
+    assert [r.where for r in results.values()].count("spool worker w1") == 1  # the one that ran
+    assert not list((workers.spool / "jobs").iterdir()) and processes_under(workers.scratch) == []
+    late = runner.run(workspace, commit, 120, "0003")
+    assert late.verdict.triage == Triage.INFRA and "not submitted" in late.verdict.reason
 
 
 @needs_isolation
@@ -198,6 +227,7 @@ def test_the_run_has_no_network(workspace, workers):
 
 def test_no_worker_alive_is_infra(workspace, tmp_path):
     runner = SpoolRunner(spoolfs.layout(tmp_path / "empty-spool"), dead_after=1)
+    assert runner.slots == 1  # none alive: still one, so that a loop waits and then says why
     result = runner.run(workspace, workspace.head(), 30, "0000")
     assert result.verdict.triage == Triage.INFRA and "no trainer worker is alive" in result.verdict.reason
     assert not list((tmp_path / "empty-spool" / "jobs").iterdir())

@@ -1,0 +1,242 @@
+"""What a Ray task does on a cluster's node: the one run path (trainer/training_run.py) on a commit's files
+sent with the task, and what comes back to the agent.
+
+Nothing here needs the agent, its workspace or its keys: the caller sends the files and the frozen hashes.
+Before a node's first run its track is made ready (prepared from the commit's own track.json source, or
+found already prepared in AUTORESEARCH_CACHE, shared or not) and its fingerprint checked against the
+commit's. The run's directory, log and sealed weights live in the node's own runs root and are removed
+once read: the log (capped) and the weights travel back as bytes, the RunResult as a JSON message.
+Functions only: the agent's RayRunner makes them Ray tasks (one GPU each); ray is imported lazily.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from trainer.prepare import PrepareError, cache_root, track_dir
+from trainer.run_result import RunResult
+from trainer.sandbox import runs_root
+from trainer.track_spec import TrackSpec
+from trainer.training_run import compile_cache_dir, evaluate_commit, run_commit
+
+LOG_LIMIT = 8 << 20  # bytes of a log sent back; the run path caps it below this already (4 MiB head + 1 MiB tail)
+NONE = "(none)"      # the fingerprint of a track that is not prepared
+OWNER = "owner"      # the pid of the worker process whose task a results directory is
+_ready_lock = threading.Lock()
+_ready: set[str] = set()  # fingerprints this worker process found ready
+
+
+class NodePlace(BaseModel):
+    """The node a task ran on."""
+    model_config = ConfigDict(extra="forbid")
+    ip: str
+    node_id: str
+
+    @property
+    def where(self) -> str:
+        return f"ray node {self.ip} ({self.node_id[:8]})"
+
+
+class NodeRun(BaseModel):
+    """A run on a node, as the task sends it back beside the log's and the weights' bytes."""
+    model_config = ConfigDict(extra="forbid")
+    place: NodePlace
+    result: RunResult                # its paths are the node's: the agent points them at its own copies
+    log_cut: int = 0                 # bytes of the log not sent back
+
+
+class NodeEvaluation(BaseModel):
+    """An evaluation on a node (its scores are in the log sent back beside it)."""
+    model_config = ConfigDict(extra="forbid")
+    place: NodePlace
+    returncode: int | None
+    timed_out: bool
+    seconds: float
+    isolated: bool
+
+
+class TrackUnavailable(Exception):
+    """The node cannot have the commit's track: the message names the node, both fingerprints or the problem."""
+
+
+def here() -> NodePlace:
+    import ray
+    context = ray.get_runtime_context()
+    return NodePlace(ip=ray.util.get_node_ip_address(), node_id=context.get_node_id())
+
+
+def gpu_env() -> dict[str, str]:
+    import ray
+    gpus = ray.get_gpu_ids()
+    return {"CUDA_VISIBLE_DEVICES": ",".join(str(gpu) for gpu in gpus)} if gpus else {}
+
+
+def run_on_node(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen_sha256: Mapping[str, str],
+                run_id: str) -> tuple[str, bytes, bytes | None]:
+    """(NodeRun as JSON, the log's bytes, the sealed weights' bytes or None) of one run of files on this node."""
+    place = here()
+    kept = private_results(run_id)
+    try:
+        log_path, weights = kept / "run.log", kept / "weights.pt"
+        try:
+            ensure_track(files["track.json"], place)
+        except TrackUnavailable as err:
+            result = RunResult.infra(str(err), log_path, said_by=f"ray node {place.ip}")
+        else:
+            result = run_commit(files, seed=seed, timeout=timeout, frozen_sha256=frozen_sha256,
+                                run_dir=runs_root() / "ray" / run_id, log_path=log_path,
+                                checkpoint_destination=weights,
+                                compile_cache=compile_cache_dir(cache_root() / "compile"), extra_env=gpu_env(),
+                                python=sys.executable)
+        log, cut = capped(log_path)
+        sealed = weights.read_bytes() if result.checkpoint is not None and weights.is_file() else None
+        return NodeRun(place=place, result=result, log_cut=cut).model_dump_json(), log, sealed
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
+
+
+def evaluate_on_node(files: Mapping[str, bytes], weights: bytes, splits: tuple[str, ...], *, probe: bool,
+                     timeout: float, run_id: str) -> tuple[str, bytes]:
+    """(NodeEvaluation as JSON, the evaluator's log) of trainer/evaluate.py on weights, on this node."""
+    place = here()
+    kept = private_results(run_id)
+    try:
+        checkpoint, log_path = kept / "weights.pt", kept / "evaluate.log"
+        checkpoint.write_bytes(weights)
+        try:
+            ensure_track(files["track.json"], place)
+        except TrackUnavailable as err:
+            log_path.write_text(f"[ray node {place.ip}] {err}\n")
+            outcome = None
+        else:
+            outcome = evaluate_commit(files, checkpoint, splits, probe=probe, timeout=timeout,
+                                      run_dir=runs_root() / "ray" / run_id, log_path=log_path, extra_env=gpu_env(),
+                                      python=sys.executable)
+        log, _ = capped(log_path)
+        evaluation = NodeEvaluation(place=place, returncode=outcome.returncode if outcome else None,
+                                    timed_out=outcome.timed_out if outcome else False,
+                                    seconds=outcome.seconds if outcome else 0.0,
+                                    isolated=outcome.isolated if outcome else False)
+        return evaluation.model_dump_json(), log
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
+
+
+def private_results(run_id: str) -> Path:
+    """A fresh directory for one task's log and weights in the node's runs root (which no run sees), owned by
+    this worker process; what tasks of dead workers left there (cancelled, their node stopped) goes first."""
+    if not run_id or "/" in run_id or run_id.startswith("."):
+        raise ValueError(f"a run id must name one directory, got {run_id!r}")
+    sweep_abandoned()
+    directory = runs_root() / "ray-results" / run_id
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True, mode=0o700)
+    runs_root().chmod(0o711)
+    (directory / OWNER).write_text(str(os.getpid()))
+    return directory
+
+
+def sweep_abandoned() -> None:
+    """Removes the results and run directories of tasks whose worker process is gone."""
+    for kept in list((runs_root() / "ray-results").glob("*")):
+        try:
+            owner = int((kept / OWNER).read_text())
+        except (OSError, ValueError):  # being made this moment, or its task died before it said whose it is
+            try:
+                if time.time() - kept.stat().st_mtime < 60:
+                    continue
+            except OSError:
+                continue
+        else:
+            try:
+                os.kill(owner, 0)
+                continue
+            except ProcessLookupError:
+                pass
+            except PermissionError:  # alive, another user's
+                continue
+        shutil.rmtree(runs_root() / "ray" / kept.name, ignore_errors=True)
+        shutil.rmtree(kept, ignore_errors=True)
+
+
+def capped(log_path: Path) -> tuple[bytes, int]:
+    """The log's first LOG_LIMIT bytes and how many were left out."""
+    try:
+        with open(log_path, "rb") as log:
+            size = log.seek(0, 2)
+            log.seek(0)
+            return log.read(LOG_LIMIT), max(0, size - LOG_LIMIT)
+    except OSError:
+        return b"", 0
+
+
+def ensure_track(track_json: bytes, place: NodePlace) -> None:
+    """The commit's track ready on this node with the commit's fingerprint (checked once per worker process),
+    prepared first if it is not there (one build at a time per cache), or TrackUnavailable saying why not."""
+    try:
+        wanted = TrackSpec.parse(track_json, "the commit's track.json")
+    except PrepareError as err:
+        raise TrackUnavailable(str(err)) from err
+    with _ready_lock:
+        if wanted.fingerprint in _ready:
+            return
+        cache = cache_root().expanduser().resolve()
+        found = prepared_fingerprint(track_dir(wanted.track, cache))
+        if found == NONE:  # another track prepared there is never replaced: other runs may be reading it
+            with cache_lock(cache, place):
+                found = build_track(wanted, cache, place)
+        if found != wanted.fingerprint:
+            raise TrackUnavailable(
+                f"ray node {place.ip} has track {wanted.track!r} with fingerprint {found[:12]} in {cache}, but the "
+                f"commit's track.json has {wanted.fingerprint[:12]}: its numbers would not be comparable. Prepare "
+                f"the node from the same source (same Python for stdlib, same files for a folder) or point "
+                f"AUTORESEARCH_CACHE on every node at one shared cache")
+        _ready.add(wanted.fingerprint)
+
+
+def prepared_fingerprint(directory: Path) -> str:
+    from trainer.track_builder import prepared_spec
+    spec = prepared_spec(directory)
+    return spec.fingerprint if spec is not None else NONE
+
+
+def build_track(wanted: TrackSpec, cache: Path, place: NodePlace) -> str:
+    """Prepares the track from the source the commit's track.json names; its fingerprint."""
+    from trainer.track_builder import prepare_track
+    found = prepared_fingerprint(track_dir(wanted.track, cache))
+    if found != NONE:  # another process of this node built it meanwhile
+        return found
+    source = wanted.source
+    argument = {"climbmix": "climbmix", "stdlib": "stdlib"}.get(source.kind) or getattr(source, "path", "")
+    try:
+        prepared = prepare_track(wanted.track, argument, getattr(source, "num_shards", None), cache,
+                                 show_progress=False)
+    except (PrepareError, OSError) as err:
+        raise TrackUnavailable(f"ray node {place.ip} cannot prepare track {wanted.track!r} in {cache}: {err}") from err
+    return prepared.track.fingerprint
+
+
+@contextlib.contextmanager
+def cache_lock(cache: Path, place: NodePlace):
+    """An exclusive lock on the cache's ray-prepare.lock: one build at a time per cache, across processes."""
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        lock = open(cache / "ray-prepare.lock", "a")  # noqa: SIM115 - closed below
+    except OSError as err:
+        raise TrackUnavailable(f"ray node {place.ip} cannot prepare a track in {cache} ({err.strerror or err}): "
+                               "prepare it there, or set AUTORESEARCH_CACHE to a writable directory") from err
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
