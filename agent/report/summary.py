@@ -95,3 +95,10 @@ def _number(value) -> float:
         return float(value)
     except (TypeError, ValueError):
         return 0.0
+
+
+def where_ran(record: ExperimentRecord) -> str:
+    """What ran the record's runs (a local slot and its GPU, a spool worker, a cluster node), each named once in
+    the order of the runs; "" when no run said."""
+    places = dict.fromkeys(run.where for run in record.runs if run.where)
+    return "; ".join(places)
