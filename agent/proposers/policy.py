@@ -10,6 +10,7 @@ read-only data and frozen files) and the post-run hash check stand behind this c
 from __future__ import annotations
 
 import ast
+import functools
 
 from agent.proposers.edits import Edit, EditRejected, apply_edits
 
@@ -72,13 +73,14 @@ def check_policy(source: str, parent: str | None = None) -> None:
         listed = "\n".join(f"- line {line}: {message}" for line, message in sorted(checker.violations))
         raise EditRejected(f"train.py breaks the sandbox policy:\n{listed}")
     if parent is not None:
-        check_seeding_unchanged(parent, source)
+        check_seeding_unchanged(parent, source, tree)
 
 
-def check_seeding_unchanged(parent: str, source: str) -> None:
+def check_seeding_unchanged(parent: str, source: str, tree: ast.Module | None = None) -> None:
     """The seed belongs to the harness: it passes AUTORESEARCH_SEED so that re-runs with other seeds
-    measure noise. A changed seed only moves val_bpb by luck, so it is never an experiment."""
-    before, after = seeding(ast.parse(parent)), seeding(ast.parse(source))
+    measure noise. A changed seed only moves val_bpb by luck, so it is never an experiment. (tree: source's,
+    when already parsed.)"""
+    before, after = list(_seeding_of(parent)), seeding(tree if tree is not None else ast.parse(source))
     if before != after:
         changed = sorted(set(after) - set(before)) or sorted(set(before) - set(after))
         raise EditRejected(
@@ -86,6 +88,12 @@ def check_seeding_unchanged(parent: str, source: str) -> None:
             "harness through AUTORESEARCH_SEED, and close calls are re-run with other seeds: a different seed "
             "moves val_bpb only by luck, so it cannot win. Leave the seeding as it is and change the model, "
             "the optimizer or the schedule instead.")
+
+
+@functools.lru_cache(maxsize=32)
+def _seeding_of(source: str) -> tuple[str, ...]:
+    """seeding() of a parent train.py: the same few parents are checked against for every proposal."""
+    return tuple(seeding(ast.parse(source)))
 
 
 def seeding(tree: ast.Module) -> list[str]:
@@ -108,18 +116,25 @@ def seeding(tree: ast.Module) -> list[str]:
 class _Checker(ast.NodeVisitor):
     def __init__(self, tree: ast.Module):
         self.violations: list[tuple[int, str]] = []
-        self.parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        # Names bound by imports anywhere in the file, so that the rules do not depend on order.
-        self.prepare_names = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-                              and n.module == "prepare" for a in n.names}
-        self.aliases = {a.asname or a.name: a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
-                        for a in n.names}
+        self.parents: dict[ast.AST, ast.AST] = {}
+        # Names bound by imports anywhere in the file, so that the rules do not depend on order (one walk of the
+        # tree collects them all: this runs for every proposal and every re-application of one).
+        self.prepare_names: set[str] = set()
+        self.aliases: dict[str, str] = {}
+        self.imported: set[str] = set()
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.imported.update((a.asname or a.name).split(".")[0] for a in node.names)
+                if isinstance(node, ast.Import):
+                    self.aliases.update((a.asname or a.name, a.name) for a in node.names)
+                elif node.module == "prepare":
+                    self.prepare_names.update(a.asname or a.name for a in node.names)
         self.os_names = {name for name, module in self.aliases.items() if module == "os"} | {"os"}
         self.torch_names = {name for name, module in self.aliases.items() if module == "torch"} | {"torch"}
         self.numpy_names = {name for name, module in self.aliases.items() if module == "numpy"} | {"np"}
         self.sys_names = {name for name, module in self.aliases.items() if module == "sys"} | {"sys"}
-        self.imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
-                         if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
