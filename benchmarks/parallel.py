@@ -28,6 +28,7 @@ import os
 import pstats
 import random
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -95,6 +96,17 @@ class Timed:
     ended: float
 
 
+@dataclass
+class GitShow:
+    """A workspace as the synthetic runner reads it: through `git show`, a process of its own, so that runs in
+    several threads never share the loop's repository object."""
+    dir: Path
+
+    def file_at(self, name: str, commit: str) -> str:
+        return subprocess.run(["git", "-C", str(self.dir), "show", f"{commit}:{name}"], capture_output=True,
+                              text=True, check=True).stdout
+
+
 class SleepingRunner(SyntheticRunner):
     """K slots; each run sleeps, then answers with a val_bpb that is a fixed function of the settings' lines."""
 
@@ -105,7 +117,6 @@ class SleepingRunner(SyntheticRunner):
         super().__init__({})
         self.slots, self.sleep = slots, sleep
         self.timed: list[Timed] = []
-        self._git = threading.Lock()  # the runner's own reads of the workspace's repository
         self._free = threading.Semaphore(slots)
 
     def score(self, source: str, seed: int) -> float:
@@ -117,8 +128,7 @@ class SleepingRunner(SyntheticRunner):
         with self._free:  # a slot, as a runner with `slots` slots would hold it
             started = time.monotonic()
             time.sleep(self.sleep)
-            with self._git:
-                result = super().run(workspace, commit, timeout, experiment_id, seed)
+            result = super().run(GitShow(workspace.dir), commit, timeout, experiment_id, seed)
             ended = time.monotonic()
         self.timed.append(Timed(experiment_id, started, ended))
         return replace(result, seconds=ended - started, where=f"simulated slot of {self.slots}")
