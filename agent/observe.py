@@ -141,6 +141,8 @@ class ProgressObserver:
 
     def _changed(self, key: str, quiet: bool = False) -> None:
         """Called with the lock held: progress.json rewritten, the live lines redrawn or one plain line printed."""
+        if self._stop.is_set():  # a run that ends after the loop stopped changes nothing shown
+            return
         write_phases(self.workspace_dir, [self.phases[k] for k in sorted(self.phases)])
         if self._live is not None:
             self._redraw()
