@@ -27,19 +27,44 @@ from agent.untrusted import shown
 
 PLAIN_STEP_MARKS = (25, 50, 75)  # percent of the budget at which a plain line is printed
 LINE_CHARS = 400
-_RUN_KIND = re.compile(r"^(?P<id>[\w-]+?)(?:-noise(?P<noise>\d+)|\.rerun(?P<rerun>\d+)|\.fix(?P<fix>\d+))?"
+# a run's name: its experiment's id, then what the run is (-noiseN, .rebaseN, .fixN, .rerunN, .retry)
+_RUN_NAME = re.compile(r"^(?P<id>[\w-]+?)(?:-noise(?P<noise>\d+))?(?P<steps>(?:\.(?:rebase|fix|rerun)\d+)*)"
                        r"(?P<retry>\.retry)?$")
+_RUN_STEP = re.compile(r"\.(rebase|fix|rerun)(\d+)")
 DECIDING = "deciding"
 
 
 def line_key(run_name: str) -> str:
-    """The line a run or evaluation is shown on: its experiment's (re-runs, fixes, retries and the verification
-    of an experiment replace its line), except that each noise-floor run has its own, as several may run at once."""
+    """The line a run or evaluation is shown on: its experiment's (re-runs, fixes, re-bases, retries and the
+    verification of an experiment replace its line), except that each noise-floor run has its own, as several may
+    run at once."""
     name = run_name.removeprefix("verify-").removeprefix("confirm-")
-    kind = _RUN_KIND.match(name)
+    kind = _RUN_NAME.match(name)
     if kind is None:
         return name
     return f"{kind['id']}-noise{kind['noise']}" if kind["noise"] else kind["id"]
+
+
+def run_phase(run_name: str, seed: int) -> tuple[str, str, str]:
+    """(experiment id, phase, detail) of a run, from its name."""
+    kind = _RUN_NAME.match(run_name)
+    if kind is None:
+        return run_name, "training", f"seed {seed}"
+    if kind["noise"]:
+        phase, parts = "noise floor", [f"run {kind['noise']} with seed {seed}"]
+    else:
+        phase, parts = "training", []
+        for step, number in _RUN_STEP.findall(kind["steps"]):
+            if step == "rebase":
+                parts.append(f"on the new best (re-base {number})")
+            elif step == "fix":
+                parts.append(f"fix {number}")
+            else:
+                phase = "re-running"
+        parts.append(f"with seed {seed}" if phase == "re-running" else f"seed {seed}")
+    if kind["retry"]:
+        parts.append("again after a machine failure")
+    return kind["id"], phase, ", ".join(parts)
 
 
 class ProgressObserver:
@@ -91,18 +116,7 @@ class ProgressObserver:
                 self._changed(experiment_id, quiet=True)
 
     def running(self, run_name: str, seed: int, log: Path) -> None:
-        kind = _RUN_KIND.match(run_name)
-        experiment_id, phase, detail = run_name, "training", f"seed {seed}"
-        if kind is not None:
-            experiment_id = kind["id"]
-            if kind["noise"]:
-                phase, detail = "noise floor", f"run {kind['noise']} with seed {seed}"
-            elif kind["rerun"]:
-                phase, detail = "re-running", f"with seed {seed}"
-            elif kind["fix"]:
-                phase, detail = "training", f"fix {kind['fix']}, seed {seed}"
-            if kind["retry"]:
-                detail += ", again after a machine failure"
+        experiment_id, phase, detail = run_phase(run_name, seed)
         self._set(line_key(run_name), Phase(experiment_id=experiment_id, phase=phase, detail=detail,
                                             since=time.time(), log=str(log.relative_to(self.workspace_dir))))
 

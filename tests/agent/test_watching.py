@@ -26,7 +26,7 @@ from rich.console import Console
 from agent.judging.confirm import confirm
 from agent.judging.noise import USUAL_SIGMA, inflated_floor
 from agent.loop import LoopSettings, run_loop
-from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver
+from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver, line_key, run_phase
 from agent.proposers.base import Proposal
 from agent.proposers.edits import Edit
 from agent.recording.ledger import Ledger, read_records
@@ -200,6 +200,18 @@ def test_a_step_line_is_parsed_bounded_and_shown_live(tmp_path):
     shown = printed.getvalue()
     assert "0003 re-running with seed 47: step 37 (68% of the budget), loss 4.5405, 4,172 tok/s" in shown
     assert "ETA 12 s" in shown and "\x1b[31m" not in shown
+
+
+def test_a_run_name_says_what_the_run_is():
+    assert run_phase("0007", 51) == ("0007", "training", "seed 51")
+    assert run_phase("0007.retry", 51) == ("0007", "training", "seed 51, again after a machine failure")
+    assert run_phase("0007.fix1", 51) == ("0007", "training", "fix 1, seed 51")
+    assert run_phase("0007.rerun2", 52) == ("0007", "re-running", "with seed 52")
+    assert run_phase("0007.rebase1", 51) == ("0007", "training", "on the new best (re-base 1), seed 51")
+    assert run_phase("0007.rebase1.rerun2", 53) == ("0007", "re-running", "on the new best (re-base 1), with seed 53")
+    assert run_phase("0003-noise2", 44) == ("0003", "noise floor", "run 2 with seed 44")
+    assert [line_key(name) for name in ("0007.rebase1.fix1", "verify-0007.rerun1", "confirm-0003", "0003-noise2")] \
+        == ["0007", "0007", "0003", "0003-noise2"]
 
 
 def test_status_shows_the_phase_written_by_a_loop_elsewhere(workspace):
