@@ -161,7 +161,7 @@ def run(settings: RunSettings) -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver
     tracking = _start_tracking(settings.mlflow, workspace)
-    trainer = _runner(settings.spool)
+    trainer = _runner(settings.spool, settings.parallel)
     try:
         with ProgressObserver(workspace.dir, console) as observer:  # the live line of the experiment in flight
             why = run_loop(workspace, ObservedProposer(chosen, observer, settings.model or chosen.name),
@@ -207,10 +207,13 @@ def _use_cache(cache: Path | None) -> None:
         os.environ["AUTORESEARCH_CACHE"] = str(cache.expanduser().resolve())
 
 
-def _runner(spool: Path | None):
+def _runner(spool: Path | None, parallel: int | None = None):
     from agent.running.runner import LocalRunner
     if spool is None:
-        return LocalRunner()
+        try:
+            return LocalRunner(slots=parallel)
+        except ValueError as err:
+            fail(str(err))
     from agent.running.spool_runner import SpoolRunner
     return SpoolRunner(spool)
 

@@ -1,73 +1,61 @@
-"""The experiment loop: propose -> commit -> train -> judge -> record, then keep or reset.
+"""The experiment loop: K experiments in flight, each propose -> commit -> train -> judge -> record.
 
-One call of run_loop holds the workspace lock, first settles an experiment that a dead loop
-left in flight, runs the unmodified baseline if the ledger is empty, then runs experiments
-until a limit is reached. Every experiment ends with the branch head at the best commit,
-a clean tree, one ledger row and a transcript.
+One call of run_loop holds the workspace lock, first settles every experiment a dead loop left in
+flight, runs the unmodified baseline alone if the ledger is empty, then keeps experiments in flight
+until a limit is reached. K is --parallel, else the runner's slots (one per GPU for the local
+runner).
+
+The main thread schedules; every experiment runs its steps in a thread of its own
+(agent/experiment.py). A new experiment starts whenever fewer than K are proposing, waiting or
+training; with `overlap`, one more may be proposing while K train. Experiments being judged
+(close-call re-runs, implausible-fall re-runs, verification of a would-be keep, a re-run on a newer
+best) do not hold a place when K > 1: their runs queue at the runner as work of their own, so a
+slot is not left idle while one experiment verifies. With one slot they do, so that the next
+experiment is not trained against a best about to change. Noise floors are work of their own too:
+their seeds run at once through the runner's slots; a result waits only for the first floor.
+
+The branch head is the best at all times and the tree stays clean: experiments are committed on
+the best without moving the branch, and only a keep moves it, in the same step, under the lock,
+as the check that the experiment's parent is still the best. An experiment whose parent stopped
+being the best and that would be kept is re-applied on the new best and trained again.
+
+Limits (experiments, hours, cost) stop starting experiments; those in flight finish, as they do
+when the proposer fails too often or for good before the loop stops. Ctrl-C,
+SIGTERM or a failure stops every run in flight and records each experiment in flight once as
+interrupted; kill -9 leaves their in-flight markers, settled when the tag is resumed.
 """
 
 from __future__ import annotations
 
-import os
-import statistics
+import ctypes
+import threading
 import time
+from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
-from dataclasses import dataclass, field
 
-from agent.judging.decisions import decide, implausible_fall, verified
-from agent.judging.noise import CLOSE, CRASH, DISCARD, KEEP, Judgement, fresh_seed, wants_noise_floor
-from agent.judging.simplify import simplify_or_discard
+from agent.experiment import JUDGING, PROPOSING, READY, Experiment, Steps
+from agent.judging.noise import wants_noise_floor
 from agent.llm.types import ProviderFatal, ProviderUnavailable
 from agent.proposers.base import Proposer, ProposerError, Running
 from agent.proposers.edits import EditRejected
 from agent.proposers.night_facts import NightFacts
-from agent.proposers.proposing import Ahead, Obtained, Program, Proposing, read_program
+from agent.proposers.proposing import read_program
 from agent.recording.ledger import Ledger
-from agent.recording.notes import record_with_keep
 from agent.recording.proposal_failures import FailedProposal, failures_cost, record_failure
-from agent.recording.record import (
-    Evidence,
-    ExperimentRecord,
-    InFlight,
-    LlmUsage,
-    ProgramRef,
-    RunEntry,
-    Timings,
-    now,
-    summary_number,
-)
+from agent.recording.record import ExperimentRecord
 from agent.recording.recovery import record_interrupted, settle_interrupted
 from agent.recording.transcript import Transcript
-from agent.running.fixing import Fixing, Trained
 from agent.running.runner import Runner
-from agent.running.training import LoopStopped, Training
+from agent.running.training import LoopStopped
 from agent.settings import LoopSettings
-from agent.untrusted import bounded
+from agent.sharing import Shared, Stopping
 from agent.workspace import Workspace
 from trainer.prepare import SEAL_FD_VAR
-from trainer.triage import Triage
 
 __all__ = ["LoopSettings", "LoopStopped", "run_cost", "run_loop"]
 
 MAX_CONSECUTIVE_PROPOSER_FAILURES = 5
-
-
-@dataclass
-class Experiment:
-    """One experiment as it moves through the steps; each step fills in its part."""
-    id: str
-    transcript: Transcript
-    best: ExperimentRecord | None   # None: this is the baseline
-    parent: str
-    program: Program
-    clock: float                    # time.monotonic() at its start
-    facts: NightFacts               # the budget left and the keep rule, as the proposer is told
-    obtained: Obtained | None = None
-    in_flight: InFlight | None = None
-    next_ahead: Ahead | None = None  # the next experiment's proposal, made while this one trains
-    trained: Trained | None = None
-    runs: list[RunEntry] = field(default_factory=list)
-    judgement: Judgement | None = None
+STOP_WAIT_SECONDS = 10.0  # how long a stopping loop waits for its cancelled runs to end
 
 
 def run_loop(workspace: Workspace, proposer: Proposer, runner: Runner, settings: LoopSettings,
@@ -80,9 +68,16 @@ class Loop:
     def __init__(self, workspace: Workspace, proposer: Proposer, runner: Runner, settings: LoopSettings, say):
         self.workspace, self.proposer, self.runner, self.settings, self.say = workspace, proposer, runner, settings, say
         self.ledger = Ledger(workspace.dir)
-        self.proposing = Proposing(workspace, self.ledger, proposer)
-        self.training = Training(workspace, runner, settings)
-        self.fixing = Fixing(self.training, self.ledger, proposer)
+        self.shared = Shared(self.ledger, settings.seed)
+        self.slots = settings.parallel or getattr(runner, "slots", 1)
+        self.floor_ready = threading.Event()
+        self.steps = Steps(workspace, proposer, runner, settings, self.shared, self._moved, self._others,
+                           self.floor_ready)
+        self.changed = threading.Condition()   # guards `active` and wakes the scheduler
+        self.active: dict[str, tuple[Experiment, Future]] = {}
+        self.floor: Future | None = None
+        self.done, self.failures, self.paused_until = 0, 0, 0.0
+        self.halted: LoopStopped | None = None  # raised once the experiments in flight are recorded
 
     def run(self) -> str:
         for message in self.ledger.set_aside:
@@ -94,212 +89,198 @@ class Loop:
         with self.workspace.lock():
             self.say(self.runner.isolation)
             settle_interrupted(self.workspace, self.ledger, self.say)
-            return self._experiments()
-
-    def _experiments(self) -> str:
-        started, done, failures = time.monotonic(), 0, 0
-        ahead: Ahead | None = None
-        while True:
-            why = self._limit_reached(started, done)
-            if why is not None:
-                self.proposing.abandon(ahead, why)  # a proposal made ahead is paid for even if never run
-                return why
-            if wants_noise_floor(self.ledger.records, self.settings.noise_seeds, self.settings.noise_every_keeps):
-                self.training.measure_noise_floor(self.ledger, self.say)
-            last = self.settings.max_experiments is not None and done + 1 >= self.settings.max_experiments
+            if self.settings.noise_seeds <= 0 or any(not r.is_experiment for r in self.ledger.records):
+                self.floor_ready.set()
             try:
-                record, ahead = self.run_experiment(ahead, look_ahead=self.settings.overlap and not last,
-                                                    facts=self._facts(started, done))
-            except (ProposerError, EditRejected) as err:
-                ahead, failures = None, failures + 1
-                self._proposal_failed(err, failures)
-                continue
-            except ProviderUnavailable as err:
-                ahead = None
-                self.say(f"paused: {err}; nothing was charged, trying again in "
-                         f"{self.settings.outage_poll_seconds:.0f} s")
-                time.sleep(self.settings.outage_poll_seconds)
-                continue
-            except ProviderFatal as err:
-                raise LoopStopped(str(err)) from err
-            failures, done = 0, done + 1
-            self.say(f"{record.id} {record.status.value:<8} {_bpb(record)}  {record.description}"
-                     + (f"  (${record.llm.cost_usd:.4f})" if record.llm.cost_usd else ""))
+                return self._schedule()
+            except BaseException as err:  # Ctrl-C, SIGTERM, a failure: nothing in flight goes on
+                self._stop_all(f"the loop stopped: {type(err).__name__}")
+                raise
 
-    def _limit_reached(self, started: float, done: int) -> str | None:
+    def _schedule(self) -> str:
+        started = time.monotonic()
+        while True:
+            self._collect()
+            why = str(self.halted) if self.halted is not None else self._limit_reached(started)
+            if why is not None and (self.halted is not None or self._out_of_time_or_money(started)):
+                self._abandon_waiting(why)  # proposals made within the experiment limit still run; these do not
+            if why is not None and not self.active and self.floor is None:
+                if self.halted is not None:
+                    raise self.halted
+                return why
+            may_start = why is None and time.monotonic() >= self.paused_until
+            if may_start:
+                self._start_floor()
+            if self._fill(started, may_start):
+                continue
+            with self.changed:
+                self.changed.wait(timeout=0.2)
+
+    # -- starting experiments --------------------------------------------------------------------
+
+    def _fill(self, started: float, may_start: bool) -> bool:
+        """Admits one proposed experiment, or starts one if may_start, if there is room; True if it did."""
+        with self.changed:
+            active = [experiment for experiment, _ in self.active.values()]
+            if self.ledger.best() is None:  # the baseline runs alone: everything else needs a best
+                return may_start and not active and self._start(started, admitted=True)
+            holding = sum(1 for e in active if e.admitted.is_set() and (e.phase != JUDGING or self.slots == 1))
+            waiting = sorted((e for e in active if not e.admitted.is_set()), key=lambda e: e.id)
+            if holding < self.slots:
+                if waiting:
+                    waiting[0].admit()
+                    return True
+                return may_start and self._start(started, admitted=True)
+            if may_start and self.settings.overlap and not waiting and not any(e.phase in (PROPOSING, READY)
+                                                                               for e in active):
+                return self._start(started, admitted=False)
+            return False
+
+    def _start(self, started: float, admitted: bool) -> bool:
+        experiment_id = self._next_id()
+        facts = NightFacts.of(self.settings, self.done + len(self.active), (time.monotonic() - started) / 3600,
+                              run_cost(self.ledger))
+        transcript = Transcript(self.workspace.dir / "transcripts" / f"{experiment_id}.jsonl")
+        experiment = Experiment(experiment_id, transcript, read_program(self.workspace), time.monotonic(), facts)
+        if admitted:
+            experiment.admit()
+        future: Future = Future()
+        self.active[experiment_id] = (experiment, future)
+        threading.Thread(target=self._work, args=(experiment, future), name=f"experiment-{experiment_id}",
+                         daemon=True).start()
+        return True
+
+    def _work(self, experiment: Experiment, future: Future) -> None:
+        experiment.thread_id = threading.get_ident()
+        try:
+            future.set_result(self.steps.run(experiment))
+        except BaseException as err:  # handed to the scheduler
+            future.set_exception(err)
+        finally:
+            self._moved(experiment)
+
+    def _next_id(self) -> str:
+        """The lowest id no record and no experiment in flight has (a failed proposal's id is proposed again)."""
+        taken = {r.id for r in self.ledger.records} | set(self.active)
+        number = 0
+        while f"{number:04d}" in taken:
+            number += 1
+        return f"{number:04d}"
+
+    def _start_floor(self) -> None:
+        """Measures the noise floor when it is due, beside the experiments."""
+        best = self.ledger.best()
+        if self.floor is not None or best is None or not wants_noise_floor(
+                self.ledger.records, self.settings.noise_seeds, self.settings.noise_every_keeps):
+            return
+        seeds = self.steps.training.noise_seeds()
+        self.floor = future = Future()
+
+        def measure() -> None:
+            try:
+                future.set_result(self.steps.training.measure_noise_floor(best, seeds, self.say))
+            except BaseException as err:
+                future.set_exception(err)
+            finally:
+                self.floor_ready.set()
+                self._moved(None)
+
+        threading.Thread(target=measure, name=f"{best.id}-noise", daemon=True).start()
+
+    def _moved(self, _experiment: Experiment | None) -> None:
+        with self.changed:
+            self.changed.notify_all()
+
+    def _others(self, experiment: Experiment) -> list[Running]:
+        with self.changed:
+            return [e.running() for e, _ in self.active.values() if e is not experiment]
+
+    # -- what finished ---------------------------------------------------------------------------
+
+    def _collect(self) -> None:
+        with self.changed:
+            finished = sorted((pair for pair in self.active.values() if pair[1].done()), key=lambda p: p[0].id)
+            for experiment, _ in finished:
+                del self.active[experiment.id]
+        for experiment, future in finished:
+            self._finished(experiment, future.exception(), None if future.exception() else future.result())
+        if self.floor is not None and self.floor.done():
+            error, self.floor = self.floor.exception(), None
+            if error is not None and not isinstance(error, Stopping):
+                raise error
+
+    def _finished(self, experiment: Experiment, error: BaseException | None, record: ExperimentRecord | None):
+        if error is None:
+            if record is not None:
+                self.done, self.failures = self.done + 1, 0
+                self.say(f"{record.id} {record.status.value:<8} {_bpb(record)}  {record.description}"
+                         + (f"  (${record.llm.cost_usd:.4f})" if record.llm.cost_usd else ""))
+        elif isinstance(error, (ProposerError, EditRejected)):
+            self.failures += 1
+            self._proposal_failed(experiment.id, error, self.failures)
+        elif isinstance(error, ProviderUnavailable):
+            self.say(f"paused: {error}; nothing was charged, trying again in "
+                     f"{self.settings.outage_poll_seconds:.0f} s")
+            self.paused_until = time.monotonic() + self.settings.outage_poll_seconds
+        elif isinstance(error, ProviderFatal):
+            self.halted = LoopStopped(str(error))
+        elif not isinstance(error, Stopping):
+            raise error
+
+    def _limit_reached(self, started: float) -> str | None:
+        """Why no experiment may start now, or None."""
+        settings, counted = self.settings, self.done + len(self.active)
+        if settings.max_experiments is not None and counted >= settings.max_experiments:
+            return f"ran {self.done} experiment(s), the limit for this run"
+        return self._out_of_time_or_money(started)
+
+    def _out_of_time_or_money(self, started: float) -> str | None:
         settings = self.settings
-        if settings.max_experiments is not None and done >= settings.max_experiments:
-            return f"ran {done} experiment(s), the limit for this run"
         if settings.max_hours is not None and time.monotonic() - started >= settings.max_hours * 3600:
             return f"reached the {settings.max_hours} h limit"
         if settings.max_cost_usd is not None and run_cost(self.ledger) >= settings.max_cost_usd:
             return f"reached the cost cap of ${settings.max_cost_usd:.2f} (spent ${run_cost(self.ledger):.2f})"
         return None
 
-    def _facts(self, started: float, done: int) -> NightFacts:
-        return NightFacts.of(self.settings, done, (time.monotonic() - started) / 3600, run_cost(self.ledger))
+    def _abandon_waiting(self, why: str) -> None:
+        """Experiments proposed but not yet admitted will not train: a limit was reached."""
+        with self.changed:
+            for experiment, _ in self.active.values():
+                if not experiment.admitted.is_set():
+                    experiment.admit(why_not=why)
 
-    def _proposal_failed(self, err: Exception, in_a_row: int) -> None:
+    def _proposal_failed(self, experiment_id: str, err: Exception, in_a_row: int) -> None:
         record_failure(self.workspace.dir, FailedProposal(
-            experiment_id=self.ledger.next_id(), kind="failed", reason=str(err), in_a_row=in_a_row,
+            experiment_id=experiment_id, kind="failed", reason=str(err), in_a_row=in_a_row,
             usage=getattr(err, "usage", {})))
         self.say(f"proposal failed ({in_a_row} in a row): {err}")
         if in_a_row >= MAX_CONSECUTIVE_PROPOSER_FAILURES:
-            raise LoopStopped(f"the proposer failed {in_a_row} times in a row; last error: {err}") from err
+            self.halted = LoopStopped(f"the proposer failed {in_a_row} times in a row; last error: {err}")
 
-    # -- one experiment -------------------------------------------------------
+    # -- stopping --------------------------------------------------------------------------------
 
-    def run_experiment(self, ahead: Ahead | None = None, look_ahead: bool = False,
-                       facts: NightFacts | None = None) -> tuple[ExperimentRecord, Ahead | None]:
-        """One experiment, and the proposal for the next one if look_ahead (made while this one trains)."""
-        experiment_id = self.ledger.next_id()
-        transcript = Transcript(self.workspace.dir / "transcripts" / f"{experiment_id}.jsonl")
-        experiment = Experiment(experiment_id, transcript, self.ledger.best(), self.workspace.head(),
-                                read_program(self.workspace), time.monotonic(),
-                                facts or NightFacts.of(self.settings))
-        self.propose(experiment, ahead)
-        self.look_ahead(experiment, look_ahead)
-        try:
-            experiment.trained = self.fixing.train(experiment.in_flight, experiment.obtained.source,
-                                                   experiment.transcript, can_fix=experiment.best is not None)
-        except KeyboardInterrupt:
-            record_interrupted(self.workspace, self.ledger, experiment.in_flight, experiment.best,
-                               experiment.transcript)
-            self.proposing.abandon(experiment.next_ahead, "the loop was interrupted")
-            raise
-        self.judge(experiment)
-        record = self.record(experiment)
-        self.conclude(experiment, record)
-        return record, experiment.next_ahead
-
-    def propose(self, experiment: Experiment, ahead: Ahead | None) -> None:
-        """The proposal, committed (the baseline runs its parent), and the in-flight marker written."""
-        best, parent = experiment.best, experiment.parent
-        experiment.obtained = self.proposing.obtain(experiment.id, best, experiment.program, experiment.transcript,
-                                                    ahead, experiment.facts)
-        description = bounded(experiment.obtained.proposal.description)
-        commit = parent if best is None else self.workspace.commit_train(experiment.obtained.source,
-                                                                         f"{experiment.id}: {description}")
-        experiment.transcript.event("committed", commit=commit, parent=parent,
-                                    diff="" if best is None else self.workspace.diff(parent, commit))
-        # The baseline runs with the base seed; every later run with a seed no run of this tag used, so that
-        # no experiment is compared on a seed that is systematically luckier or unluckier than the mean.
-        seed = self.settings.seed if best is None else fresh_seed(self.ledger.records, self.settings.seed)
-        experiment.in_flight = InFlight(id=experiment.id, commit=commit, parent=parent, description=description,
-                                        started=now(), pid=os.getpid(), proposal=experiment.obtained.proposal.meta,
-                                        program=experiment.program.name, seed=seed)
-        self.ledger.begin(experiment.in_flight)
-
-    def look_ahead(self, experiment: Experiment, wanted: bool) -> None:
-        """Starts proposing the next experiment while this one trains, unless the budget pays for no more."""
-        spent = run_cost(self.ledger) + experiment.obtained.proposal.usage.get("cost_usd", 0.0)
-        if self.settings.max_cost_usd is not None and spent >= self.settings.max_cost_usd:
-            return
-        if wanted and experiment.best is not None:
-            in_flight = experiment.in_flight
-            running = Running(in_flight.id, in_flight.description, in_flight.proposal.get("proposer"))
-            experiment.next_ahead = self.proposing.look_ahead(experiment.best, experiment.parent, running,
-                                                              experiment.facts.after_one())
-
-    def judge(self, experiment: Experiment) -> None:
-        """The verdict on the runs: re-runs for close calls and implausible falls, verification of a keep."""
-        result = experiment.trained.result
-        experiment.runs = [RunEntry.of(result, experiment.in_flight.seed, self.workspace.dir)]
-        judgement = self._decide(experiment, result)
-        # A fall too large for one change is never kept on one number: trained again from scratch, flagged.
-        suspicion = implausible_fall(experiment.runs, experiment.best) if judgement.status == KEEP else None
-        if suspicion:
-            judgement = self._train_again(experiment, suspicion)
-        while judgement.status == CLOSE:
-            judgement = self._train_again(experiment, judgement.reason)
-        if experiment.best is not None:
-            judgement = simplify_or_discard(judgement, self.workspace.file_at("train.py", experiment.parent),
-                                            self.workspace.file_at("train.py", experiment.trained.commit),
-                                            experiment.runs, experiment.best, self.ledger.records)
-        if suspicion:
-            judgement.evidence.implausible_fall = suspicion
-            judgement.reason += f"; flagged: {suspicion}, so it was trained again from scratch"
-        if judgement.status == KEEP and experiment.best is not None:
-            judgement = verified(self.workspace, self.runner, experiment.trained.commit, experiment.runs, judgement,
-                                 experiment.transcript)
-        experiment.judgement = judgement
-
-    def _decide(self, experiment: Experiment, result) -> Judgement:
-        return decide(result, experiment.best, self.ledger.records, experiment.runs, self.settings.keep_sigmas,
-                      self.settings.min_delta)
-
-    def _train_again(self, experiment: Experiment, why: str) -> Judgement:
-        seed = fresh_seed(self.ledger.records, self.settings.seed, also_used=experiment.runs)
-        experiment.transcript.event("rerun", seed=seed, reason=why)
-        again = self.training.run(experiment.trained.commit, f"{experiment.id}.rerun{len(experiment.runs)}", seed,
-                                  experiment.transcript)
-        experiment.runs.append(RunEntry.of(again, seed, self.workspace.dir))
-        experiment.trained.run_seconds += again.seconds
-        verdict = self._decide(experiment, again)
-        if verdict.status == CRASH:
-            return Judgement(DISCARD, f"the re-run crashed ({verdict.reason}): the gain did not reproduce",
-                             Evidence(candidate_runs=[r.val_bpb for r in experiment.runs]))
-        return verdict
-
-    def record(self, experiment: Experiment) -> ExperimentRecord:
-        """The ledger row; the branch is reset to the parent unless kept."""
-        best, obtained, trained, judgement = experiment.best, experiment.obtained, experiment.trained, \
-            experiment.judgement
-        result, status, in_flight = trained.result, judgement.status, experiment.in_flight
-        measured = [r.val_bpb for r in experiment.runs if r.val_bpb is not None]
-        if status != KEEP:
-            self.workspace.reset_to(experiment.parent)
-        else:
-            record_with_keep(self.workspace.repo, trained.commit, self.workspace.dir)
-        total = time.monotonic() - experiment.clock
-        record = ExperimentRecord(
-            id=experiment.id, parent=experiment.parent, commit=trained.commit, status=status,
-            triage=judgement.triage or result.verdict.triage.value, verified=status == KEEP and best is not None,
-            reason=judgement.reason, description=in_flight.description,
-            val_bpb=statistics.fmean(measured) if measured and status != CRASH else None,
-            runs=experiment.runs, evidence=judgement.evidence,
-            checkpoint=str(result.checkpoint.relative_to(self.workspace.dir)) if status == KEEP and result.checkpoint
-            else None,
-            peak_vram_mb=summary_number(result.summary.get("peak_vram_mb")), summary=result.summary,
-            architecture=result.model_config,
-            returncode=result.returncode, timed_out=result.timed_out, frozen_changed=result.frozen_changed,
-            proposed_against=obtained.base_commit, rebased=obtained.rebased,
-            timings=Timings(propose_s=round(obtained.propose_seconds, 3), wait_s=round(obtained.wait_seconds, 3),
-                            run_s=round(trained.run_seconds, 3), total_s=round(total, 3),
-                            agent_s=round(max(0.0, total - obtained.wait_seconds - trained.run_seconds), 3)),
-            proposer=obtained.proposal.meta.get("proposer", self.proposer.name) if best is not None else "baseline",
-            proposal=obtained.proposal.meta, **obtained.proposal.research_fields(), fix_attempts=trained.attempts,
-            llm=LlmUsage.summed(obtained.proposal.usage, *trained.fix_usage),
-            program=ProgramRef(name=experiment.program.name, sha256=experiment.program.sha256),
-            diff="" if best is None else self.workspace.diff(experiment.parent, trained.commit),
-            log=str(result.log_path.relative_to(self.workspace.dir)), log_tail=result.tail if status == CRASH else "",
-            transcript=str(experiment.transcript.path.relative_to(self.workspace.dir)), started=in_flight.started,
-            finished=now())
-        self.ledger.append(record)
-        self.ledger.finish(experiment.id)
-        self.ledger.prune_checkpoints()
-        return record
-
-    def conclude(self, experiment: Experiment, record: ExperimentRecord) -> None:
-        """Tells the proposer; stops the loop when the machine failed or the baseline produced nothing."""
-        experiment.transcript.event(
-            "decision", status=record.status.value, triage=record.triage, reason=record.reason,
-            val_bpb=record.val_bpb, best_before=experiment.best.val_bpb if experiment.best else None,
-            runs=[r.model_dump(exclude_unset=True) for r in record.runs],
-            evidence=record.evidence.model_dump(exclude_unset=True))
-        if experiment.next_ahead is not None:
-            futures_wait([experiment.next_ahead.future])  # proposers are told and asked from one thread at a time
-        if experiment.best is not None:
-            self.proposer.observe(record.id, record.proposal, record)
-        result = experiment.trained.result
-        if result.verdict.triage == Triage.INFRA:
-            self.proposing.abandon(experiment.next_ahead, "the loop stopped on an infra failure")
-            raise LoopStopped(f"experiment {record.id} failed twice for a reason outside the experiment: "
-                              f"{result.verdict.reason}. Fix the machine or the data (see {record.log}), then run "
-                              "again: the loop resumes from the best commit")
-        if experiment.best is None and record.status != KEEP:
-            raise LoopStopped(f"the baseline did not produce a result ({record.triage}: {record.reason}); see "
-                              f"{record.log}")
+    def _stop_all(self, why: str) -> None:
+        """Every run in flight stopped, every experiment in flight recorded once as interrupted, proposals
+        made but not trained recorded with their spend; the branch stays at the best."""
+        self.shared.stopping.set()
+        cancel = getattr(self.runner, "cancel_all", None)
+        with self.changed:
+            in_flight = [(e, future) for e, future in self.active.values() if e.in_flight is not None]
+        if cancel is not None:
+            cancel()
+        else:  # a runner that stops its run when interrupted, as the loop's only thread once was
+            for experiment, future in in_flight:
+                if experiment.thread_id is not None and not future.done():
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(experiment.thread_id),
+                                                               ctypes.py_object(KeyboardInterrupt))
+        futures_wait([future for _, future in in_flight], timeout=STOP_WAIT_SECONDS)  # runs wind down
+        with self.shared.lock, self.changed:
+            for experiment, _ in sorted(self.active.values(), key=lambda pair: pair[0].id):
+                if experiment.in_flight is not None and not self.ledger.has(experiment.id):
+                    record_interrupted(self.workspace, self.ledger, experiment.in_flight, self.ledger.best(),
+                                       experiment.transcript)
+                elif experiment.in_flight is None and experiment.obtained is not None and experiment.abandoned is None:
+                    self.steps.proposing.abandon(experiment.id, experiment.obtained, experiment.transcript, why)
 
 
 def run_cost(ledger: Ledger) -> float:

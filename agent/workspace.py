@@ -10,16 +10,19 @@ from __future__ import annotations
 import configparser
 import fcntl
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import git
+from gitdb.base import IStream
 
 from trainer.atomic import write_text_atomic
 from trainer.hyperparameters import train_source_for_track
@@ -77,8 +80,17 @@ class Workspace:
     def __init__(self, directory: Path):
         self.dir = directory
         self.tag = directory.name
-        self.repo = safe_repo(directory)
+        self._per_thread = threading.local()
+        self._per_thread.repo = safe_repo(directory)
         self.branch = f"autoresearch/{self.settings['tag']}"  # the tag it was created with, even if moved
+
+    @property
+    def repo(self) -> git.Repo:
+        """The repository, one object per thread: GitPython's readers are not thread-safe, so the threads of a
+        loop never share one (they take turns to write, under the loop's lock)."""
+        if not hasattr(self._per_thread, "repo"):
+            self._per_thread.repo = safe_repo(self.dir)
+        return self._per_thread.repo
 
     # -- creation -----------------------------------------------------------
 
@@ -161,10 +173,25 @@ class Workspace:
 
     # -- changes ------------------------------------------------------------
 
-    def commit_train(self, source: str, message: str) -> str:
-        (self.dir / "train.py").write_text(source)
-        self.repo.index.add(["train.py"])
-        return self.repo.index.commit(message, skip_hooks=True).hexsha
+    def commit_train(self, source: str, message: str, parent: str | None = None) -> str:
+        """A commit of train.py = source on parent (default: the head) that moves nothing: not the branch, not
+        the index, not the working tree, so that several experiments can be committed while the head stays the
+        best. advance_to moves the branch onto one of them."""
+        parent_commit = self.repo.commit(parent or self.head())
+        data = source.encode("utf-8")
+        blob = self.repo.odb.store(IStream("blob", len(data), io.BytesIO(data)))
+        index = git.IndexFile.from_tree(self.repo, parent_commit)  # a private index: the workspace's is untouched
+        index.add([git.BaseIndexEntry((0o100644, blob.binsha, 0, "train.py"))], write=False)
+        return git.Commit.create_from_tree(self.repo, index.write_tree(), message, parent_commits=[parent_commit],
+                                           head=False).hexsha
+
+    def advance_to(self, commit: str) -> None:
+        """The branch moves forward to a kept commit made on the current head (directly, or through the
+        commit of a crash it fixed); the tree follows."""
+        if not self.repo.is_ancestor(self.head(), commit) or commit == self.head():
+            raise WorkspaceError(f"commit {commit[:7]} was not made on the best commit {self.head()[:7]}; only "
+                                 "a commit made on the best can become the best")
+        self.reset_to(commit)
 
     def reset_to(self, commit: str) -> None:
         self.repo.git.reset("--hard", commit)

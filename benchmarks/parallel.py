@@ -7,15 +7,18 @@
    sets one hyperparameter to a random value on the best train.py; its val_bpb is a fixed
    function of train.py's hyperparameter lines, so some changes are kept (and verified), most
    are not, and keeps get rarer as the night goes on. For each K: experiments finished after
-   the baseline, their wall seconds, experiments/hour, speed-up over K=1, efficiency =
-   speed-up / K (the goal: >= 0.95 up to K=64). The baseline runs alone and is not counted.
+   the baseline, their wall seconds, experiments/hour over that wall and in the steady state
+   (between the end of the first round, when every slot is busy, and the start of the last,
+   when slots go idle because the night is ending), speed-up of the steady rate over K=1 and
+   efficiency = speed-up / K (the goal: >= 0.95 up to K=64). The baseline runs alone and is
+   not counted.
 2. real training: the local runner on the test track, K=1 and K=2, experiments per hour.
 
     .venv/bin/python benchmarks/parallel.py [--ks 1,8,32,64] [--sleep 3] [--rounds 5]
                                             [--real 6] [--profile K] [--cache DIR]
 
---profile K runs the simulation once more at K with a profiler in every thread and prints where
-the loop's own time goes (what the runner's sleep does not explain).
+--profile K runs the simulation once more at K with a profiler of each thread's CPU time (waiting
+and sleeping count nothing) and prints where the loop's own time goes.
 """
 
 from __future__ import annotations
@@ -28,12 +31,11 @@ import os
 import pstats
 import random
 import re
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,97 +91,74 @@ class RandomSettings:
         pass
 
 
-@dataclass
-class Timed:
-    name: str
-    started: float
-    ended: float
-
-
-@dataclass
-class GitShow:
-    """A workspace as the synthetic runner reads it: through `git show`, a process of its own, so that runs in
-    several threads never share the loop's repository object."""
-    dir: Path
-
-    def file_at(self, name: str, commit: str) -> str:
-        return subprocess.run(["git", "-C", str(self.dir), "show", f"{commit}:{name}"], capture_output=True,
-                              text=True, check=True).stdout
-
-
 class SleepingRunner(SyntheticRunner):
-    """K slots; each run sleeps, then answers with a val_bpb that is a fixed function of the settings' lines."""
+    """K slots; each run holds one for `sleep` seconds, then answers with a val_bpb that is a fixed function of the
+    settings' lines (the synthetic runner's summary block, sealed weights and evaluator)."""
 
     name = "sleeping"
     isolation = "simulated runs: each sleeps, nothing is executed"
 
     def __init__(self, slots: int, sleep: float):
-        super().__init__({})
-        self.slots, self.sleep = slots, sleep
-        self.timed: list[Timed] = []
-        self._free = threading.Semaphore(slots)
+        super().__init__({}, slots=slots, delays={"": sleep})  # "" is in every train.py: every run lasts `sleep`
 
     def score(self, source: str, seed: int) -> float:
         gain = sum(int.from_bytes(hashlib.sha256(line.encode()).digest()[:4], "big") / 2**32 * SETTING_GAIN
                    for line in setting_lines(source))
         return round(BASE_BPB - gain + ((seed * 7919) % 13 - 6) * 1e-7, 6)
 
-    def run(self, workspace, commit, timeout, experiment_id, seed=42):
-        with self._free:  # a slot, as a runner with `slots` slots would hold it
-            started = time.monotonic()
-            time.sleep(self.sleep)
-            result = super().run(GitShow(workspace.dir), commit, timeout, experiment_id, seed)
-            ended = time.monotonic()
-        self.timed.append(Timed(experiment_id, started, ended))
-        return replace(result, seconds=ended - started, where=f"simulated slot of {self.slots}")
-
-    def cancel_all(self) -> None:
-        pass
-
-
-def loop_settings(k: int, experiments: int, **extra) -> LoopSettings | None:
-    """The loop's settings with K in flight; None where this loop keeps only one experiment in flight."""
-    if "parallel" in LoopSettings.model_fields:
-        return LoopSettings(max_experiments=experiments, parallel=k, **extra)
-    return LoopSettings(max_experiments=experiments, **extra) if k == 1 else None
-
 
 @dataclass
 class Measured:
     k: int
-    experiments: int   # finished after the baseline
-    wall: float        # from the baseline's end to the loop's end
-    runs: int          # every run, re-runs included
+    experiments: int        # finished after the baseline
+    wall: float             # from the baseline's end to the loop's end
+    runs: int               # every run, re-runs included
     kept: int
+    decided: list[float]    # time.monotonic() of each decision after the baseline's, in order
 
     @property
     def per_hour(self) -> float:
         return 3600 * self.experiments / self.wall if self.wall > 0 else 0.0
 
+    @property
+    def steady_per_hour(self) -> float:
+        """Experiments/hour between the end of the first round (every slot busy) and the start of the last (slots
+        go idle as the night's last experiments end)."""
+        first, last = self.k - 1, len(self.decided) - self.k
+        if last <= first:
+            return self.per_hour
+        return 3600 * (last - first) / (self.decided[last] - self.decided[first])
 
-def simulate(k: int, sleep: float, rounds: int, spec: dict, profile: bool = False) -> Measured | None:
+
+def simulate(k: int, sleep: float, rounds: int, spec: dict, profile: bool = False) -> Measured:
     experiments = max(rounds * k, 10)
-    settings = loop_settings(k, experiments + 1, noise_seeds=0, grace_seconds=60)
-    if settings is None:
-        return None
+    settings = LoopSettings(max_experiments=experiments + 1, parallel=k, noise_seeds=0, grace_seconds=60)
     root = Path(tempfile.mkdtemp(prefix=f"parallel-{k}-"))
     workspace = Workspace.create("sim", spec, REPO / "prompts" / "program.md", root=root)
     runner = SleepingRunner(k, sleep)
+    decided: list[float] = []
+    decision = re.compile(r"^\d{4} [a-z]+ ")
+
+    def say(line: str) -> None:
+        if decision.match(line) and not line.startswith("0000 "):
+            decided.append(time.monotonic())
+
     profiles: list[cProfile.Profile] = []
     if profile:
         _profile_threads(profiles)
     started = time.monotonic()
     try:
-        run_loop(workspace, RandomSettings(seed=k), runner, settings, say=lambda _: None)
+        run_loop(workspace, RandomSettings(seed=k), runner, settings, say=say)
     finally:
         if profile:
             threading.Thread.run = _THREAD_RUN
     ended = time.monotonic()
     if profile:
         _print_profile(profiles)
-    baseline_end = next((t.ended for t in runner.timed if t.name == "0000"), started)
+    baseline_end = next((span.ended for span in runner.spans if span.name == "0000"), started)
     done = [r for r in read_records(workspace.dir) if r.is_experiment and r.id != "0000"]
-    return Measured(k, len(done), ended - baseline_end, len(runner.timed), sum(r.status == "keep" for r in done))
+    return Measured(k, len(done), ended - baseline_end, len(runner.spans), sum(r.status == "keep" for r in done),
+                    decided)
 
 
 _THREAD_RUN = threading.Thread.run
@@ -188,7 +167,7 @@ _THREAD_RUN = threading.Thread.run
 def _profile_threads(profiles: list[cProfile.Profile]) -> None:
     """Every thread started from now on runs under its own profiler (collected into profiles)."""
     def run(thread):
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(time.thread_time)
         profiles.append(profiler)
         profiler.enable()
         try:
@@ -196,7 +175,7 @@ def _profile_threads(profiles: list[cProfile.Profile]) -> None:
         finally:
             profiler.disable()
     threading.Thread.run = run
-    main = cProfile.Profile()
+    main = cProfile.Profile(time.thread_time)
     profiles.append(main)
     main.enable()
 
@@ -213,25 +192,26 @@ def _print_profile(profiles: list[cProfile.Profile]) -> None:
     print(out.getvalue())
 
 
-def real_training(k: int, experiments: int, spec: dict) -> Measured | None:
+def real_training(k: int, experiments: int, spec: dict) -> Measured:
     from agent.proposers.optuna_search import OptunaProposer
-    from agent.report.summary import parse_time
     from agent.running.runner import LocalRunner
 
-    settings = loop_settings(k, experiments + 1, noise_seeds=0)
-    if settings is None:
-        return None
+    settings = LoopSettings(max_experiments=experiments + 1, parallel=k, noise_seeds=0)
     root = Path(tempfile.mkdtemp(prefix=f"parallel-real-{k}-"))
     workspace = Workspace.create("real", spec, REPO / "prompts" / "program.md", root=root)
-    runner = LocalRunner(slots=k) if k > 1 else LocalRunner()
-    proposer = OptunaProposer(workspace.dir / "optuna.journal", seed=k)
-    run_loop(workspace, proposer, runner, settings, say=lambda _: None)
-    ended = time.time()
+    decided: list[float] = []
+
+    def say(line: str) -> None:
+        if re.match(r"^\d{4} [a-z]+ ", line):
+            decided.append(time.monotonic())
+
+    run_loop(workspace, OptunaProposer(workspace.dir / "optuna.journal", seed=k), LocalRunner(slots=k), settings,
+             say=say)
+    ended = time.monotonic()
     records = read_records(workspace.dir)
-    baseline_end = parse_time(records[0].finished)
     done = [r for r in records if r.is_experiment and r.id != "0000"]
-    return Measured(k, len(done), ended - baseline_end, sum(len(r.runs) for r in records),
-                    sum(r.status == "keep" for r in done))
+    return Measured(k, len(done), ended - decided[0], sum(len(r.runs) for r in records),
+                    sum(r.status == "keep" for r in done), decided[1:])
 
 
 def main() -> None:
@@ -257,22 +237,22 @@ def main() -> None:
 
     table = Table(title=f"simulation: the real loop, runs that sleep {args.sleep:g} s, {args.rounds} experiments "
                         "per slot")
-    for column in ("K", "experiments", "kept", "runs", "wall s", "experiments/hour", "speed-up", "efficiency"):
+    for column in ("K", "experiments", "kept", "runs", "wall s", "experiments/hour", "steady experiments/hour",
+                   "speed-up", "efficiency"):
         table.add_column(column, justify="right")
     single = None
     for k in (int(x) for x in args.ks.split(",")):
         measured = simulate(k, args.sleep, args.rounds, spec)
-        if measured is None:
-            table.add_row(str(k), "this loop keeps one experiment in flight", "", "", "", "", "", "")
-            continue
-        single = single or (measured.per_hour if k == 1 else None)
-        speedup = measured.per_hour / single if single else float("nan")
+        single = single or measured.steady_per_hour / k
+        speedup = measured.steady_per_hour / single
         table.add_row(str(k), str(measured.experiments), str(measured.kept), str(measured.runs),
-                      f"{measured.wall:.1f}",
-                      f"{measured.per_hour:,.0f}", f"{speedup:.2f}", f"{speedup / k:.2f}")
+                      f"{measured.wall:.1f}", f"{measured.per_hour:,.0f}", f"{measured.steady_per_hour:,.0f}",
+                      f"{speedup:.2f}", f"{speedup / k:.2f}")
         console.print(f"K={k}: {measured.experiments} experiments in {measured.wall:.1f} s "
                       f"(load average {os.getloadavg()[0]:.1f})")
     console.print(table)
+    console.print("steady: between the first round's end and the last round's start; speed-up over the first K's "
+                  "steady rate per slot")
 
     if args.profile:
         simulate(args.profile, args.sleep, args.rounds, spec, profile=True)
@@ -284,13 +264,9 @@ def main() -> None:
         single = None
         for k in (1, 2):
             measured = real_training(k, args.real, spec)
-            if measured is None:
-                table.add_row(str(k), "this loop keeps one experiment in flight", "", "", "", "", "")
-                continue
             single = single or measured.per_hour
             table.add_row(str(k), str(measured.experiments), str(measured.kept), str(measured.runs),
-                          f"{measured.wall:.0f}",
-                          f"{measured.per_hour:.1f}", f"{measured.per_hour / single:.2f}")
+                          f"{measured.wall:.0f}", f"{measured.per_hour:.1f}", f"{measured.per_hour / single:.2f}")
         console.print(table)
         console.print(f"load average {os.getloadavg()[0]:.1f} at the end")
 

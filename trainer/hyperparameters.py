@@ -12,6 +12,8 @@ import json
 import math
 import re
 
+from trainer import parsing
+
 BLOCK_START = re.compile(r"^# === HYPERPARAMETERS \(track: (\w+)\) =*$", re.MULTILINE)
 BLOCK_END = "# === END HYPERPARAMETERS"
 
@@ -49,7 +51,7 @@ def set_hyperparameters(source: str, values: dict[str, object], track: str | Non
     last_line = source.count("\n", 0, end) + 1
     lines = source.splitlines(keepends=True)
     spans: dict[str, list[ast.expr]] = {}
-    for node in ast.parse(source).body:
+    for node in parsing.parse(source).body:
         if isinstance(node, ast.Assign) and first_line < node.lineno < last_line:
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -72,7 +74,7 @@ def set_hyperparameters(source: str, values: dict[str, object], track: str | Non
     if track is not None:
         result = BLOCK_START.sub(lambda m: m.group(0).replace(f"(track: {m.group(1)})", f"(track: {track})"),
                                  result, count=1)
-    ast.parse(result)
+    parsing.parse(result)
     return result
 
 

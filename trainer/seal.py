@@ -107,8 +107,10 @@ class RunBudget:
 def declared_batch_tokens(train_py: Path) -> int | None:
     """TOTAL_BATCH_SIZE as a literal assignment in train.py (its last one at the top level), or None."""
     import ast
+
+    from trainer.parsing import parse
     try:
-        tree = ast.parse(train_py.read_text())
+        tree = parse(train_py.read_text())
     except (OSError, SyntaxError, ValueError):
         return None
     found = None

@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 import signal
@@ -27,6 +26,7 @@ from typing import Annotated
 
 from pydantic import Field, StrictBool, StrictInt, StringConstraints, TypeAdapter, ValidationError
 
+from trainer import parsing
 from trainer.run_log import escape_controls
 from trainer.seal import OVER_BUDGET
 
@@ -103,7 +103,7 @@ def parse_model_config(log_text: str) -> dict:
         if line.startswith("config: "):
             literal = line[len("config: "):]
             try:
-                value = ast.literal_eval(literal) if len(literal) <= CONFIG_LINE_CHARS else None
+                value = parsing.literal_eval(literal) if len(literal) <= CONFIG_LINE_CHARS else None
                 if isinstance(value, dict):  # tuples are lists in JSON; sets and the rest are refused
                     value = {k: list(v) if isinstance(v, tuple) else v for k, v in value.items()}
                 return MODEL_CONFIG.validate_python(value)

@@ -14,10 +14,11 @@ from agent.recording.transcript import Transcript
 
 @dataclass(frozen=True)
 class Running:
-    """The experiment training while the next one is proposed (its result unknown)."""
+    """An experiment in flight while another is proposed (its result unknown)."""
     id: str
     description: str
     proposer: str | None
+    hypothesis: str = ""
 
 
 @dataclass
@@ -29,7 +30,7 @@ class ProposalContext:
     best: ExperimentRecord      # the ledger record of the best experiment
     history: list[ExperimentRecord]  # every ledger record so far, oldest first
     experiment_id: str
-    running: Running | None = None
+    running: list[Running] = field(default_factory=list)  # every other experiment in flight
     facts: NightFacts = field(default_factory=NightFacts)  # budget left and the keep rule's settings
 
 

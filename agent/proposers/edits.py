@@ -8,10 +8,11 @@ parses, and an edit set that changes nothing is refused.
 
 from __future__ import annotations
 
-import ast
 import difflib
 import textwrap
 from dataclasses import dataclass
+
+from trainer import parsing
 
 EDITABLE_FILE = "train.py"
 
@@ -36,7 +37,7 @@ def apply_edits(source: str, edits: list[Edit]) -> str:
     if result == source:
         raise EditRejected("the edits leave train.py unchanged: an experiment must change something")
     try:
-        ast.parse(result)
+        parsing.parse(result)
     except SyntaxError as err:
         raise EditRejected(f"after the edits train.py is not valid Python: line {err.lineno}: {err.msg}\n"
                            f"{_numbered(result, err.lineno or 1, 2)}") from None

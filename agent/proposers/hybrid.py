@@ -19,8 +19,7 @@ class HybridProposer:
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
         proposed = [r.proposer for r in context.history if r.proposer in self.by_name]
-        if context.running and context.running.proposer in self.by_name:
-            proposed.append(context.running.proposer)  # proposed, still training
+        proposed += [r.proposer for r in context.running if r.proposer in self.by_name]  # proposed, still training
         by_optuna = proposed.count(self.optuna.name)
         chosen = self.optuna if by_optuna < self.share * (len(proposed) + 1) else self.llm
         transcript.event("reasoning", text=f"hybrid: {by_optuna} of {len(proposed)} proposals so far came from "

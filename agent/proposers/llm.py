@@ -97,7 +97,7 @@ class LLMProposer:
                  "program.md": context.program_text, "track.json": json.dumps(context.track, indent=2)}
         toolbox = ToolBox(self.workspace_dir, files, context.history)
         self.sessions[context.experiment_id] = (conversation, toolbox)
-        due = lesson_due(context.history, context.running.id if context.running else None)
+        due = lesson_due(context.history, [r.id for r in context.running])
         return self._converse(conversation, toolbox, context.train_source, transcript, due.id if due else None)
 
     def fix(self, crashed: Crashed, crashed_source: str, transcript: Transcript) -> Proposal:

@@ -27,11 +27,6 @@ class NightFacts(BaseModel):
             usd_spent=spent_usd, keep_sigmas=settings.keep_sigmas, noise_seeds=settings.noise_seeds,
             min_delta=settings.min_delta)
 
-    def after_one(self) -> NightFacts:
-        """The facts for the experiment after the one about to run."""
-        left = None if self.experiments_left is None else max(0, self.experiments_left - 1)
-        return self.model_copy(update=dict(experiments_left=left))
-
     def budget_line(self) -> str:
         parts = [f"{self.experiments_left} experiment(s) including this one" if self.experiments_left is not None
                  else "no limit on experiments",

@@ -46,7 +46,7 @@ def night_state(context: ProposalContext, notes: Notes) -> str:
                         + "\n".join(in_full(r, lessons) for r in recent))
     sections.append(last_outcome(context))
     sections.append(notes_section(notes))
-    due = lesson_due(records, context.running.id if context.running else None)
+    due = lesson_due(records, [r.id for r in context.running])
     sections.append(closing(context, due))
     return "\n\n".join(s for s in sections if s)
 
@@ -131,10 +131,11 @@ def last_outcome(context: ProposalContext) -> str:
         lines += [f"The last experiment, {last.id}, crashed ({last.triage}). Its log ends with:", "```",
                   prompt_tail(last.log_tail, LOG_TAIL_LINES), "```"]
     if context.running:
-        lines.append(f"Experiment {context.running.id} ({clip(context.running.description, 160)}) is training "
-                     "right now and its result is not known yet. Your change will be applied to whichever commit is "
-                     "best when it ends (re-applied on top of it if it is kept), so prefer a change that does not "
-                     "depend on it.")
+        lines.append("Running now, results not known yet (do not propose the same change; your change is applied to "
+                     "whichever commit is best when it ends, re-applied on top of any of these that is kept, so "
+                     "prefer one that does not depend on them):")
+        lines += [f"- {r.id}: {clip(r.description, 160)}" + (f" (hypothesis: {clip(r.hypothesis, 160)})"
+                                                           if r.hypothesis else "") for r in context.running]
     return "\n".join(lines)
 
 

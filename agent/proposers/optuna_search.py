@@ -23,6 +23,7 @@ from agent.proposers.base import Proposal, ProposalContext, ProposerError
 from agent.proposers.edits import Edit
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.transcript import Transcript
+from trainer import parsing
 from trainer.hyperparameters import BLOCK_END, BLOCK_START, set_hyperparameters
 
 # Single changes measured to beat the baseline by well over the noise floor on a track (BENCHMARKS.md, "The
@@ -52,7 +53,7 @@ def search_space(source: str) -> dict[str, SearchDimension]:
         raise ProposerError("train.py has no hyperparameter block to search")
     first, last = source.count("\n", 0, start.start()) + 1, source.count("\n", 0, end) + 1
     space = {}
-    for node in ast.parse(source).body:
+    for node in parsing.parse(source).body:
         if not (isinstance(node, ast.Assign) and first < node.lineno < last and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name)):
             continue

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from agent.proposers.edits import Edit, EditRejected, apply_edits
+from trainer import parsing
 
 FORBIDDEN_MODULES = {
     "socket", "ssl", "http", "urllib", "urllib3", "requests", "httpx", "aiohttp", "ftplib", "smtplib",
@@ -68,7 +69,7 @@ def checked_source(parent: str, edits: list[Edit]) -> str:
 def check_policy(source: str, parent: str | None = None) -> None:
     """Raises EditRejected listing every violation with its line; with the parent's source, also
     rejects an edit that changes how train.py is seeded."""
-    tree = ast.parse(source)
+    tree = parsing.parse(source)
     checker = _Checker(tree)
     checker.visit(tree)
     if checker.violations:
@@ -83,7 +84,7 @@ def check_seeding_unchanged(parent: str, source: str, after: list[str] | None = 
     measure noise. A changed seed only moves val_bpb by luck, so it is never an experiment. (after: seeding() of
     source, when already known.)"""
     before = list(_seeding_of(parent))
-    after = after if after is not None else seeding(ast.parse(source))
+    after = after if after is not None else seeding(parsing.parse(source))
     if before != after:
         changed = sorted(set(after) - set(before)) or sorted(set(before) - set(after))
         raise EditRejected(
@@ -96,7 +97,7 @@ def check_seeding_unchanged(parent: str, source: str, after: list[str] | None = 
 @functools.lru_cache(maxsize=32)
 def _seeding_of(source: str) -> tuple[str, ...]:
     """seeding() of a parent train.py: the same few parents are checked against for every proposal."""
-    return tuple(seeding(ast.parse(source)))
+    return tuple(seeding(parsing.parse(source)))
 
 
 def seeding(tree: ast.Module) -> list[str]:

@@ -1,14 +1,13 @@
-"""Obtaining the proposal for an experiment: the baseline's, the one made ahead while the previous
-experiment trained (re-applied to the best if the best moved), or a fresh one. Every proposal's
-edits are applied and policy-checked once against the train.py they are for, and the checked
-source travels with the proposal (Proposal.checked_against)."""
+"""Obtaining the proposal for an experiment: the baseline's, or one made against the best while
+other experiments are in flight (told what they are), re-applied to a newer best when one was
+kept meanwhile. Every proposal's edits are applied and policy-checked once against the train.py
+they are for, and the checked source travels with the proposal (Proposal.checked_against).
+Proposers are asked and told by one thread at a time (the loop's proposer lock)."""
 
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,112 +37,77 @@ def read_program(workspace: Workspace) -> Program:
 
 
 @dataclass
-class Ahead:
-    """A proposal being made in the background for the next experiment."""
-    experiment_id: str
-    base_commit: str
-    future: Future
-    transcript: Transcript
-
-
-@dataclass
 class Obtained:
     proposal: Proposal
     source: str                    # train.py with the proposal's edits, checked
     base_commit: str | None        # the commit it was proposed against (None: the baseline)
     rebased: bool = False
     propose_seconds: float = 0.0   # how long the proposer worked on it
-    wait_seconds: float = 0.0      # how long the loop waited for it (the critical path)
+    wait_seconds: float = 0.0      # how long the experiment's training slot waited for it (the critical path)
 
 
 class Proposing:
-    def __init__(self, workspace: Workspace, ledger: Ledger, proposer: Proposer):
-        self.workspace, self.ledger, self.proposer = workspace, ledger, proposer
+    def __init__(self, workspace: Workspace, ledger: Ledger, proposer: Proposer, proposer_lock):
+        self.workspace, self.ledger, self.proposer, self.proposer_lock = workspace, ledger, proposer, proposer_lock
 
-    def obtain(self, experiment_id: str, best: ExperimentRecord | None, program: Program, transcript: Transcript,
-               ahead: Ahead | None, facts: NightFacts) -> Obtained:
-        """The baseline; or the proposal made ahead, re-applied to the best if the best moved; or a fresh one."""
-        train_source = self.workspace.file_at("train.py")
-        if best is None:
-            transcript.event("proposal", proposer="baseline", description="baseline: train.py as created", edits=[])
-            return Obtained(Proposal("baseline", []), train_source, None)
-        if ahead is not None and ahead.experiment_id == experiment_id:
-            obtained = self._made_ahead(ahead, best, train_source, transcript)
-            if obtained is not None:
-                return obtained
-        started = time.monotonic()
-        context = self.context(experiment_id, best, program, train_source, facts)
+    def baseline(self, train_source: str, transcript: Transcript) -> Obtained:
+        transcript.event("proposal", proposer="baseline", description="baseline: train.py as created", edits=[])
+        return Obtained(Proposal("baseline", []), train_source, None)
+
+    def propose(self, experiment_id: str, best: ExperimentRecord, train_source: str, program: Program,
+                transcript: Transcript, facts: NightFacts, running: list[Running]) -> Obtained:
+        """A fresh proposal against the best (train_source), told which experiments are in flight."""
+        context = self.context(experiment_id, best, program, train_source, facts, running)
         transcript.event("proposal_started", proposer=self.proposer.name, parent=best.commit, program=program.name,
-                         program_sha256=program.sha256)
+                         program_sha256=program.sha256, while_running=[r.id for r in running])
         proposal, seconds = self.validated(context, transcript)
-        return Obtained(proposal, proposal.checked_against(train_source), best.commit,
-                        propose_seconds=seconds, wait_seconds=time.monotonic() - started)
+        return Obtained(proposal, proposal.checked_against(train_source), best.commit, propose_seconds=seconds)
 
-    def _made_ahead(self, ahead: Ahead, best: ExperimentRecord, train_source: str,
-                    transcript: Transcript) -> Obtained | None:
-        waited = time.monotonic()
-        proposal, seconds = ahead.future.result()  # its errors count against this experiment, as a serial one's would
-        waited = time.monotonic() - waited
-        rebased = ahead.base_commit != best.commit
+    def reapplied(self, experiment_id: str, obtained: Obtained, best: ExperimentRecord, train_source: str,
+                  transcript: Transcript) -> Obtained | None:
+        """The proposal on a best that moved since it was made; None (recorded as a failed proposal) when its
+        edits no longer apply there: then tell the proposer (told_unused) and propose again."""
         try:
-            source = proposal.checked_against(train_source)  # checked already unless the best moved
+            source = obtained.proposal.checked_against(train_source)
         except EditRejected as err:
             transcript.event("rebase_failed", onto=best.commit, message=str(err))
             record_failure(self.workspace.dir, FailedProposal(
-                experiment_id=ahead.experiment_id, kind="rejected", reason=f"no longer applies to the best: {err}",
-                usage=proposal.usage))
-            self.proposer.observe(ahead.experiment_id, proposal.meta, None)
+                experiment_id=experiment_id, kind="rejected", reason=f"no longer applies to the best: {err}",
+                usage=obtained.proposal.usage))
             return None
-        if rebased:
-            transcript.event("rebased", onto=best.commit, proposed_against=ahead.base_commit)
-        return Obtained(proposal, source, ahead.base_commit, rebased, seconds, waited)
+        transcript.event("rebased", onto=best.commit, proposed_against=obtained.base_commit)
+        return Obtained(obtained.proposal, source, obtained.base_commit, True, obtained.propose_seconds,
+                        obtained.wait_seconds)
+
+    def told_unused(self, experiment_id: str, obtained: Obtained) -> None:
+        with self.proposer_lock:
+            self.proposer.observe(experiment_id, obtained.proposal.meta, None)
 
     def context(self, experiment_id: str, best: ExperimentRecord, program: Program, train_source: str,
-                facts: NightFacts | None = None, running: Running | None = None) -> ProposalContext:
+                facts: NightFacts | None = None, running: list[Running] = ()) -> ProposalContext:
         return ProposalContext(track=self.workspace.track, program_name=program.name, program_text=program.text,
                                train_source=train_source, best=best, history=list(self.ledger.records),
-                               experiment_id=experiment_id, running=running, facts=facts or NightFacts())
+                               experiment_id=experiment_id, running=list(running), facts=facts or NightFacts())
 
     def validated(self, context: ProposalContext, transcript: Transcript) -> tuple[Proposal, float]:
         """A proposal whose edits apply to context.train_source and pass the policy, and the seconds it took."""
-        started = time.monotonic()
-        proposal = self.proposer.propose(context, transcript)
-        transcript.event("proposal", proposer=self.proposer.name, description=proposal.description,
-                         edits=[vars(e) for e in proposal.edits], meta=proposal.meta, **proposal.research_fields())
-        try:
-            proposal.checked_against(context.train_source)
-        except EditRejected as err:
-            transcript.event("edit_rejected", message=str(err))
-            self.proposer.observe(context.experiment_id, proposal.meta, None)
-            raise
-        return proposal, time.monotonic() - started
-
-    def look_ahead(self, best: ExperimentRecord, parent: str, running: Running, facts: NightFacts) -> Ahead:
-        """Starts proposing the next experiment against the current best while `running` trains."""
-        experiment_id = f"{int(running.id) + 1:04d}"
-        program = read_program(self.workspace)
-        context = self.context(experiment_id, best, program, self.workspace.file_at("train.py", parent), facts,
-                               running)
-        transcript = Transcript(self.workspace.dir / "transcripts" / f"{experiment_id}.jsonl")
-        transcript.event("proposal_started", proposer=self.proposer.name, parent=parent, program=program.name,
-                         program_sha256=program.sha256, while_running=running.id)
-        future: Future = Future()
-
-        def work() -> None:
+        with self.proposer_lock:
+            started = time.monotonic()
+            proposal = self.proposer.propose(context, transcript)
+            seconds = time.monotonic() - started
+            transcript.event("proposal", proposer=self.proposer.name, description=proposal.description,
+                             edits=[vars(e) for e in proposal.edits], meta=proposal.meta, **proposal.research_fields())
             try:
-                future.set_result(self.validated(context, transcript))
-            except BaseException as err:  # handed to the loop with the result
-                future.set_exception(err)
+                proposal.checked_against(context.train_source)
+            except EditRejected as err:
+                transcript.event("edit_rejected", message=str(err))
+                self.proposer.observe(context.experiment_id, proposal.meta, None)
+                raise
+        return proposal, seconds
 
-        threading.Thread(target=work, name=f"propose-{experiment_id}", daemon=True).start()
-        return Ahead(experiment_id, parent, future, transcript)
-
-    def abandon(self, ahead: Ahead | None, why: str) -> None:
-        """Drops a proposal made ahead; if it was made, it is recorded with its spend (it was paid for)."""
-        if ahead is None:
-            return
-        ahead.transcript.event("proposal_abandoned", reason=why)
-        if ahead.future.done() and ahead.future.exception() is None:
-            proposal, _ = ahead.future.result()
-            record_failure(self.workspace.dir, FailedProposal(experiment_id=ahead.experiment_id, kind="abandoned",
-                                                              reason=why, usage=proposal.usage))
+    def abandon(self, experiment_id: str, obtained: Obtained | None, transcript: Transcript, why: str) -> None:
+        """Drops a proposal that will not run; if it was made, it is recorded with its spend (it was paid for)."""
+        transcript.event("proposal_abandoned", reason=why)
+        if obtained is not None and obtained.base_commit is not None:
+            record_failure(self.workspace.dir, FailedProposal(experiment_id=experiment_id, kind="abandoned",
+                                                              reason=why, usage=obtained.proposal.usage))

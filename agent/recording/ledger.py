@@ -25,7 +25,7 @@ from trainer.atomic import write_text_atomic
 TSV_HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
 QUARANTINE = "experiments.quarantine.jsonl"  # lines of experiments.jsonl that were not records, with their numbers
 TSV_STATUS = {ExperimentStatus.KEEP: "keep", ExperimentStatus.DISCARD: "discard", ExperimentStatus.CRASH: "crash",
-              ExperimentStatus.INTERRUPTED: "crash"}
+              ExperimentStatus.INTERRUPTED: "crash", ExperimentStatus.SUPERSEDED: "discard"}
 
 
 def append_line(path: Path, line: str) -> None:
@@ -130,12 +130,14 @@ class Ledger:
         return any(r.id == experiment_id for r in self.records)
 
     def prune_checkpoints(self) -> None:
-        """Keeps the weights of the baseline and of the best (what `confirm` evaluates); the rest go."""
+        """Keeps the weights of the baseline and of the best (what `confirm` evaluates) and those of experiments
+        in flight (a would-be keep is verified from them); the rest go."""
         kept = self.kept()
         workspace_dir = self.jsonl.parent
         wanted = {workspace_dir / r.checkpoint for r in kept[:1] + kept[-1:] if r.checkpoint}
+        busy = {m.id for m in self.in_flight()}
         for path in (workspace_dir / "checkpoints").glob("*.pt"):
-            if path not in wanted:
+            if path not in wanted and path.name.split(".")[0] not in busy:
                 path.unlink(missing_ok=True)
 
     # -- the experiments in flight ------------------------------------------

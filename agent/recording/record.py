@@ -26,6 +26,8 @@ class ExperimentStatus(str, Enum):
     CRASH = "crash"
     INTERRUPTED = "interrupted"  # the loop stopped while it ran (results.tsv calls it crash)
     NOISE = "noise"              # re-runs of the best that measure sigma: not an experiment
+    SUPERSEDED = "superseded"    # beat its parent, but the best moved on and its edits no longer apply to the new
+                                 # best (results.tsv calls it discard)
 
     def __str__(self) -> str:
         return self.value
@@ -129,6 +131,14 @@ class FixAttempt(_Part):
     log: str
 
 
+class RebasedFrom(_Part):
+    """A parent an experiment was trained on before the best moved on: its commit there and those runs."""
+    parent: str
+    commit: str
+    runs: list[RunEntry] = Field(default_factory=list)
+    status: str | None = None      # what it would have been against that parent (keep, or a close call)
+
+
 class ProgramRef(_Part):
     name: str | None = None
     sha256: str | None = None
@@ -157,6 +167,7 @@ class ExperimentRecord(BaseModel):
     frozen_changed: list[str] = Field(default_factory=list)
     proposed_against: str | None = None
     rebased: bool | None = None
+    rebased_from: list[RebasedFrom] = Field(default_factory=list)  # earlier parents whose best moved on meanwhile
     timings: Timings = Field(default_factory=Timings)
     proposer: str | None = None
     proposal: dict[str, Any] = Field(default_factory=dict)  # the proposer's own notes (trial, model, ...)

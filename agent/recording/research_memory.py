@@ -7,11 +7,13 @@ A lesson is written by the proposal after the result is known, so it lives in th
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from pydantic import BaseModel
 
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 
-DECIDED = (ExperimentStatus.KEEP, ExperimentStatus.DISCARD, ExperimentStatus.CRASH)
+DECIDED = (ExperimentStatus.KEEP, ExperimentStatus.DISCARD, ExperimentStatus.CRASH, ExperimentStatus.SUPERSEDED)
 
 
 class Reasoning(BaseModel):
@@ -42,11 +44,11 @@ def proposed(record: ExperimentRecord) -> bool:
     return record.is_experiment and record.proposer != "baseline"
 
 
-def lesson_due(records: list[ExperimentRecord], running_id: str | None = None) -> ExperimentRecord | None:
+def lesson_due(records: list[ExperimentRecord], running_ids: Collection[str] = ()) -> ExperimentRecord | None:
     """The newest decided experiment whose result no proposal has drawn a lesson from yet, or None.
     Only the newest is asked for: an older one without a lesson (an offline proposer's) stays without."""
     lessons = lessons_by_id(records)
-    decided = [r for r in records if proposed(r) and r.status in DECIDED and r.id != running_id]
+    decided = [r for r in records if proposed(r) and r.status in DECIDED and r.id not in running_ids]
     if not decided or decided[-1].id in lessons:
         return None
     return decided[-1]

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from agent.llm.types import ProviderFatal, ProviderUnavailable
 from agent.proposers.base import Crashed, Proposer, ProposerError
 from agent.proposers.edits import EditRejected
-from agent.recording.ledger import Ledger
 from agent.recording.record import FixAttempt, InFlight
 from agent.recording.transcript import Transcript
 from agent.running.runner import RunResult
 from agent.running.training import Training
+from agent.sharing import Shared
 from agent.untrusted import bounded
 from trainer.triage import Triage
 
@@ -30,13 +30,16 @@ class Trained:
 class Fixing:
     """Trains an experiment's commit, and the fixes its proposer submits after a fixable crash."""
 
-    def __init__(self, training: Training, ledger: Ledger, proposer: Proposer):
-        self.training, self.ledger, self.proposer = training, ledger, proposer
+    def __init__(self, training: Training, proposer: Proposer, shared: Shared):
+        self.training, self.proposer, self.shared = training, proposer, shared
 
-    def train(self, in_flight: InFlight, source: str, transcript: Transcript, can_fix: bool) -> Trained:
-        """Runs the commit; after a fixable crash the proposer may submit fixes on top of it, each trained in turn."""
+    def train(self, in_flight: InFlight, source: str, transcript: Transcript, can_fix: bool,
+              name: str | None = None) -> Trained:
+        """Runs the commit (logs/<name>.log, the experiment's id by default); after a fixable crash the proposer
+        may submit fixes on top of it, each trained in turn."""
         workspace, limit = self.training.workspace, self.training.settings.max_fix_attempts
-        result = self.training.run(in_flight.commit, in_flight.id, in_flight.seed, transcript)
+        name = name or in_flight.id
+        result = self.training.run(in_flight.commit, name, in_flight.seed, transcript)
         trained = Trained(result, in_flight.commit, [], [], result.seconds)
         while (result.verdict.triage == Triage.FIXABLE and can_fix and hasattr(self.proposer, "fix")
                and len(trained.attempts) < limit):
@@ -46,7 +49,8 @@ class Fixing:
             crashed = Crashed(in_flight.id, result.verdict.triage.value, result.verdict.reason, result.tail,
                               in_flight.proposal.get("proposer"))
             try:
-                fix = self.proposer.fix(crashed, source, transcript)
+                with self.shared.proposer_lock:
+                    fix = self.proposer.fix(crashed, source, transcript)
                 source = fix.checked_against(source)
             except (ProposerError, EditRejected, ProviderUnavailable, ProviderFatal) as err:
                 transcript.event("fix_failed", reason=str(err))  # the crash stands; a dead provider stops the next turn
@@ -55,13 +59,14 @@ class Fixing:
             number = len(trained.attempts)
             trained.fix_usage.append(fix.usage)
             previous = trained.commit
-            trained.commit = workspace.commit_train(source,
-                                                    f"{in_flight.id}: fix {number}: {bounded(fix.description)}")
-            transcript.event("committed", commit=trained.commit, parent=previous, fix=number,
-                             diff=workspace.diff(previous, trained.commit))
-            in_flight.commit = trained.commit
-            self.ledger.begin(in_flight)
-            result = self.training.run(trained.commit, f"{in_flight.id}.fix{number}", in_flight.seed, transcript)
+            with self.shared.lock:
+                trained.commit = workspace.commit_train(
+                    source, f"{in_flight.id}: fix {number}: {bounded(fix.description)}", parent=previous)
+                transcript.event("committed", commit=trained.commit, parent=previous, fix=number,
+                                 diff=workspace.diff(previous, trained.commit))
+                in_flight.commit = trained.commit
+                self.shared.begin(in_flight)
+            result = self.training.run(trained.commit, f"{name}.fix{number}", in_flight.seed, transcript)
             trained.result = result
             trained.run_seconds += result.seconds
         return trained

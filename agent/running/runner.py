@@ -10,7 +10,12 @@ afterwards. RunResult (trainer/run_result.py) is what every runner returns.
 
 from __future__ import annotations
 
+import os
+import queue
+import signal
+import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Protocol
 
@@ -25,13 +30,19 @@ __all__ = ["LocalRunner", "RunResult", "Runner"]
 
 class Runner(Protocol):
     """Runner.run(workspace, commit, timeout, experiment_id, seed) -> RunResult (LocalRunner, SpoolRunner).
-    The seed reaches train.py as AUTORESEARCH_SEED; experiment_id names the log (logs/<id>.log)."""
+    The seed reaches train.py as AUTORESEARCH_SEED; experiment_id names the log (logs/<id>.log).
+
+    run is called from several threads at once: it blocks while all `slots` are busy and says in
+    result.where what ran it. cancel_all stops every run in flight (the loop is stopping)."""
 
     name: str
     isolation: str  # a sentence on how runs are isolated, said when a loop starts
+    slots: int      # runs it can hold at once; the loop keeps this many experiments in flight by default
 
     def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str,
             seed: int = 42) -> RunResult: ...
+
+    def cancel_all(self) -> None: ...
 
     def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
                  probe: bool = False, timeout: float = 1800.0) -> dict:
@@ -39,12 +50,38 @@ class Runner(Protocol):
         ...
 
 
+def visible_gpus() -> list[int]:
+    """The CUDA GPUs this machine shows (CUDA_VISIBLE_DEVICES if set, else nvidia-smi); none without CUDA."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [int(part) for part in listed.split(",") if part.strip().isdigit()]
+    try:
+        shown = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                               text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [int(line) for line in shown.stdout.split() if line.isdigit()] if shown.returncode == 0 else []
+
+
 class LocalRunner:
+    """Runs on this machine, `slots` at a time: one slot per GPU (each run sees only its own through
+    CUDA_VISIBLE_DEVICES), or `slots` CPU runs where there is no GPU."""
+
     name = "local"
 
-    def __init__(self, python: str = sys.executable):
+    def __init__(self, python: str = sys.executable, slots: int | None = None, gpus: list[int] | None = None):
         self.python = python
         self.isolation = isolation().note
+        self.gpus = visible_gpus() if gpus is None else gpus
+        self.slots = slots or max(1, len(self.gpus))
+        if self.gpus and self.slots > len(self.gpus):
+            raise ValueError(f"{self.slots} slots but {len(self.gpus)} GPU(s) ({self.gpus}): one run per GPU; "
+                             f"use --parallel {len(self.gpus)} or fewer")
+        self._free: queue.Queue[int] = queue.Queue()
+        for slot in range(self.slots):
+            self._free.put(slot)
+        self._running: dict[int, object] = {}  # slot -> the process of its run
+        self._guard = threading.Lock()
 
     def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
                  probe: bool = False, timeout: float = 1800.0) -> dict:
@@ -53,10 +90,36 @@ class LocalRunner:
 
     def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
         files = {name: workspace.file_at(name, commit).encode() for name in TRACKED}
-        return run_commit(files, seed=seed, timeout=timeout, frozen_sha256=workspace.frozen_hashes(),
-                          run_dir=workspace.runs_dir / experiment_id,
-                          log_path=workspace.dir / "logs" / f"{experiment_id}.log",
-                          checkpoint_destination=workspace.dir / "checkpoints" / f"{experiment_id}.pt",
-                          compile_cache=compile_cache_dir(cache_root() / "compile"), hidden=[workspace.dir.parent],
-                          python=self.python)
+        frozen = workspace.frozen_hashes()
+        slot = self._free.get()  # waits while every slot is busy
+        try:
+            gpu = self.gpus[slot] if self.gpus else None
 
+            def started(process) -> None:
+                with self._guard:
+                    self._running[slot] = process
+
+            result = run_commit(files, seed=seed, timeout=timeout, frozen_sha256=frozen,
+                                run_dir=workspace.runs_dir / experiment_id,
+                                log_path=workspace.dir / "logs" / f"{experiment_id}.log",
+                                checkpoint_destination=workspace.dir / "checkpoints" / f"{experiment_id}.pt",
+                                compile_cache=compile_cache_dir(cache_root() / "compile"),
+                                hidden=[workspace.dir.parent], python=self.python,
+                                extra_env=None if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)},
+                                on_start=started)
+        finally:
+            with self._guard:
+                self._running.pop(slot, None)
+            self._free.put(slot)
+        result.where = f"local slot {slot + 1}" + ("" if gpu is None else f", GPU {gpu}")
+        return result
+
+    def cancel_all(self) -> None:
+        """Kills the process group of every run in flight; each of those runs returns as it ends."""
+        with self._guard:
+            processes = list(self._running.values())
+        for process in processes:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass

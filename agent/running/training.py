@@ -1,17 +1,20 @@
 """Training a commit through a runner: the hard timeout, one retry of a failure outside the
-experiment (infra), and the noise floor (re-runs of the best with fresh seeds)."""
+experiment (infra), and the noise floor (re-runs of the best with fresh seeds, all at once
+through the runner's slots). A run that ends while the loop is stopping raises Stopping: what
+it printed is not judged."""
 
 from __future__ import annotations
 
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 
-from agent.judging.noise import commit_runs, fresh_seed, inflated_floor, sigma_of
-from agent.recording.ledger import Ledger
+from agent.judging.noise import commit_runs, inflated_floor, sigma_of
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, now
 from agent.recording.transcript import Transcript
 from agent.running.runner import Runner, RunResult
 from agent.settings import LoopSettings
+from agent.sharing import Shared
 from agent.workspace import Workspace
 from trainer.triage import Triage
 
@@ -30,46 +33,59 @@ def hard_timeout(constants: dict, settings: LoopSettings) -> float:
 
 
 class Training:
-    def __init__(self, workspace: Workspace, runner: Runner, settings: LoopSettings):
-        self.workspace, self.runner, self.settings = workspace, runner, settings
+    def __init__(self, workspace: Workspace, runner: Runner, settings: LoopSettings, shared: Shared):
+        self.workspace, self.runner, self.settings, self.shared = workspace, runner, settings, shared
 
     def run(self, commit: str, name: str, seed: int, transcript: Transcript) -> RunResult:
         """One run of a commit (logs/<name>.log); an infra failure is retried once, not charged."""
         timeout = hard_timeout(self.workspace.track["constants"], self.settings)
+        self.shared.check()
         transcript.event("run_started", commit=commit, timeout_s=timeout, runner=self.runner.name, seed=seed)
         result = self.runner.run(self.workspace, commit, timeout, name, seed)
         if result.verdict.triage == Triage.INFRA:
+            self.shared.check()
             transcript.event("retry", reason=result.verdict.reason, note="infra: same commit once more, not charged")
             result = self.runner.run(self.workspace, commit, timeout, f"{name}.retry", seed)
+        self.shared.check()
         transcript.event("run_finished", returncode=result.returncode, timed_out=result.timed_out,
                          triage=result.verdict.triage.value, reason=result.verdict.reason,
-                         seconds=round(result.seconds, 3), summary=result.summary, log_tail=result.tail)
+                         seconds=round(result.seconds, 3), summary=result.summary, log_tail=result.tail,
+                         where=result.where)
         return result
 
-    def measure_noise_floor(self, ledger: Ledger, say=print) -> ExperimentRecord:
-        """Re-runs the best commit with fresh seeds; sigma of all its runs is the noise floor from now on."""
-        best, started, started_at = ledger.best(), time.monotonic(), now()
+    def noise_seeds(self) -> list[int]:
+        """The seeds of the next noise floor, taken now so that runs started later get others."""
+        return [self.shared.seed() for _ in range(self.settings.noise_seeds)]
+
+    def measure_noise_floor(self, best: ExperimentRecord, seeds: list[int], say=print) -> ExperimentRecord:
+        """Re-runs the best commit with the given seeds, all at once; sigma of all its runs is the noise floor
+        from now on."""
+        ledger, started, started_at = self.shared.ledger, time.monotonic(), now()
         record_id = f"{best.id}-noise"
         transcript = Transcript(self.workspace.dir / "transcripts" / f"{record_id}.jsonl")
-        transcript.event("noise_floor_started", of=best.id, commit=best.commit, runs=self.settings.noise_seeds)
-        first_seed, runs = fresh_seed(ledger.records, self.settings.seed), []
-        for number in range(self.settings.noise_seeds):
-            result = self.run(best.commit, f"{record_id}{number + 1}", first_seed + number, transcript)
-            runs.append(RunEntry.of(result, first_seed + number, self.workspace.dir))
+        transcript.event("noise_floor_started", of=best.id, commit=best.commit, runs=len(seeds))
+        names = [f"{record_id}{number + 1}" for number in range(len(seeds))]
+        with ThreadPoolExecutor(max_workers=max(1, len(seeds)), thread_name_prefix=record_id) as pool:
+            results = list(pool.map(lambda name, seed: self.run(best.commit, name, seed, transcript), names, seeds))
+        runs = [RunEntry.of(result, seed, self.workspace.dir) for result, seed in zip(results, seeds, strict=True)]
+        for result in results:
             if result.verdict.triage == Triage.INFRA:
                 raise LoopStopped(f"measuring the noise floor failed twice for a reason outside the experiment: "
                                   f"{result.verdict.reason}. Fix the machine or the data, then run again")
-        values = commit_runs(ledger.records, best.commit) + [r.val_bpb for r in runs if r.val_bpb is not None]
-        sigma = sigma_of(values)
-        record = ExperimentRecord(
-            id=record_id, status=ExperimentStatus.NOISE, triage="ok", of=best.id, parent=best.commit,
-            commit=best.commit, description=f"noise floor: {best.id} re-run with seeds "
-                                            + ", ".join(str(r.seed) for r in runs),
-            val_bpb=statistics.fmean(values), runs=runs, values=values, sigma=sigma, peak_vram_mb=None,
-            timings=Timings(run_s=round(sum(r.seconds for r in runs), 3), total_s=round(time.monotonic() - started, 3)),
-            transcript=str(transcript.path.relative_to(self.workspace.dir)), started=started_at, finished=now())
-        ledger.append(record)
-        ledger.prune_checkpoints()
+        with self.shared.lock:
+            self.shared.check()
+            values = commit_runs(ledger.records, best.commit) + [r.val_bpb for r in runs if r.val_bpb is not None]
+            sigma = sigma_of(values)
+            record = ExperimentRecord(
+                id=record_id, status=ExperimentStatus.NOISE, triage="ok", of=best.id, parent=best.commit,
+                commit=best.commit, description=f"noise floor: {best.id} re-run with seeds "
+                                                + ", ".join(str(r.seed) for r in runs),
+                val_bpb=statistics.fmean(values), runs=runs, values=values, sigma=sigma, peak_vram_mb=None,
+                timings=Timings(run_s=round(sum(r.seconds for r in runs), 3),
+                                total_s=round(time.monotonic() - started, 3)),
+                transcript=str(transcript.path.relative_to(self.workspace.dir)), started=started_at, finished=now())
+            ledger.append(record)
+            ledger.prune_checkpoints()
         transcript.event("noise_floor", of=best.id, values=values, sigma=sigma)
         say(f"{record_id} sigma {sigma:.6f} from {len(values)} runs of {best.id}" if sigma is not None
             else f"{record_id}: too few runs succeeded to measure sigma")

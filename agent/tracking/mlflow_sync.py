@@ -24,6 +24,7 @@ from agent.recording.ledger import read_records
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.report.summary import parse_time
 from agent.untrusted import bounded
+from trainer import parsing
 from trainer.atomic import read_json, write_json_atomic
 from trainer.hyperparameters import BLOCK_END, BLOCK_START
 
@@ -54,7 +55,7 @@ def block_values(source: str) -> dict[str, str]:
         return {}
     first, last = source.count("\n", 0, start.start()) + 1, source.count("\n", 0, end) + 1
     try:
-        tree = ast.parse(source)
+        tree = parsing.parse(source)
     except SyntaxError:
         return {}
     return {node.targets[0].id: bounded(ast.get_source_segment(source, node.value) or "", 200)

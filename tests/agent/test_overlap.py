@@ -31,7 +31,7 @@ def test_proposals_made_during_a_run_are_rebased_or_proposed_again(workspace, mo
     # A baseline whose block matrices cannot learn, so that restoring their learning rate is surely kept.
     handicapped = set_hyperparameters(workspace.file_at("train.py"), {"MATRIX_LR": 0.0})
     assert MATRIX in handicapped
-    workspace.commit_train(handicapped, "baseline with MATRIX_LR = 0")
+    workspace.advance_to(workspace.commit_train(handicapped, "baseline with MATRIX_LR = 0"))
     with LLMServer(latency=1.0) as server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url())

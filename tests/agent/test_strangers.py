@@ -150,7 +150,7 @@ def test_a_hostile_run_reaches_nothing_outside_its_directory(workspace, tmp_path
     mark = tmp_path / "hook-ran"
     project_before = fingerprint(ROOT / "trainer")
     source, edit = hostile_source(workspace.file_at("train.py"), workspace.dir, mark, listener)
-    workspace.commit_train(source, "a train.py that attacks the machine")
+    workspace.advance_to(workspace.commit_train(source, "a train.py that attacks the machine"))
     messages = []
     run_loop(workspace, ScriptedEdits(edit), LocalRunner(), LoopSettings(max_experiments=2, noise_seeds=0),
              say=messages.append)
@@ -231,7 +231,7 @@ def test_an_unprivileged_loop_without_isolation_says_so_and_keeps_its_key_and_ho
         # Not the ledger: a run as the loop's own user, unisolated, can write it (which is why `run` says so).
         attacks = tuple(a for a in ATTACKS if not a.startswith("ledger"))
         source, edit = hostile_source(workspace.file_at("train.py"), workspace.dir, mark, listener, attacks)
-        workspace.commit_train(source, "a train.py that attacks the machine")
+        workspace.advance_to(workspace.commit_train(source, "a train.py that attacks the machine"))
         subprocess.run(["chown", "-R", "65534:65534", str(home)], check=True)
         env = {**os.environ, "HOME": str(home), "ANTHROPIC_API_KEY": API_KEY, "PYTHONPATH": str(ROOT),
                "PATH": f"{home}/bin:{os.environ['PATH']}", "AUTORESEARCH_CACHE": str(home / "cache"),

@@ -328,8 +328,9 @@ def test_two_runs_in_flight_each_have_their_line(workspace, terminal):
 
 @pytest.fixture
 def midnight(workspace):
-    """A workspace caught mid-night: a baseline and one experiment recorded (each run saying what ran it), two
-    experiments in flight, one of them training, and a proposal being made for the next."""
+    """A workspace caught mid-night: a baseline and one experiment recorded (each run saying what ran it, the
+    experiment's first run on a parent the best moved on from), two experiments in flight, one of them training,
+    and a proposal being made for the next."""
     commit = workspace.head()
     records = [
         ExperimentRecord(id="0000", status="keep", commit=commit, val_bpb=2.5, description="baseline",
@@ -338,7 +339,9 @@ def midnight(workspace):
         ExperimentRecord(id="0001", status="discard", commit=commit, val_bpb=2.6, description="wider MLP",
                          proposer="optuna", started=now(), finished=now(),
                          runs=[dict(seed=7, val_bpb=2.55, where="ray node 10.0.0.2 (a1b2c3d4)"),
-                               dict(seed=9, val_bpb=2.65, where="ray node 10.0.0.3 (e5f6a7b8)")]),
+                               dict(seed=9, val_bpb=2.65, where="ray node 10.0.0.3 (e5f6a7b8)")],
+                         rebased_from=[dict(parent="0" * 40, commit="1" * 40, status="keep",
+                                            runs=[dict(seed=5, val_bpb=2.4, where="local slot 3, GPU 2")])]),
     ]
     (workspace.dir / "experiments.jsonl").write_text("".join(r.to_json() + "\n" for r in records))
     ledger = Ledger(workspace.dir)
@@ -367,7 +370,7 @@ def test_status_shows_every_run_in_flight_and_what_ran_each(midnight):
     assert any(line.startswith("now: 0004 proposing with optuna") for line in lines[running[1] + 2:])
     table = printed.getvalue()
     assert "local slot 1, GPU 0" in table
-    assert "ray node 10.0.0.2 (a1b2c3d4); ray node 10.0.0.3" in table  # both runs of 0001, in order
+    assert "local slot 3, GPU 2; ray node 10.0.0.2 (a1b2c3d4); ray node 10.0.0.3" in table  # every run of 0001
 
 
 def test_the_report_written_mid_night_shows_the_runs_in_flight_and_where_each_ran(midnight):
@@ -379,4 +382,4 @@ def test_the_report_written_mid_night_shows_the_runs_in_flight_and_where_each_ra
     experiments = html.split("<h2>Every experiment</h2>")[1].split("<h2>")[0]
     assert "<th>ran on</th>" in experiments
     assert "<td>local slot 1, GPU 0</td>" in experiments
-    assert "<td>ray node 10.0.0.2 (a1b2c3d4); ray node 10.0.0.3 (e5f6a7b8)</td>" in experiments
+    assert "<td>local slot 3, GPU 2; ray node 10.0.0.2 (a1b2c3d4); ray node 10.0.0.3 (e5f6a7b8)</td>" in experiments

@@ -1,12 +1,17 @@
 """A Runner that trains nothing: it scores a commit's train.py with a fixed table of which settings help,
 writes a log with a summary block as train.py prints it, seals a small weights file, and answers the
 trusted evaluator with the number the run printed. It lets a test drive the real loop through a long
-night in seconds."""
+night in seconds. It holds `slots` runs at once (a run waits for a free one), can make runs last a while
+(`delays`: text in train.py -> seconds), records when each run held its slot, and cancel_all ends the
+runs in flight at once."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.workspace import Workspace
@@ -18,16 +23,41 @@ SUMMARY = dict(training_seconds="30.0", total_seconds="41.5", startup_seconds="3
                num_steps="417", num_params_M="12.3", depth="4", device="NVIDIA H200", device_memory_mb="143771")
 
 
+@dataclass(frozen=True)
+class Span:
+    name: str        # the run's name (its log's)
+    slot: int
+    started: float   # time.monotonic()
+    ended: float
+
+
 class SyntheticRunner:
     name = "synthetic"
     isolation = "synthetic runs: nothing is executed"
 
     def __init__(self, gains: dict[str, float], crashes: tuple[str, ...] = (), base: float = 1.5,
-                 noise: float = 2e-4):
+                 noise: float = 2e-4, slots: int = 1, delays: dict[str, float] | None = None):
         self.gains = gains        # "NAME = value" (as the assignment starts) -> fall of val_bpb it brings
         self.crashes = crashes    # text whose presence in train.py makes the run run out of memory
         self.base, self.noise = base, noise
         self.printed: dict[Path, float] = {}
+        self.slots, self.delays = slots, delays or {}
+        self.spans: list[Span] = []
+        self._free = list(range(slots))
+        self._slot_freed = threading.Condition()
+        self._cancelled = threading.Event()
+
+    def cancel_all(self) -> None:
+        self._cancelled.set()
+
+    def most_at_once(self) -> int:
+        """The most runs that held a slot at the same moment."""
+        edges = sorted([(s.started, 1) for s in self.spans] + [(s.ended, -1) for s in self.spans])
+        most = current = 0
+        for _, step in edges:
+            current += step
+            most = max(most, current)
+        return most
 
     def score(self, source: str, seed: int) -> float:
         gain = sum(g for setting, g in self.gains.items()
@@ -37,6 +67,22 @@ class SyntheticRunner:
 
     def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
         source = workspace.file_at("train.py", commit)
+        with self._slot_freed:
+            self._slot_freed.wait_for(lambda: self._free)
+            slot = self._free.pop(0)
+        started = time.monotonic()
+        try:
+            self._cancelled.wait(max([d for text, d in self.delays.items() if text in source], default=0.0))
+            result = self._result(workspace, commit, experiment_id, seed, source)
+        finally:
+            with self._slot_freed:
+                self.spans.append(Span(experiment_id, slot, started, time.monotonic()))
+                self._free.append(slot)
+                self._slot_freed.notify()
+        result.where = f"synthetic slot {slot + 1}"
+        return result
+
+    def _result(self, workspace: Workspace, commit: str, experiment_id: str, seed: int, source: str) -> RunResult:
         log_path = workspace.dir / "logs" / f"{experiment_id}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         checkpoint = None

@@ -73,7 +73,8 @@ def test_seeding_moved_unchanged_is_not_a_seed_edit():
 
 def test_noise_floor_then_a_no_op_re_run_and_discarded_and_a_clear_win_kept(workspace):
     # The baseline cannot train its block matrices, so restoring their learning rate is a clear win.
-    workspace.commit_train(set_hyperparameters(workspace.file_at("train.py"), {"MATRIX_LR": 0.0}), "MATRIX_LR = 0")
+    handicapped = set_hyperparameters(workspace.file_at("train.py"), {"MATRIX_LR": 0.0})
+    workspace.advance_to(workspace.commit_train(handicapped, "MATRIX_LR = 0"))
     proposer = ScriptedEdits(("a comment only", "# Batch\n", "# Batch (unchanged)\n"),
                         ("MATRIX_LR 0.0 -> 0.04", MATRIX, MATRIX.replace("0.0 ", "0.04")))
     # From seed 46 the seeds run 46 (baseline), 47 and 48 (noise floor), 49 (the no-op, a little below the

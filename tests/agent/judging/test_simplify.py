@@ -28,7 +28,7 @@ def test_deleting_a_block_that_does_nothing_here_is_kept_as_simplify(workspace):
     fixed = workspace.file_at("train.py").replace('SEED = int(os.environ.get("AUTORESEARCH_SEED", "42"))',
                                                   "SEED = 42")
     assert GC_BLOCK in fixed and "SEED = 42\n" in fixed
-    workspace.commit_train(fixed, "baseline that ignores the harness's seed")
+    workspace.advance_to(workspace.commit_train(fixed, "baseline that ignores the harness's seed"))
     proposer = ScriptedEdits(("remove the garbage-collection tuning", GC_BLOCK, ""))
     settings = LoopSettings(max_experiments=2, noise_seeds=0, timeout_seconds=900)  # a loaded machine is slow
     run_loop(workspace, proposer, LocalRunner(), settings, say=lambda _: None)

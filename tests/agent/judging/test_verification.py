@@ -32,7 +32,8 @@ LOOKING_AHEAD = "    if True:  # every layer sees the whole row\n        y = F.s
 
 
 def test_faked_numbers_never_keep_and_an_honest_gain_is_verified(workspace):
-    workspace.commit_train(set_hyperparameters(workspace.file_at("train.py"), {"MATRIX_LR": 0.0}), "MATRIX_LR = 0")
+    handicapped = set_hyperparameters(workspace.file_at("train.py"), {"MATRIX_LR": 0.0})
+    workspace.advance_to(workspace.commit_train(handicapped, "MATRIX_LR = 0"))
     # With MATRIX_LR = 0 attention never leaves its zero output projection, so the lookahead comes after the
     # honest fix, when attention is alive.
     proposer = ScriptedEdits(("print a fake summary and exit", MAIN, FAKE_SUMMARY),

@@ -15,6 +15,7 @@ def test_the_experiment_in_flight_is_recorded_once_and_its_orphans_stopped(works
     ledger = Ledger(workspace.dir)
     ledger.append(ExperimentRecord(id="0000", status="keep", commit=base, val_bpb=2.5, description="baseline"))
     change = workspace.commit_train(workspace.file_at("train.py") + "\n# a change\n", "0001: a change")
+    workspace.advance_to(change)
     ledger.begin(InFlight(id="0001", commit=change, parent=base, description="a change", started=now(),
                           proposal={"trial": 3}, program="program", seed=43))
     (workspace.dir / "train.py").write_text("half-written by a dead loop")
@@ -42,7 +43,7 @@ def test_an_unreadable_in_flight_marker_only_resets_to_the_best(workspace):
     base = workspace.head()
     ledger = Ledger(workspace.dir)
     ledger.append(ExperimentRecord(id="0000", status="keep", commit=base, val_bpb=2.5))
-    workspace.commit_train(workspace.file_at("train.py") + "\n# stray\n", "stray")
+    workspace.advance_to(workspace.commit_train(workspace.file_at("train.py") + "\n# stray\n", "stray"))
     (workspace.dir / "inflight").mkdir()
     (workspace.dir / "inflight" / "0001.json").write_text('{"id": "0001", "comm')
     (workspace.dir / "current.json").write_text('{"id": "0002", "comm')  # the marker of an older version

@@ -81,3 +81,22 @@ def test_cli_init_and_status(test_track, tmp_path):
     missing = subprocess.run([sys.executable, "-m", "agent.cli", "status", "--tag", "none", "--workspaces",
                               str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
     assert missing.returncode == 2 and "no workspace for tag 'none'" in missing.stdout
+
+
+def test_commits_of_experiments_move_nothing_until_one_is_kept(workspace):
+    best = workspace.head()
+    source = workspace.file_at("train.py")
+    first = workspace.commit_train(source + "\n# first\n", "0001: first")
+    second = workspace.commit_train(source + "\n# second\n", "0002: second", parent=best)
+    assert workspace.head() == best and workspace.is_clean()
+    assert (workspace.dir / "train.py").read_text() == source
+    assert workspace.file_at("train.py", second).endswith("# second\n")
+    assert [p.hexsha for p in workspace.repo.commit(first).parents] == [best]
+    assert set(workspace.repo.commit(first).tree.blobs[i].path for i in range(3)) == {"train.py", "prepare.py",
+                                                                                      "track.json"}
+    workspace.advance_to(first)
+    assert workspace.head() == first and workspace.is_clean()
+    assert (workspace.dir / "train.py").read_text().endswith("# first\n")
+    with pytest.raises(WorkspaceError, match="was not made on the best"):
+        workspace.advance_to(second)  # its parent is no longer the best
+    assert workspace.head() == first

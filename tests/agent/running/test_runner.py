@@ -3,6 +3,8 @@
 import re
 import signal
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +123,32 @@ def test_the_compile_cache_is_hit_by_the_second_run(workspace, test_track, tmp_p
     assert second.verdict.triage == Triage.OK, second.tail
     assert sorted(p.relative_to(compile_dir) for p in (compile_dir / "fxgraph").rglob("*") if p.is_file()) == graphs
     assert float(second.summary["warmup_seconds"]) < 0.6 * float(first.summary["warmup_seconds"])
+
+
+def test_one_gpu_per_slot_and_cancel_all_stops_every_run(workspace, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    runner = LocalRunner()
+    assert runner.gpus == [3, 5] and runner.slots == 2
+    with pytest.raises(ValueError, match="one run per GPU"):
+        LocalRunner(slots=3)
+    waits = 'import os, time\nprint("gpu", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)\ntime.sleep(1000)\n'
+    commit = workspace.commit_train(waits, "prints its GPU, then waits")
+    results = {}
+    threads = [threading.Thread(target=lambda name=name: results.update({name: runner.run(workspace, commit, 300,
+                                                                                            name)}))
+               for name in ("0001", "0002")]
+    for thread in threads:
+        thread.start()
+    logs = [workspace.dir / "logs" / f"{name}.log" for name in ("0001", "0002")]
+    deadline = time.monotonic() + 120
+    while not all(log.exists() and "gpu" in log.read_text() for log in logs):
+        assert time.monotonic() < deadline, "the two runs never started together"
+        time.sleep(0.1)
+    started = time.monotonic()
+    runner.cancel_all()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert time.monotonic() - started < 30
+    assert sorted(r.where for r in results.values()) == ["local slot 1, GPU 3", "local slot 2, GPU 5"]
+    assert sorted(re.search(r"gpu (\S+)", log.read_text()).group(1) for log in logs) == ["3", "5"]
+    assert processes_under(workspace.runs_dir) == []
