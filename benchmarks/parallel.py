@@ -210,7 +210,8 @@ def real_training(k: int, experiments: int, spec: dict) -> Measured:
     ended = time.monotonic()
     records = read_records(workspace.dir)
     done = [r for r in records if r.is_experiment and r.id != "0000"]
-    return Measured(k, len(done), ended - decided[0], sum(len(r.runs) for r in records),
+    runs = sum(len(r.runs) + sum(len(moved.runs) for moved in r.rebased_from) for r in records)
+    return Measured(k, len(done), ended - decided[0], runs,
                     sum(r.status == "keep" for r in done), decided[1:])
 
 
