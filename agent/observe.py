@@ -1,10 +1,13 @@
-"""Live progress of a loop: what the experiment in flight is doing, shown while it happens.
+"""Live progress of a loop: what each experiment in flight is doing, shown while it happens.
 
 ObservedProposer and ObservedRunner wrap the loop's proposer and runner and tell a ProgressObserver
-when a proposal starts (and each tool call it makes), when a run starts (its kind, seed and log),
-and when an evaluation starts; the loop itself does not change. The observer writes the phase to
-progress.json (for `status --watch` elsewhere) and shows one line: redrawn in place on a terminal,
-as plain lines (on each phase, and at every quarter of a run's budget) when the output is a log.
+when a proposal starts (and each tool call it makes), when a run starts (its kind, seed and log) and
+ends (and what ran it), and when an evaluation starts; the loop itself does not change. Several
+experiments may be proposed and trained at once, from several threads: the observer keeps one phase
+per experiment, writes them all to progress.json (for `status --watch` elsewhere) and shows one line
+each: redrawn in place on a terminal (a line per experiment, gone once its decision is said), as
+plain lines prefixed by the experiment id (on each phase, and at every quarter of a run's budget)
+when the output is a log.
 """
 
 from __future__ import annotations
@@ -14,28 +17,65 @@ import threading
 import time
 from pathlib import Path
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 
+from agent.recording.ledger import read_in_flight
 from agent.recording.transcript import Transcript
-from agent.running.run_progress import Phase, describe, last_step_line, write_phase
+from agent.running.run_progress import Phase, describe, last_step_line, write_phases
 from agent.untrusted import shown
 
 PLAIN_STEP_MARKS = (25, 50, 75)  # percent of the budget at which a plain line is printed
-_RUN_KIND = re.compile(r"^(?P<id>[\w-]+?)(?:-noise(?P<noise>\d+)|\.rerun(?P<rerun>\d+)|\.fix(?P<fix>\d+))?"
+LINE_CHARS = 400
+# a run's name: its experiment's id, then what the run is (-noiseN, .rebaseN, .fixN, .rerunN, .retry)
+_RUN_NAME = re.compile(r"^(?P<id>[\w-]+?)(?:-noise(?P<noise>\d+))?(?P<steps>(?:\.(?:rebase|fix|rerun)\d+)*)"
                        r"(?P<retry>\.retry)?$")
+_RUN_STEP = re.compile(r"\.(rebase|fix|rerun)(\d+)")
+DECIDING = "deciding"
+
+
+def line_key(run_name: str) -> str:
+    """The line a run or evaluation is shown on: its experiment's (re-runs, fixes, re-bases, retries and the
+    verification of an experiment replace its line), except that each noise-floor run has its own, as several may
+    run at once."""
+    name = run_name.removeprefix("verify-").removeprefix("confirm-")
+    kind = _RUN_NAME.match(name)
+    if kind is None:
+        return name
+    return f"{kind['id']}-noise{kind['noise']}" if kind["noise"] else kind["id"]
+
+
+def run_phase(run_name: str, seed: int) -> tuple[str, str, str]:
+    """(experiment id, phase, detail) of a run, from its name."""
+    kind = _RUN_NAME.match(run_name)
+    if kind is None:
+        return run_name, "training", f"seed {seed}"
+    if kind["noise"]:
+        phase, parts = "noise floor", [f"run {kind['noise']} with seed {seed}"]
+    else:
+        phase, parts = "training", []
+        for step, number in _RUN_STEP.findall(kind["steps"]):
+            if step == "rebase":
+                parts.append(f"on the new best (re-base {number})")
+            elif step == "fix":
+                parts.append(f"fix {number}")
+            else:
+                phase = "re-running"
+        parts.append(f"with seed {seed}" if phase == "re-running" else f"seed {seed}")
+    if kind["retry"]:
+        parts.append("again after a machine failure")
+    return kind["id"], phase, ", ".join(parts)
 
 
 class ProgressObserver:
     def __init__(self, workspace_dir: Path, console: Console, interval: float = 1.0):
         self.workspace_dir, self.console, self.interval = workspace_dir, console, interval
-        self.run: Phase | None = None        # the run in flight, or the experiment being decided after it
-        self.proposal: Phase | None = None   # a proposal being made (for this experiment or the next)
-        self._lock = threading.Lock()
+        self.phases: dict[str, Phase] = {}  # line key -> the phase shown on that line
+        self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._live: Live | None = None
-        self._printed: tuple[str, int] | None = None  # plain mode: the last (phase, quarter) printed
+        self._printed: dict[str, tuple[str, int]] = {}  # plain mode: per line, the last (phase, quarter) printed
 
     def __enter__(self) -> ProgressObserver:
         if self.console.is_terminal:
@@ -51,107 +91,122 @@ class ProgressObserver:
             self._thread.join(timeout=5)
         if self._live is not None:
             self._live.stop()
-        write_phase(self.workspace_dir, None)
+        with self._lock:
+            self.phases.clear()
+            write_phases(self.workspace_dir, [])
 
     # --- told by the wrappers -------------------------------------------------------------------------
     def proposing(self, experiment_id: str, proposer: str) -> None:
-        with self._lock:
-            self.proposal = Phase(experiment_id=experiment_id, phase="proposing", detail=f"with {proposer}",
-                                  since=time.time())
-            if self.run is not None and self.run.phase == "deciding":  # that experiment is recorded by now
-                self.run = None
-        self._changed()
+        self._set(experiment_id, Phase(experiment_id=experiment_id, phase="proposing", detail=f"with {proposer}",
+                                       since=time.time()))
 
     def tool_calls(self, experiment_id: str, proposer: str, count: int) -> None:
         with self._lock:
-            if self.proposal is not None and self.proposal.experiment_id == experiment_id:
-                self.proposal.detail = f"with {proposer}, {count} tool call{'s' if count != 1 else ''}"
-        self._changed(quiet=True)
+            phase = self.phases.get(experiment_id)
+            if phase is None or phase.phase != "proposing":
+                return
+            phase.detail = f"with {proposer}, {count} tool call{'s' if count != 1 else ''}"
+            self._changed(experiment_id, quiet=True)
 
     def proposed(self, experiment_id: str) -> None:
         with self._lock:
-            if self.proposal is not None and self.proposal.experiment_id == experiment_id:
-                self.proposal = None
-        self._changed(quiet=True)
+            phase = self.phases.get(experiment_id)
+            if phase is not None and phase.phase == "proposing":
+                del self.phases[experiment_id]
+                self._changed(experiment_id, quiet=True)
 
     def running(self, run_name: str, seed: int, log: Path) -> None:
-        kind = _RUN_KIND.match(run_name)
-        experiment_id, phase, detail = run_name, "training", f"seed {seed}"
-        if kind is not None:
-            experiment_id = kind["id"]
-            if kind["noise"]:
-                phase, detail = "noise floor", f"run {kind['noise']} with seed {seed}"
-            elif kind["rerun"]:
-                phase, detail = "re-running", f"with seed {seed}"
-            elif kind["fix"]:
-                phase, detail = "training", f"fix {kind['fix']}, seed {seed}"
-            if kind["retry"]:
-                detail += ", again after a machine failure"
-        with self._lock:
-            self.run = Phase(experiment_id=experiment_id, phase=phase, detail=detail, since=time.time(),
-                             log=str(log.relative_to(self.workspace_dir)))
-        self._changed()
+        experiment_id, phase, detail = run_phase(run_name, seed)
+        self._set(line_key(run_name), Phase(experiment_id=experiment_id, phase=phase, detail=detail,
+                                            since=time.time(), log=str(log.relative_to(self.workspace_dir))))
 
-    def ran(self) -> None:
+    def ran(self, run_name: str, where: str = "") -> None:
+        """A run or an evaluation ended (where: what ran it, if the runner said): its experiment is decided now."""
+        key = line_key(run_name)
         with self._lock:
-            if self.run is not None:
-                self.run = Phase(experiment_id=self.run.experiment_id, phase="deciding", since=time.time())
-        self._changed(quiet=True)
+            phase = self.phases.get(key)
+            if phase is not None:
+                self.phases[key] = Phase(experiment_id=phase.experiment_id, phase=DECIDING, since=time.time(),
+                                         where=where or None)
+                self._changed(key, quiet=not where)  # a log learns what ran each run
 
     def evaluating(self, name: str, splits: tuple[str, ...]) -> None:
         phase = "confirming on the holdout" if "holdout" in splits else "verifying"
-        experiment_id = name.removeprefix("verify-").removeprefix("confirm-").split(".")[0]
-        with self._lock:
-            self.run = Phase(experiment_id=experiment_id, phase=phase, detail="with the trusted evaluator",
-                             since=time.time())
-        self._changed()
+        key = line_key(name)
+        experiment_id = key.split("-noise")[0]
+        self._set(key, Phase(experiment_id=experiment_id, phase=phase, detail="with the trusted evaluator",
+                             since=time.time()))
 
     # --- shown -------------------------------------------------------------------------------------------
-    def current(self) -> tuple[Phase | None, str]:
-        """The phase shown and its line."""
+    def current(self) -> list[tuple[Phase, str]]:
+        """Each line shown, in experiment order: its phase and its text."""
         with self._lock:
-            shown_phase = self.run.model_copy() if self.run is not None else None
-            proposal = self.proposal.model_copy() if self.proposal is not None else None
-        if shown_phase is None:
-            shown_phase = proposal
-        elif proposal is not None:  # the next experiment, proposed while this one trains
-            shown_phase.next_proposal = f"{proposal.experiment_id} {proposal.phase} {proposal.detail}"
-        if shown_phase is None:
-            return None, ""
-        step = last_step_line(self.workspace_dir / shown_phase.log) if shown_phase.log else None
-        return shown_phase, describe(shown_phase, step)
+            phases = [self.phases[key].model_copy() for key in sorted(self.phases)]
+        return [(phase, self._describe(phase)) for phase in phases]
 
-    def _changed(self, quiet: bool = False) -> None:
-        phase, line = self.current()
-        if phase is not None:
-            write_phase(self.workspace_dir, phase)
+    def _describe(self, phase: Phase) -> str:
+        step = last_step_line(self.workspace_dir / phase.log) if phase.log else None
+        return describe(phase, step)
+
+    def _set(self, key: str, phase: Phase) -> None:
+        with self._lock:
+            self.phases[key] = phase
+            self._changed(key)
+
+    def _changed(self, key: str, quiet: bool = False) -> None:
+        """Called with the lock held: progress.json rewritten, the live lines redrawn or one plain line printed."""
+        if self._stop.is_set():  # a run that ends after the loop stopped changes nothing shown
+            return
+        write_phases(self.workspace_dir, [self.phases[k] for k in sorted(self.phases)])
         if self._live is not None:
-            self._live.update(shown(line, 400), refresh=True)
-        elif phase is not None and not quiet:
-            self._print_plain(phase, line)
+            self._redraw()
+        elif not quiet and key in self.phases:
+            phase = self.phases[key]
+            self._print_plain(key, phase, self._describe(phase))
 
-    def _print_plain(self, phase: Phase, line: str, quarter: int = 0) -> None:
-        key = (f"{phase.experiment_id} {phase.phase} {phase.detail}", quarter)
-        if key != self._printed:
-            self._printed = key
-            self.console.print(shown(line, 400))
+    def _redraw(self) -> None:
+        self._live.update(Group(*(shown(line, LINE_CHARS) for _, line in self.current())), refresh=True)
+
+    def _print_plain(self, key: str, phase: Phase, line: str, quarter: int = 0) -> None:
+        printed = (f"{phase.phase} {phase.detail}", quarter)
+        if printed != self._printed.get(key):
+            self._printed[key] = printed
+            self.console.print(shown(line, LINE_CHARS))
+
+    def _forget_decided(self) -> None:
+        """Drops the lines of experiments decided since (their in-flight marker is gone; the loop said the
+        decision line) and of noise-floor runs and confirmations that ended (they have no marker)."""
+        with self._lock:
+            if not any(phase.phase == DECIDING for phase in self.phases.values()):
+                return
+            in_flight = {marker.id for marker in read_in_flight(self.workspace_dir)}
+            decided = [key for key, phase in self.phases.items()
+                       if phase.phase == DECIDING and (phase.experiment_id not in in_flight or "-noise" in key)]
+            for key in decided:
+                del self.phases[key]
+                self._printed.pop(key, None)
+            if decided:
+                self._changed(decided[0], quiet=True)
 
     def _refresh(self) -> None:
         while not self._stop.wait(self.interval):
-            phase, line = self.current()
-            if phase is None:
-                continue
-            if self._live is not None:
-                self._live.update(shown(line, 400), refresh=True)
-            elif phase.log:
-                step = last_step_line(self.workspace_dir / phase.log)
-                quarter = sum(1 for mark in PLAIN_STEP_MARKS if step is not None and step.percent >= mark)
-                if quarter:
-                    self._print_plain(phase, line, quarter)
+            self._forget_decided()
+            with self._lock:
+                if self._live is not None:
+                    self._redraw()
+                    continue
+                for key, phase in list(self.phases.items()):
+                    if not phase.log:
+                        continue
+                    step = last_step_line(self.workspace_dir / phase.log)
+                    quarter = sum(1 for mark in PLAIN_STEP_MARKS if step is not None and step.percent >= mark)
+                    if quarter:
+                        self._print_plain(key, phase, describe(phase, step), quarter)
 
 
 class ObservedRunner:
-    """A runner that tells the observer when its runs and evaluations start and end."""
+    """A runner that tells the observer when its runs and evaluations start and end. Several may be in flight at
+    once (one thread each); slots and cancel_all are the wrapped runner's."""
 
     def __init__(self, runner, observer: ProgressObserver):
         self._runner, self._observer = runner, observer
@@ -159,19 +214,31 @@ class ObservedRunner:
     def __getattr__(self, name):
         return getattr(self._runner, name)
 
+    @property
+    def slots(self) -> int:
+        return getattr(self._runner, "slots", 1)
+
+    def cancel_all(self) -> None:
+        cancel = getattr(self._runner, "cancel_all", None)
+        if cancel is not None:
+            cancel()
+
     def run(self, workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42):
         self._observer.running(experiment_id, seed, workspace.dir / "logs" / f"{experiment_id}.log")
+        where = ""
         try:
-            return self._runner.run(workspace, commit, timeout, experiment_id, seed)
+            result = self._runner.run(workspace, commit, timeout, experiment_id, seed)
+            where = getattr(result, "where", "") or ""
+            return result
         finally:
-            self._observer.ran()
+            self._observer.ran(experiment_id, where)
 
     def evaluate(self, workspace, commit, checkpoint, name, splits, probe=False, timeout=1800.0):
         self._observer.evaluating(name, splits)
         try:
             return self._runner.evaluate(workspace, commit, checkpoint, name, splits, probe=probe, timeout=timeout)
         finally:
-            self._observer.ran()
+            self._observer.ran(name)
 
 
 class _CountingTranscript(Transcript):
@@ -189,7 +256,8 @@ class _CountingTranscript(Transcript):
 
 
 class ObservedProposer:
-    """A proposer that tells the observer when it proposes and how many tool calls it has made so far."""
+    """A proposer that tells the observer when it proposes and how many tool calls it has made so far (several
+    proposals may be made at once, each for its own experiment)."""
 
     def __init__(self, proposer, observer: ProgressObserver, label: str):
         self._proposer, self._observer, self.label = proposer, observer, label

@@ -10,6 +10,9 @@ read-only data and frozen files) and the post-run hash check stand behind this c
 from __future__ import annotations
 
 import ast
+import functools
+from collections import deque
+from collections.abc import Iterator
 
 from agent.proposers.edits import Edit, EditRejected, apply_edits
 from trainer import parsing
@@ -73,13 +76,15 @@ def check_policy(source: str, parent: str | None = None) -> None:
         listed = "\n".join(f"- line {line}: {message}" for line, message in sorted(checker.violations))
         raise EditRejected(f"train.py breaks the sandbox policy:\n{listed}")
     if parent is not None:
-        check_seeding_unchanged(parent, source)
+        check_seeding_unchanged(parent, source, checker.seeding)
 
 
-def check_seeding_unchanged(parent: str, source: str) -> None:
+def check_seeding_unchanged(parent: str, source: str, after: list[str] | None = None) -> None:
     """The seed belongs to the harness: it passes AUTORESEARCH_SEED so that re-runs with other seeds
-    measure noise. A changed seed only moves val_bpb by luck, so it is never an experiment."""
-    before, after = seeding(parsing.parse(parent)), seeding(parsing.parse(source))
+    measure noise. A changed seed only moves val_bpb by luck, so it is never an experiment. (after: seeding() of
+    source, when already known.)"""
+    before = list(_seeding_of(parent))
+    after = after if after is not None else seeding(parsing.parse(source))
     if before != after:
         changed = sorted(set(after) - set(before)) or sorted(set(before) - set(after))
         raise EditRejected(
@@ -89,38 +94,71 @@ def check_seeding_unchanged(parent: str, source: str) -> None:
             "the optimizer or the schedule instead.")
 
 
+@functools.lru_cache(maxsize=32)
+def _seeding_of(source: str) -> tuple[str, ...]:
+    """seeding() of a parent train.py: the same few parents are checked against for every proposal."""
+    return tuple(seeding(parsing.parse(source)))
+
+
 def seeding(tree: ast.Module) -> list[str]:
     """Every place that sets a seed: assignments to a name with "seed" in it and calls of a function
     with "seed" in its name, as source text, in a stable order."""
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any("seed" in _own_name(t).lower() for t in targets):
-                found.append(ast.unparse(node))
-        elif isinstance(node, ast.Call):
-            if "seed" in _own_name(node.func).lower():
-                found.append(ast.unparse(node))
-        elif isinstance(node, ast.ImportFrom) and any("seed" in a.name.lower() for a in node.names):
-            found.append(ast.unparse(node))  # a seeding function imported under another name
-    return sorted(found)
+    return sorted(text for text in map(_seeding_text, _walk(tree)) if text)
+
+
+def _seeding_text(node: ast.AST) -> str | None:
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any("seed" in _own_name(t).lower() for t in targets):
+            return ast.unparse(node)
+    elif isinstance(node, ast.Call):
+        if "seed" in _own_name(node.func).lower():
+            return ast.unparse(node)
+    elif isinstance(node, ast.ImportFrom) and any("seed" in a.name.lower() for a in node.names):
+        return ast.unparse(node)  # a seeding function imported under another name
+    return None
+
+
+def _walk(tree: ast.AST, parents: dict[ast.AST, ast.AST] | None = None) -> Iterator[ast.AST]:
+    """ast.walk's nodes in ast.walk's order (breadth first, children in field order), noting each child's parent;
+    written out because ast.walk's generic helpers cost several times more, and this runs for every proposal."""
+    queue = deque([tree])
+    while queue:
+        node = queue.popleft()
+        for name in node._fields:
+            value = getattr(node, name, None)
+            for child in (value,) if isinstance(value, ast.AST) else value if isinstance(value, list) else ():
+                if isinstance(child, ast.AST):
+                    if parents is not None:
+                        parents[child] = node
+                    queue.append(child)
+        yield node
 
 
 class _Checker(ast.NodeVisitor):
     def __init__(self, tree: ast.Module):
         self.violations: list[tuple[int, str]] = []
-        self.parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        # Names bound by imports anywhere in the file, so that the rules do not depend on order.
-        self.prepare_names = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-                              and n.module == "prepare" for a in n.names}
-        self.aliases = {a.asname or a.name: a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
-                        for a in n.names}
+        self.parents: dict[ast.AST, ast.AST] = {}
+        # Names bound by imports anywhere in the file, so that the rules do not depend on order, and the places
+        # that set a seed: one walk of the tree collects them all.
+        self.prepare_names: set[str] = set()
+        self.aliases: dict[str, str] = {}
+        self.imported: set[str] = set()
+        self.seeding: list[str] = []
+        for node in _walk(tree, self.parents):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.imported.update((a.asname or a.name).split(".")[0] for a in node.names)
+                if isinstance(node, ast.Import):
+                    self.aliases.update((a.asname or a.name, a.name) for a in node.names)
+                elif node.module == "prepare":
+                    self.prepare_names.update(a.asname or a.name for a in node.names)
+            if seeded := _seeding_text(node):
+                self.seeding.append(seeded)
+        self.seeding.sort()
         self.os_names = {name for name, module in self.aliases.items() if module == "os"} | {"os"}
         self.torch_names = {name for name, module in self.aliases.items() if module == "torch"} | {"torch"}
         self.numpy_names = {name for name, module in self.aliases.items() if module == "numpy"} | {"np"}
         self.sys_names = {name for name, module in self.aliases.items() if module == "sys"} | {"sys"}
-        self.imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
-                         if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:

@@ -14,15 +14,16 @@ from agent.recording.ledger import read_in_flight, read_ledger
 from agent.recording.proposal_failures import read_failures
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import lessons_by_id, reasoning
-from agent.report.summary import headline, parse_time
-from agent.running.run_progress import describe, last_step_line, read_phase
+from agent.report.summary import headline, parse_time, where_ran
+from agent.running.run_progress import Phase, describe, last_step_line, read_phases
 from agent.untrusted import bounded, shown
 from agent.workspace import Workspace
 
 
 def status_view(workspace: Workspace) -> Group:
     """What `autoresearch status` shows: the headline numbers, the noise floor (flagged when it is far above the
-    track's usual), failed proposals, the experiment running now and its phase, and the last experiments."""
+    track's usual), failed proposals, the experiments running now and their phases, and the last experiments
+    (with what ran each)."""
     records, bad = read_ledger(workspace.dir)
     lines: list = [shown(line.describe(workspace.dir / "experiments.jsonl", moved=False), style="yellow")
                    for line in bad]
@@ -56,27 +57,43 @@ def status_view(workspace: Workspace) -> Group:
         spent = sum(float(f.usage.get("cost_usd", 0.0)) for f in failed)
         lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
                           f"for {failed[-1].experiment_id}: {failed[-1].reason[:200]}"))
-    phase = read_phase(workspace.dir)
-    for current in read_in_flight(workspace.dir):
-        elapsed = time.time() - parse_time(current.started)
-        lines.append(shown(f"running: {current.id} {bounded(current.description)} ({elapsed:.0f} s)"))
-    if phase is not None:
-        step = last_step_line(workspace.dir / "logs" / Path(phase.log).name) if phase.log else None
-        lines.append(shown(f"now: {describe(phase, step)}", 400, style="bold"))
+    lines.extend(in_flight_lines(workspace))
     if records:
         lines.append(last_experiments(records))
     return Group(*lines)
 
 
+def in_flight_lines(workspace: Workspace) -> list[Text]:
+    """A "running:" line per experiment in flight, each followed by what it is doing now, then the phases that
+    belong to no experiment in flight (a proposal made ahead, a noise floor, a confirmation)."""
+    phases = read_phases(workspace.dir)
+    markers = read_in_flight(workspace.dir)
+    lines = []
+    for current in markers:
+        elapsed = time.time() - parse_time(current.started)
+        lines.append(shown(f"running: {current.id} {bounded(current.description)} ({elapsed:.0f} s)"))
+        lines.extend(_now(workspace, phase) for phase in phases if phase.experiment_id == current.id)
+    running = {marker.id for marker in markers}
+    lines.extend(_now(workspace, phase) for phase in phases if phase.experiment_id not in running)
+    return lines
+
+
+def _now(workspace: Workspace, phase: Phase) -> Text:
+    step = last_step_line(workspace.dir / "logs" / Path(phase.log).name) if phase.log else None
+    return shown(f"  now: {describe(phase, step)}", 400, style="bold")
+
+
 def last_experiments(records: list[ExperimentRecord]) -> Table:
     """The last ten experiments, each with its hypothesis, expectation and the lesson drawn from it."""
     lessons = lessons_by_id(records)
-    table = Table("id", "status", "val_bpb", "triage", "description, hypothesis and lesson", title="last experiments")
+    table = Table("id", "status", "val_bpb", "triage", "ran on", "description, hypothesis and lesson",
+                  title="last experiments")
     for r in records[-10:]:
         why = reasoning(r, lessons, 200)
         said = "".join(f"\n{label}: {text}" for label, text in (("hypothesis", why.hypothesis),
                                                                  ("expected", why.expected),
                                                                  ("lesson", why.lesson)) if text)
         table.add_row(shown(r.id, 20), r.kept_as, f"{r.val_bpb:.6f}" if r.val_bpb else "-",
-                      shown(str(r.triage or ""), 20), shown(bounded(r.description, 200) + said))
+                      shown(str(r.triage or ""), 20), shown(where_ran(r) or "-", 120),
+                      shown(bounded(r.description, 200) + said))
     return table

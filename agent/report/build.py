@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.recording.ledger import read_records
+from agent.recording.ledger import read_in_flight, read_records
 from agent.recording.notes import read_notes
 from agent.recording.proposal_failures import read_failures
 from agent.recording.record import ExperimentStatus
@@ -12,6 +12,7 @@ from agent.recording.transcript import Transcript
 from agent.report.page import comparison_page, page
 from agent.report.plot import comparison_png, progress_png
 from agent.report.summary import headline
+from agent.running.run_progress import describe, last_step_line, read_phases
 from agent.workspace import Workspace
 from trainer.atomic import read_json
 
@@ -28,8 +29,18 @@ def write_report(workspace: Workspace) -> Path:
     index = out / "index.html"
     confirmation = read_json(workspace.dir / "confirmation.json")
     index.write_text(page(workspace.tag, workspace.track, records, headline(records), png, cumulative, events,
-                          confirmation, read_failures(workspace.dir), read_notes(workspace.dir).text))
+                          confirmation, read_failures(workspace.dir), read_notes(workspace.dir).text,
+                          read_in_flight(workspace.dir), doing(workspace)))
     return index
+
+
+def doing(workspace: Workspace) -> dict[str, list[str]]:
+    """experiment id -> the lines `status` shows for it now (a loop running elsewhere wrote them)."""
+    lines: dict[str, list[str]] = {}
+    for phase in read_phases(workspace.dir):
+        step = last_step_line(workspace.dir / "logs" / Path(phase.log).name) if phase.log else None
+        lines.setdefault(phase.experiment_id, []).append(describe(phase, step))
+    return lines
 
 
 def write_comparison(workspaces: list[Workspace], destination: Path) -> Path:

@@ -15,10 +15,10 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
 from agent.judging.noise import inflated_floor
-from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus
+from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus, InFlight
 from agent.recording.research_memory import lessons_by_id
 from agent.report.learned import learned_section, reasoning_cell
-from agent.report.summary import Headline, gains_by_program
+from agent.report.summary import Headline, gains_by_program, where_ran
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1180px;padding:24px;
@@ -32,6 +32,7 @@ img.plot{width:100%;border:1px solid #e4e7eb;border-radius:8px;background:#fff}
 table{border-collapse:collapse;width:100%;background:#fff}td,th{border-bottom:1px solid #eef0f3;padding:4px 8px;
 text-align:left;vertical-align:top}th{background:#f5f7fa}
 .keep{color:#1f9d55;font-weight:600}.discard{color:#7b8794}.crash,.interrupted{color:#d64545;font-weight:600}
+.superseded{color:#b7791f}
 .change{background:#fff;border:1px solid #e4e7eb;border-radius:8px;padding:10px 14px;margin:12px 0}
 pre{white-space:pre-wrap;word-break:break-word;margin:4px 0}.diff pre{font-size:12px}
 details{margin:6px 0}summary{cursor:pointer}details.transcript{background:#fff;border:1px solid #e4e7eb;
@@ -147,13 +148,26 @@ def experiments_table(records: list[ExperimentRecord]) -> str:
         rows.append(
             f"<tr><td><a href='#t-{escape(r.id)}'>{escape(r.id)}</a></td>"
             f"<td class='{escape(r.status)}'>{escape(r.kept_as)}</td><td>{_value(r.val_bpb)}</td>"
-            f"<td>{escape(str(r.triage or ''))}</td><td>{escape(str(r.proposer or ''))}</td>"
+            f"<td>{escape(str(r.triage or ''))}</td><td>{escape(where_ran(r) or '-')}</td>"
+            f"<td>{escape(str(r.proposer or ''))}</td>"
             f"<td>{escape(str(r.program.name or ''))}</td><td>${cost:.4f}</td>"
             f"<td>{escape(r.description)}<div class='small'>{escape(r.reason)}</div></td>"
             f"<td>{reasoning_cell(r, lessons)}</td></tr>")
-    return ("<table><tr><th>id</th><th>status</th><th>val_bpb</th><th>triage</th><th>proposer</th><th>program</th>"
-            f"<th>LLM $</th><th>description and decision</th><th>hypothesis, expected, lesson</th></tr>"
+    return ("<table><tr><th>id</th><th>status</th><th>val_bpb</th><th>triage</th><th>ran on</th><th>proposer</th>"
+            "<th>program</th>"
+            "<th>LLM $</th><th>description and decision</th><th>hypothesis, expected, lesson</th></tr>"
             f"{''.join(rows)}</table>")
+
+
+def in_flight_section(in_flight: list[InFlight], doing: dict[str, list[str]]) -> str:
+    """The experiments still running when the report was written (mid-night), each with what it was doing."""
+    if not in_flight:
+        return ""
+    rows = "".join(f"<tr><td>{escape(m.id)}</td><td>{escape(m.started)}</td><td>{escape(m.description)}</td>"
+                   f"<td>{'<br>'.join(escape(line) for line in doing.get(m.id, [])) or '-'}</td></tr>"
+                   for m in in_flight)
+    return (f"<h2>In flight when this report was written ({len(in_flight)})</h2><table><tr><th>id</th>"
+            f"<th>started</th><th>change</th><th>doing</th></tr>{rows}</table>")
 
 
 def event_html(e: dict) -> str:
@@ -181,7 +195,8 @@ def event_html(e: dict) -> str:
         return f"<div class='event'><div class='small'>committed {escape(str(e.get('commit', ''))[:7])}</div></div>"
     if kind == "decision":
         evidence = e.get("evidence") or {}
-        runs = ", ".join(f"seed {r.get('seed')}: {_value(r.get('val_bpb'))}" for r in e.get("runs") or [])
+        runs = ", ".join(f"seed {r.get('seed')}: {_value(r.get('val_bpb'))}"
+                         + (f" on {r['where']}" if r.get("where") else "") for r in e.get("runs") or [])
         rule = (f"rule: {evidence['rule']} · sigma {_value(evidence.get('sigma'))} · gain "
                 f"{_value(evidence.get('gain'))} · threshold {_value(evidence.get('threshold'))}"
                 if evidence.get("rule") else "")
@@ -209,7 +224,8 @@ def transcripts(records: list[ExperimentRecord], events_by_id: dict[str, list[di
 
 def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, plot_png: bytes, cumulative_diff: str,
          events_by_id: dict[str, list[dict]], confirmation: dict | None = None,
-         failures: list | None = None, notes: str = "") -> str:
+         failures: list | None = None, notes: str = "", in_flight: list[InFlight] | None = None,
+         doing: dict[str, list[str]] | None = None) -> str:
     plot = base64.b64encode(plot_png).decode()
     generated = time.strftime("%Y-%m-%d %H:%M")
     return f"""<!doctype html>
@@ -218,7 +234,7 @@ def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, pl
 <h1>{escape(tag)}</h1>
 <div class="meta">track {escape(str(track.get('track')))} · data {escape(str(track.get('fingerprint', ''))[:12])}
  · generated {generated}</div>
-{cards(h)}{failed_proposals(failures or [])}
+{cards(h)}{failed_proposals(failures or [])}{in_flight_section(in_flight or [], doing or {})}
 <img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">
 <h2>Kept changes</h2>{kept_changes(records)}
 <h2>What we learned</h2>{learned_section(records, notes)}

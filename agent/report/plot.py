@@ -35,10 +35,15 @@ def progress_png(records: list[ExperimentRecord], title: str) -> bytes:
     fig, ax = plt.subplots(figsize=(11, 5.5), dpi=110)
     sigma, records = current_sigma(records), _experiments(records)
     valued = [(i, r) for i, r in enumerate(records) if r.val_bpb is not None]
-    discards = [(i, r.val_bpb) for i, r in valued if r.status != ExperimentStatus.KEEP]
+    not_kept: dict[str, list[tuple[int, float]]] = {}  # by status: discard, and any other a record carries
+    for i, r in valued:
+        if r.status != ExperimentStatus.KEEP:
+            not_kept.setdefault(str(r.status), []).append((i, r.val_bpb))
     keeps = [(i, r) for i, r in valued if r.status == ExperimentStatus.KEEP]
-    if discards:
-        ax.scatter(*zip(*discards, strict=True), s=18, color="#9aa5b1", alpha=0.5, label="discarded")
+    for status, points in sorted(not_kept.items()):
+        style = (dict(color="#9aa5b1", label="discarded") if status == ExperimentStatus.DISCARD.value
+                 else dict(color="#b7791f", marker="^", label=status))
+        ax.scatter(*zip(*points, strict=True), s=18, alpha=0.5, **style)
     if keeps:
         ax.scatter([i for i, _ in keeps], [r.val_bpb for _, r in keeps], s=46, color="#1f9d55", zorder=3,
                    label="kept")

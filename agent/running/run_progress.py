@@ -4,8 +4,8 @@ from the run's log).
 train.py prints lines like ``step 00037 ( 68.4%) | loss 4.5405 | lr x0.69 | 982 ms | 4,172 tok/s | mfu n/a |
 epoch 1 | left 12 s``. The run is untrusted: only the last few KiB of its log are read, each field is parsed
 with a bounded pattern into a number, and nothing here is ever used for a decision; it is for display only.
-The phase lives in progress.json in the workspace (written atomically), so that `status --watch` in another
-process shows what the loop shows.
+The phases of every experiment in flight live in progress.json in the workspace (written atomically), so that
+`status --watch` in another process shows what the loop shows.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from trainer.atomic import read_json, write_json_atomic
 
@@ -44,11 +44,19 @@ class StepLine(BaseModel):
 class Phase(BaseModel):
     """One experiment's phase, as the observer last wrote it."""
     experiment_id: str
-    phase: str                 # proposing | training | re-running | fixing | noise floor | verifying | confirming
+    phase: str                 # proposing | training | re-running | noise floor | verifying | confirming | deciding
     detail: str = ""           # who proposes and with how many tool calls, the seed, ...
     log: str | None = None     # the run's log, relative to the workspace
     since: float               # time.time() when the phase began
-    next_proposal: str = ""    # a proposal made ahead while this one trains
+    where: str | None = None   # what ran the run (a slot and its GPU, a node), once the runner said
+
+
+class Progress(BaseModel):
+    """progress.json: the phase of each experiment in flight, by experiment id."""
+    phases: list[Phase]
+
+
+_PHASES = TypeAdapter(Progress | Phase)  # a single Phase is what a loop that ran one experiment at a time wrote
 
 
 def parse_step_line(line: str) -> StepLine | None:
@@ -82,20 +90,25 @@ def last_step_line(log: Path) -> StepLine | None:
     return None
 
 
-def write_phase(workspace_dir: Path, phase: Phase | None) -> None:
+def write_phases(workspace_dir: Path, phases: list[Phase]) -> None:
+    """progress.json with these phases; removed when none is left."""
     path = workspace_dir / PROGRESS_FILE
-    if phase is None:
+    if not phases:
         path.unlink(missing_ok=True)
     else:
-        write_json_atomic(path, phase.model_dump())
+        write_json_atomic(path, Progress(phases=phases).model_dump())
 
 
-def read_phase(workspace_dir: Path) -> Phase | None:
+def read_phases(workspace_dir: Path) -> list[Phase]:
+    """The phases in progress.json (either form), or none when it is missing or not one."""
     try:
         data = read_json(workspace_dir / PROGRESS_FILE)
-        return Phase(**data) if data else None
+        read = _PHASES.validate_python(data) if data else None
     except (ValidationError, TypeError):
-        return None
+        return []
+    if read is None:
+        return []
+    return read.phases if isinstance(read, Progress) else [read]
 
 
 def describe(phase: Phase, step: StepLine | None, now: float | None = None) -> str:
@@ -120,6 +133,6 @@ def describe(phase: Phase, step: StepLine | None, now: float | None = None) -> s
                 text += f", ETA {step.left_seconds:.0f} s + eval"
     else:
         text += f" ({elapsed:.0f} s)"
-    if phase.next_proposal:
-        text += f"; next: {phase.next_proposal}"
+    if phase.where:
+        text += f", ran on {phase.where}"
     return text

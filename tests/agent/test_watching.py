@@ -3,15 +3,20 @@
 One real loop on the test track (baseline, noise floor, one experiment) runs with the progress observer
 printing plain lines and with its ledger mirrored to a real `mlflow server` on 127.0.0.1 (sqlite store,
 local artifacts), which is down when the loop starts and comes up while it runs: the loop must not stop
-for it, and the mirror must catch up. The runs are read back with MlflowClient.
+for it, and the mirror must catch up. The runs are read back with MlflowClient. Two runs in flight at
+once (two threads through one observed runner) each get their line, and `status` and the report of a
+workspace caught mid-night show every experiment in flight and what ran each run.
 """
 
+import dataclasses
 import io
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -21,17 +26,26 @@ from rich.console import Console
 from agent.judging.confirm import confirm
 from agent.judging.noise import USUAL_SIGMA, inflated_floor
 from agent.loop import LoopSettings, run_loop
-from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver
+from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver, line_key, run_phase
 from agent.proposers.base import Proposal
 from agent.proposers.edits import Edit
-from agent.recording.ledger import read_records
-from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.recording.ledger import Ledger, read_records
+from agent.recording.record import ExperimentRecord, ExperimentStatus, InFlight, now
 from agent.recording.status_view import status_view
-from agent.running.run_progress import PROGRESS_FILE, Phase, last_step_line, parse_step_line, read_phase, write_phase
+from agent.report.build import write_report
+from agent.running.run_progress import (
+    PROGRESS_FILE,
+    Phase,
+    last_step_line,
+    parse_step_line,
+    read_phases,
+    write_phases,
+)
 from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.agent.conftest import PROGRAM
-from trainer.atomic import read_json
+from tests.helpers.synthetic_runner import SyntheticRunner
+from trainer.atomic import read_json, write_json_atomic
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -179,23 +193,40 @@ def test_a_step_line_is_parsed_bounded_and_shown_live(tmp_path):
     console = Console(file=printed, force_terminal=True, width=200)
     with ProgressObserver(tmp_path, console, interval=0.05) as observer:
         observer.running("0003.rerun1", 47, log)
-        assert read_phase(tmp_path) == Phase(experiment_id="0003", phase="re-running", detail="with seed 47",
-                                             log="logs/0003.log", since=read_phase(tmp_path).since)
+        [written] = read_phases(tmp_path)
+        assert written == Phase(experiment_id="0003", phase="re-running", detail="with seed 47", log="logs/0003.log",
+                                since=written.since)
         time.sleep(0.3)
     shown = printed.getvalue()
     assert "0003 re-running with seed 47: step 37 (68% of the budget), loss 4.5405, 4,172 tok/s" in shown
     assert "ETA 12 s" in shown and "\x1b[31m" not in shown
 
 
+def test_a_run_name_says_what_the_run_is():
+    assert run_phase("0007", 51) == ("0007", "training", "seed 51")
+    assert run_phase("0007.retry", 51) == ("0007", "training", "seed 51, again after a machine failure")
+    assert run_phase("0007.fix1", 51) == ("0007", "training", "fix 1, seed 51")
+    assert run_phase("0007.rerun2", 52) == ("0007", "re-running", "with seed 52")
+    assert run_phase("0007.rebase1", 51) == ("0007", "training", "on the new best (re-base 1), seed 51")
+    assert run_phase("0007.rebase1.rerun2", 53) == ("0007", "re-running", "on the new best (re-base 1), with seed 53")
+    assert run_phase("0003-noise2", 44) == ("0003", "noise floor", "run 2 with seed 44")
+    assert [line_key(name) for name in ("0007.rebase1.fix1", "verify-0007.rerun1", "confirm-0003", "0003-noise2")] \
+        == ["0007", "0007", "0003", "0003-noise2"]
+
+
 def test_status_shows_the_phase_written_by_a_loop_elsewhere(workspace):
     (workspace.dir / "logs").mkdir()
     (workspace.dir / "logs" / "0004.log").write_text(
         "step 00010 ( 40.0%) | loss 5.0000 | lr x1.00 | 900 ms | 3,000 tok/s | mfu n/a | epoch 1 | left 30 s\n")
-    write_phase(workspace.dir, Phase(experiment_id="0004", phase="training", detail="seed 50",
-                                     log="logs/0004.log", since=time.time() - 20))
+    # the form a loop that ran one experiment at a time wrote: one phase, not a list
+    write_json_atomic(workspace.dir / PROGRESS_FILE, dict(
+        experiment_id="0004", phase="training", detail="seed 50", log="logs/0004.log", since=time.time() - 20,
+        next_proposal="0005 proposing with optuna"))
     printed = io.StringIO()
     Console(file=printed, width=300).print(status_view(workspace))
     assert "now: 0004 training seed 50: step 10 (40% of the budget), loss 5.0000, 3,000 tok/s" in printed.getvalue()
+    (workspace.dir / PROGRESS_FILE).write_text('{"phases": [{"experiment_id": 4}]}')
+    assert read_phases(workspace.dir) == []  # not a progress file: nothing shown, nothing raised
 
 
 def test_a_noise_floor_far_above_the_track_usual_is_flagged():
@@ -208,3 +239,147 @@ def test_a_noise_floor_far_above_the_track_usual_is_flagged():
     floor = ExperimentRecord(id="0000-noise", status="noise", of="0000", values=[2.1, 2.5, 2.3], sigma=17 * usual)
     assert "is the machine busy?" in noise_and_holdout([floor], None, "cpu")
     assert "is the machine busy?" not in noise_and_holdout([floor.model_copy(update={"sigma": usual})], None, "cpu")
+
+
+class TwoSlots:
+    """A runner with two slots whose runs wait until both have started and the test lets them go; each then
+    runs as the synthetic runner does and says which slot ran it."""
+
+    name, isolation, slots = "two slots", "synthetic runs: nothing is executed", 2
+
+    def __init__(self):
+        self.inner = SyntheticRunner({})
+        self.both_started = threading.Barrier(3)  # the two runs and the test
+        self.go = threading.Event()
+        self.cancelled = 0
+        self._slots = iter((1, 2))
+        self._lock = threading.Lock()
+
+    def run(self, workspace, commit, timeout, experiment_id, seed=42):
+        with self._lock:
+            slot = next(self._slots)
+        self.both_started.wait(timeout=10)
+        assert self.go.wait(timeout=10)
+        with self._lock:  # one GitPython repository is not read from two threads at once
+            result = self.inner.run(workspace, commit, timeout, experiment_id, seed)
+        return dataclasses.replace(result, where=f"local slot {slot}, GPU {slot - 1}")
+
+    def cancel_all(self):
+        self.cancelled += 1
+
+
+def two_runs_in_flight(workspace, console) -> tuple[str, str, list[Phase], list[Phase], list[Phase]]:
+    """Trains 0001 and 0002 at once through one observed runner (two threads); returns what was printed while
+    both ran and in all, and progress.json's phases while both ran, after both ran, and once 0001 was recorded."""
+    runner = TwoSlots()
+    ledger = Ledger(workspace.dir)
+    commit = workspace.head()
+    for experiment_id in ("0001", "0002"):
+        ledger.begin(InFlight(id=experiment_id, commit=commit, parent=commit, started=now()))
+    with ProgressObserver(workspace.dir, console, interval=0.05) as observer:
+        observed = ObservedRunner(runner, observer)
+        assert observed.slots == 2 and ObservedRunner(SyntheticRunner({}), observer).slots == 1
+        threads = [threading.Thread(target=observed.run, args=(workspace, commit, 60.0, experiment_id, seed))
+                   for experiment_id, seed in (("0001", 11), ("0002", 12))]
+        for thread in threads:
+            thread.start()
+        runner.both_started.wait(timeout=10)
+        time.sleep(0.3)  # a few refreshes with both in flight
+        while_both = console.file.getvalue()
+        training = read_phases(workspace.dir)
+        runner.go.set()
+        for thread in threads:
+            thread.join(timeout=10)
+        ran = read_phases(workspace.dir)
+        ledger.finish("0001")  # 0001 is recorded: its decision was said, its line goes
+        deadline = time.monotonic() + 5
+        while len(read_phases(workspace.dir)) != 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        after_one = read_phases(workspace.dir)
+        observed.cancel_all()
+        assert runner.cancelled == 1
+    return while_both, console.file.getvalue(), training, ran, after_one
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["log", "terminal"])
+def test_two_runs_in_flight_each_have_their_line(workspace, terminal):
+    console = Console(file=io.StringIO(), force_terminal=terminal, width=200)
+    while_both, printed, training, ran, after_one = two_runs_in_flight(workspace, console)
+    assert [(p.experiment_id, p.phase, p.detail) for p in training] == [
+        ("0001", "training", "seed 11"), ("0002", "training", "seed 12")]
+    places = {p.experiment_id: p.where for p in ran}
+    assert [p.phase for p in ran] == ["deciding", "deciding"]
+    assert sorted(places.values()) == ["local slot 1, GPU 0", "local slot 2, GPU 1"]
+    assert [p.experiment_id for p in after_one] == ["0002"]
+    for seed, experiment_id in ((11, "0001"), (12, "0002")):
+        assert f"{experiment_id} training seed {seed}: starting" in while_both
+        assert f"{experiment_id} deciding (0 s), ran on {places[experiment_id]}" in printed
+    if terminal:  # one redrawn block holding both lines, the first above the second
+        assert "\x1b[" in printed
+        assert re.search(r"0001 training seed 11: starting \(\d+ s\)\n0002 training seed 12", while_both)
+        assert printed.rstrip().endswith("\x1b[2K")  # the live lines are gone when the observer ends
+    else:
+        assert "\x1b[" not in printed
+        lines = printed.splitlines()
+        assert sum(line.startswith("0001 training seed 11") for line in lines) == 1  # said once, not redrawn
+        assert sum(line.startswith("0002 training seed 12") for line in lines) == 1
+    assert not (workspace.dir / PROGRESS_FILE).exists()
+
+
+@pytest.fixture
+def midnight(workspace):
+    """A workspace caught mid-night: a baseline and one experiment recorded (each run saying what ran it, the
+    experiment's first run on a parent the best moved on from), two experiments in flight, one of them training,
+    and a proposal being made for the next."""
+    commit = workspace.head()
+    records = [
+        ExperimentRecord(id="0000", status="keep", commit=commit, val_bpb=2.5, description="baseline",
+                         proposer="baseline", started=now(), finished=now(),
+                         runs=[dict(seed=42, val_bpb=2.5, where="local slot 1, GPU 0")]),
+        ExperimentRecord(id="0001", status="discard", commit=commit, val_bpb=2.6, description="wider MLP",
+                         proposer="optuna", started=now(), finished=now(),
+                         runs=[dict(seed=7, val_bpb=2.55, where="ray node 10.0.0.2 (a1b2c3d4)"),
+                               dict(seed=9, val_bpb=2.65, where="ray node 10.0.0.3 (e5f6a7b8)")],
+                         rebased_from=[dict(parent="0" * 40, commit="1" * 40, status="keep",
+                                            runs=[dict(seed=5, val_bpb=2.4, where="local slot 3, GPU 2")])]),
+    ]
+    (workspace.dir / "experiments.jsonl").write_text("".join(r.to_json() + "\n" for r in records))
+    ledger = Ledger(workspace.dir)
+    for experiment_id, description in (("0002", "deeper by one layer"), ("0003", "warmdown 0.3")):
+        ledger.begin(InFlight(id=experiment_id, commit=commit, parent=commit, description=description,
+                              started=now()))
+    (workspace.dir / "logs").mkdir(exist_ok=True)
+    (workspace.dir / "logs" / "0002.log").write_text(
+        "step 00012 ( 40.0%) | loss 5.1000 | lr x1.00 | 900 ms | 3,000 tok/s | mfu n/a | epoch 1 | left 30 s\n")
+    write_phases(workspace.dir, [
+        Phase(experiment_id="0002", phase="training", detail="seed 50", log="logs/0002.log", since=time.time()),
+        Phase(experiment_id="0003", phase="verifying", detail="with the trusted evaluator", since=time.time()),
+        Phase(experiment_id="0004", phase="proposing", detail="with optuna", since=time.time())])
+    return workspace
+
+
+def test_status_shows_every_run_in_flight_and_what_ran_each(midnight):
+    printed = io.StringIO()
+    Console(file=printed, width=300).print(status_view(midnight))
+    lines = [line.strip() for line in printed.getvalue().splitlines()]
+    running = [i for i, line in enumerate(lines) if line.startswith("running:")]
+    assert [lines[i].split(" (")[0] for i in running] == ["running: 0002 deeper by one layer",
+                                                         "running: 0003 warmdown 0.3"]
+    assert lines[running[0] + 1].startswith("now: 0002 training seed 50: step 12 (40% of the budget)")
+    assert lines[running[1] + 1].startswith("now: 0003 verifying with the trusted evaluator")
+    assert any(line.startswith("now: 0004 proposing with optuna") for line in lines[running[1] + 2:])
+    table = printed.getvalue()
+    assert "local slot 1, GPU 0" in table
+    assert "local slot 3, GPU 2; ray node 10.0.0.2 (a1b2c3d4); ray node 10.0.0.3" in table  # every run of 0001
+
+
+def test_the_report_written_mid_night_shows_the_runs_in_flight_and_where_each_ran(midnight):
+    html = write_report(midnight).read_text()
+    assert "In flight when this report was written (2)" in html
+    section = html.split("In flight when this report was written")[1].split("<h2>")[0]
+    assert "0002" in section and "deeper by one layer" in section and "step 12 (40% of the budget)" in section
+    assert "0003" in section and "verifying with the trusted evaluator" in section
+    experiments = html.split("<h2>Every experiment</h2>")[1].split("<h2>")[0]
+    assert "<th>ran on</th>" in experiments
+    assert "<td>local slot 1, GPU 0</td>" in experiments
+    assert "<td>local slot 3, GPU 2; ray node 10.0.0.2 (a1b2c3d4); ray node 10.0.0.3 (e5f6a7b8)</td>" in experiments

@@ -1,5 +1,6 @@
 """The morning report, built from a ledger that a real loop (Optuna and a scripted LLM) produced."""
 
+import io
 import json
 import re
 import shutil
@@ -10,6 +11,7 @@ from html import escape
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from agent.judging.confirm import confirm
 from agent.llm.pricing import PriceTable
@@ -19,6 +21,8 @@ from agent.proposers.hybrid import HybridProposer
 from agent.proposers.llm import LLMProposer
 from agent.proposers.optuna_search import OptunaProposer
 from agent.recording.ledger import read_records
+from agent.recording.record import ExperimentStatus
+from agent.recording.status_view import status_view
 from agent.report.build import write_report
 from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
@@ -170,6 +174,25 @@ def test_edge_ledgers_render(test_track, tmp_path, case):
     result = subprocess.run([sys.executable, "-m", "agent.cli", "report", "--tag", "edge", "--workspaces",
                              str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# Statuses beyond those the report was first written for (e.g. superseded: a change that no longer applied to a
+# best that moved while it ran) must render as what they are, in the report and in `status`.
+LATER_STATUSES = [s.value for s in ExperimentStatus
+                  if s.value not in {"keep", "discard", "crash", "interrupted", "noise"}]
+
+
+@pytest.mark.parametrize("status", LATER_STATUSES)
+def test_a_status_added_later_renders(test_track, tmp_path, status):
+    workspace = Workspace.create("later", test_track.spec, ROOT / "prompts" / "program.md", root=tmp_path)
+    records = [dict(minimal_record(0, "keep", 2.5), commit=workspace.head()), minimal_record(1, status, 2.45),
+               minimal_record(2, "discard", 2.6)]
+    (workspace.dir / "experiments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    html = write_report(workspace).read_text()
+    assert f"<td class='{status}'>{status}</td>" in html
+    printed = io.StringIO()
+    Console(file=printed, width=300).print(status_view(workspace))
+    assert re.search(rf"0001\s+│\s+{status}", printed.getvalue())
 
 
 def test_comparison_of_two_tags(reported, test_track, tmp_path):

@@ -1,0 +1,276 @@
+"""Experiments per hour with K experiments in flight: does the loop itself cap scaling?
+
+1. simulation: the real loop (agent.loop.run_loop, a real Workspace on the test track, real git
+   commits, ledger, decisions and verification) drives a runner with K slots whose runs sleep
+   --sleep seconds and then answer as tests/helpers/synthetic_runner.py does (a summary block, a
+   sealed weights file, the trusted evaluator agreeing with the printed number). Each proposal
+   sets one hyperparameter to a random value on the best train.py; its val_bpb is a fixed
+   function of train.py's hyperparameter lines, so some changes are kept (and verified), most
+   are not, and keeps get rarer as the night goes on. For each K: experiments finished after
+   the baseline, their wall seconds, experiments/hour over that wall and in the steady state
+   (between the end of the first round, when every slot is busy, and the start of the last,
+   when slots go idle because the night is ending), speed-up of the steady rate over K=1 and
+   efficiency = speed-up / K (the goal: >= 0.95 up to K=64). The baseline runs alone and is
+   not counted.
+2. real training: the local runner on the test track, K=1 and K=2, experiments per hour.
+
+    .venv/bin/python benchmarks/parallel.py [--ks 1,8,32,64] [--sleep 3] [--rounds 5]
+                                            [--real 6] [--profile K] [--cache DIR]
+
+--profile K runs the simulation once more at K with a profiler of each thread's CPU time (waiting
+and sleeping count nothing) and prints where the loop's own time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import hashlib
+import io
+import os
+import pstats
+import random
+import re
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from agent.loop import LoopSettings, run_loop  # noqa: E402
+from agent.proposers.base import Proposal  # noqa: E402
+from agent.proposers.edits import Edit  # noqa: E402
+from agent.recording.ledger import read_records  # noqa: E402
+from agent.workspace import Workspace  # noqa: E402
+from tests.helpers.synthetic_runner import SyntheticRunner  # noqa: E402
+from trainer.hyperparameters import set_hyperparameters  # noqa: E402
+
+# float settings of the test track's train.py the proposer changes, each by a factor in [0.5, 2]
+SETTINGS = ("WARMDOWN_RATIO", "WEIGHT_DECAY", "EMBEDDING_LR", "UNEMBEDDING_LR", "MATRIX_LR", "X0_LAMBDA_LR",
+            "RESID_LAMBDA_LR", "NORMUON_BETA2")
+BASE_BPB = 1.5
+SETTING_GAIN = 0.01  # the most one setting's value can lower val_bpb
+
+
+def setting_lines(source: str) -> list[str]:
+    return [line.split("#")[0].strip() for line in source.splitlines()
+            if re.match(rf"^({'|'.join(SETTINGS)}) = ", line)]
+
+
+class RandomSettings:
+    """Proposes one setting at a new random value on the best train.py (proposals may be made from several
+    threads at once)."""
+
+    name = "random settings"
+
+    def __init__(self, seed: int = 0):
+        self.random = random.Random(seed)
+        self._lock = threading.Lock()
+
+    def propose(self, context, transcript):
+        lines = {line.split(" = ")[0]: line for line in context.train_source.splitlines()
+                 if line.split(" = ")[0] in SETTINGS}
+        with self._lock:
+            name = self.random.choice(sorted(lines))
+            factor = self.random.uniform(0.5, 2.0)
+        current = float(lines[name].split(" = ")[1].split("#")[0])
+        value = float(f"{current * factor:.4g}")
+        if name == "NORMUON_BETA2":
+            value = min(value, 0.999)
+        if value == current:
+            value = float(f"{current * 0.9:.4g}")
+        changed = set_hyperparameters(context.train_source, {name: value})
+        new = next(line for line in changed.splitlines() if line.startswith(f"{name} = "))
+        return Proposal(f"{name} {current:g} -> {value:g}", [Edit(lines[name], new)])
+
+    def observe(self, experiment_id, proposal_meta, record):
+        pass
+
+
+class SleepingRunner(SyntheticRunner):
+    """K slots; each run holds one for `sleep` seconds, then answers with a val_bpb that is a fixed function of the
+    settings' lines (the synthetic runner's summary block, sealed weights and evaluator)."""
+
+    name = "sleeping"
+    isolation = "simulated runs: each sleeps, nothing is executed"
+
+    def __init__(self, slots: int, sleep: float):
+        super().__init__({}, slots=slots, delays={"": sleep})  # "" is in every train.py: every run lasts `sleep`
+
+    def score(self, source: str, seed: int) -> float:
+        gain = sum(int.from_bytes(hashlib.sha256(line.encode()).digest()[:4], "big") / 2**32 * SETTING_GAIN
+                   for line in setting_lines(source))
+        return round(BASE_BPB - gain + ((seed * 7919) % 13 - 6) * 1e-7, 6)
+
+
+@dataclass
+class Measured:
+    k: int
+    experiments: int        # finished after the baseline
+    wall: float             # from the baseline's end to the loop's end
+    runs: int               # every run, re-runs included
+    kept: int
+    decided: list[float]    # time.monotonic() of each decision after the baseline's, in order
+
+    @property
+    def per_hour(self) -> float:
+        return 3600 * self.experiments / self.wall if self.wall > 0 else 0.0
+
+    @property
+    def steady_per_hour(self) -> float:
+        """Experiments/hour between the end of the first round (every slot busy) and the start of the last (slots
+        go idle as the night's last experiments end)."""
+        first, last = self.k - 1, len(self.decided) - self.k
+        if last <= first:
+            return self.per_hour
+        return 3600 * (last - first) / (self.decided[last] - self.decided[first])
+
+
+def simulate(k: int, sleep: float, rounds: int, spec: dict, profile: bool = False) -> Measured:
+    experiments = max(rounds * k, 10)
+    settings = LoopSettings(max_experiments=experiments + 1, parallel=k, noise_seeds=0, grace_seconds=60)
+    root = Path(tempfile.mkdtemp(prefix=f"parallel-{k}-"))
+    workspace = Workspace.create("sim", spec, REPO / "prompts" / "program.md", root=root)
+    runner = SleepingRunner(k, sleep)
+    decided: list[float] = []
+    decision = re.compile(r"^\d{4} [a-z]+ ")
+
+    def say(line: str) -> None:
+        if decision.match(line) and not line.startswith("0000 "):
+            decided.append(time.monotonic())
+
+    profiles: list[cProfile.Profile] = []
+    if profile:
+        _profile_threads(profiles)
+    started = time.monotonic()
+    try:
+        run_loop(workspace, RandomSettings(seed=k), runner, settings, say=say)
+    finally:
+        if profile:
+            threading.Thread.run = _THREAD_RUN
+    ended = time.monotonic()
+    if profile:
+        _print_profile(profiles)
+    baseline_end = next((span.ended for span in runner.spans if span.name == "0000"), started)
+    done = [r for r in read_records(workspace.dir) if r.is_experiment and r.id != "0000"]
+    return Measured(k, len(done), ended - baseline_end, len(runner.spans), sum(r.status == "keep" for r in done),
+                    decided)
+
+
+_THREAD_RUN = threading.Thread.run
+
+
+def _profile_threads(profiles: list[cProfile.Profile]) -> None:
+    """Every thread started from now on runs under its own profiler (collected into profiles)."""
+    def run(thread):
+        profiler = cProfile.Profile(time.thread_time)
+        profiles.append(profiler)
+        profiler.enable()
+        try:
+            _THREAD_RUN(thread)
+        finally:
+            profiler.disable()
+    threading.Thread.run = run
+    main = cProfile.Profile(time.thread_time)
+    profiles.append(main)
+    main.enable()
+
+
+def _print_profile(profiles: list[cProfile.Profile]) -> None:
+    for profiler in profiles:
+        profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiles[0], stream=out)
+    for profiler in profiles[1:]:
+        stats.add(profiler)
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats(r"agent|git/cmd", 40)
+    print(out.getvalue())
+
+
+def real_training(k: int, experiments: int, spec: dict) -> Measured:
+    from agent.proposers.optuna_search import OptunaProposer
+    from agent.running.runner import LocalRunner
+
+    settings = LoopSettings(max_experiments=experiments + 1, parallel=k, noise_seeds=0)
+    root = Path(tempfile.mkdtemp(prefix=f"parallel-real-{k}-"))
+    workspace = Workspace.create("real", spec, REPO / "prompts" / "program.md", root=root)
+    decided: list[float] = []
+
+    def say(line: str) -> None:
+        if re.match(r"^\d{4} [a-z]+ ", line):
+            decided.append(time.monotonic())
+
+    run_loop(workspace, OptunaProposer(workspace.dir / "optuna.journal", seed=k), LocalRunner(slots=k), settings,
+             say=say)
+    ended = time.monotonic()
+    records = read_records(workspace.dir)
+    done = [r for r in records if r.is_experiment and r.id != "0000"]
+    runs = sum(len(r.runs) + sum(len(moved.runs) for moved in r.rebased_from) for r in records)
+    return Measured(k, len(done), ended - decided[0], runs,
+                    sum(r.status == "keep" for r in done), decided[1:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ks", default="1,8,32,64", help="slots of the simulation, comma-separated")
+    parser.add_argument("--sleep", type=float, default=3.0, help="seconds a simulated run takes")
+    parser.add_argument("--rounds", type=int, default=5, help="experiments per slot in the simulation")
+    parser.add_argument("--real", type=int, default=6, help="experiments after the baseline with real training "
+                                                            "(0: skip)")
+    parser.add_argument("--profile", type=int, default=0, help="profile the simulation at this K")
+    parser.add_argument("--cache", type=Path, default=None)
+    args = parser.parse_args()
+    from rich.console import Console
+    from rich.table import Table
+
+    from trainer.track_builder import prepare_track
+
+    console = Console(width=140)
+    cache = (args.cache or Path(os.environ.get("AUTORESEARCH_CACHE", "~/.cache/autoresearch"))).expanduser()
+    os.environ["AUTORESEARCH_CACHE"] = str(cache)
+    spec = prepare_track("test", cache=cache, show_progress=False).spec
+    console.print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
+
+    table = Table(title=f"simulation: the real loop, runs that sleep {args.sleep:g} s, {args.rounds} experiments "
+                        "per slot")
+    for column in ("K", "experiments", "kept", "runs", "wall s", "experiments/hour", "steady experiments/hour",
+                   "speed-up", "efficiency"):
+        table.add_column(column, justify="right")
+    single = None
+    for k in (int(x) for x in args.ks.split(",")):
+        measured = simulate(k, args.sleep, args.rounds, spec)
+        single = single or measured.steady_per_hour / k
+        speedup = measured.steady_per_hour / single
+        table.add_row(str(k), str(measured.experiments), str(measured.kept), str(measured.runs),
+                      f"{measured.wall:.1f}", f"{measured.per_hour:,.0f}", f"{measured.steady_per_hour:,.0f}",
+                      f"{speedup:.2f}", f"{speedup / k:.2f}")
+        console.print(f"K={k}: {measured.experiments} experiments in {measured.wall:.1f} s "
+                      f"(load average {os.getloadavg()[0]:.1f})")
+    console.print(table)
+    console.print("steady: between the first round's end and the last round's start; speed-up over the first K's "
+                  "steady rate per slot")
+
+    if args.profile:
+        simulate(args.profile, args.sleep, args.rounds, spec, profile=True)
+
+    if args.real:
+        table = Table(title=f"real training: test track, local runner, {args.real} experiments after the baseline")
+        for column in ("K", "experiments", "kept", "runs", "wall s", "experiments/hour", "speed-up"):
+            table.add_column(column, justify="right")
+        single = None
+        for k in (1, 2):
+            measured = real_training(k, args.real, spec)
+            single = single or measured.per_hour
+            table.add_row(str(k), str(measured.experiments), str(measured.kept), str(measured.runs),
+                          f"{measured.wall:.0f}", f"{measured.per_hour:.1f}", f"{measured.per_hour / single:.2f}")
+        console.print(table)
+        console.print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()
