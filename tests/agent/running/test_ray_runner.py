@@ -23,6 +23,7 @@ from agent.running.training import Training  # noqa: E402
 from agent.settings import LoopSettings  # noqa: E402
 from agent.sharing import Shared  # noqa: E402
 from tests.helpers.processes import processes_under  # noqa: E402
+from trainer.ray_task import OWNER, sweep_abandoned  # noqa: E402
 from trainer.sandbox import runs_root  # noqa: E402
 from trainer.triage import Triage  # noqa: E402
 
@@ -210,5 +211,31 @@ def test_a_node_dying_mid_run_is_an_infra_failure_retried_once_on_the_other_node
     assert len(retried) == 1  # the run of the dying node, once; the other ran through
     assert re.search(r"NodeDied|WorkerCrashed|ObjectLost|OwnerDied|LocalRayletDied", retried[0].path.read_text())
     assert cluster.runner.slots == 1
-    # What the dead node's task left (its run directory, its results) went with the next task on this machine.
+    # What the dead node's task left (its run directory, its results) goes with the next task on this machine once
+    # its worker process is gone (it may outlive its node's removal by a moment, past the retry's start).
+    deadline = time.monotonic() + 60
+    while any(pid_alive(owner) for owner in owners()):
+        assert time.monotonic() < deadline, "the dead node's worker process did not exit"
+        time.sleep(0.5)
+    sweep_abandoned()
     assert not list((runs_root() / "ray-results").iterdir()) and not list((runs_root() / "ray").iterdir())
+
+
+def owners() -> list[int]:
+    found = []
+    for marker in (runs_root() / "ray-results").glob(f"*/{OWNER}"):
+        try:
+            found.append(int(marker.read_text()))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
