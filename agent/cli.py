@@ -237,7 +237,7 @@ def confirm(tag: TagOption = "demo", workspaces: WorkspacesOption = None, cache:
     """Score the baseline's and the best's saved weights on val and on the holdout split no decision read."""
     _use_cache(cache)
     workspace = open_workspace(tag, workspaces)
-    if not _confirm(workspace, _runner(spool, ray_address)):
+    if not _confirm(workspace, _runner(spool, ray_address=ray_address)):
         raise typer.Exit(1)
 
 

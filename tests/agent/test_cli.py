@@ -98,12 +98,16 @@ def test_status_watch_into_a_pipe_prints_dated_snapshots_not_redraws(workspace):
     assert "\x1b[" not in output, "a pipe gets no cursor movement or colour codes"
 
 
-def test_a_ray_cluster_that_is_not_there_is_said_at_once(tmp_path):
+def test_a_ray_cluster_that_is_not_there_is_said_at_once(tmp_path, workspace):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{closed.getsockname()[1]}"  # bound, never listening: connections are refused
-        result = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path), "--runner", "ray",
-                                              "--ray-address", address], terminal_width=300)
-    assert result.exit_code == 2
-    assert f"error: cannot connect to the Ray cluster at '{address}'" in result.output
-    assert "ray start --head" in result.output
+        run = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path), "--runner", "ray",
+                                           "--ray-address", address], terminal_width=300)
+        confirm = CliRunner().invoke(cli.app, ["confirm", "--tag", workspace.tag, "--workspaces",
+                                               str(workspace.dir.parent), "--ray-address", address],
+                                     terminal_width=300)
+    for result in (run, confirm):
+        assert result.exit_code == 2, result.output
+        assert f"error: cannot connect to the Ray cluster at '{address}'" in result.output
+        assert "ray start --head" in result.output
