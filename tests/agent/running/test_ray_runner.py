@@ -7,6 +7,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read by ray at import: every address it picks is 127.0.0.1
 
@@ -15,7 +16,6 @@ import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from agent.loop import run_loop  # noqa: E402
-from agent.proposers.optuna_search import OptunaProposer  # noqa: E402
 from agent.recording.ledger import Ledger  # noqa: E402
 from agent.recording.transcript import Transcript  # noqa: E402
 from agent.running.ray_runner import RayRunner  # noqa: E402
@@ -23,6 +23,7 @@ from agent.running.training import Training  # noqa: E402
 from agent.settings import LoopSettings  # noqa: E402
 from agent.sharing import Shared  # noqa: E402
 from tests.helpers.processes import processes_under  # noqa: E402
+from tests.helpers.scripted import ScriptedEdits  # noqa: E402
 from trainer.ray_task import OWNER, sweep_abandoned  # noqa: E402
 from trainer.sandbox import runs_root  # noqa: E402
 from trainer.triage import Triage  # noqa: E402
@@ -150,10 +151,12 @@ def test_cancel_all_kills_the_runs_in_flight_and_takes_no_more(cluster, workspac
 
 
 class Watched:
-    """A runner with when each of its runs started and ended (time.monotonic()) and where it ran."""
+    """A runner with when each of its runs started and ended (time.monotonic()) and where it ran; a run's result
+    goes back to the loop only once may_return(its name) holds (or after two minutes)."""
 
-    def __init__(self, runner):
+    def __init__(self, runner, may_return: Callable[[str], bool] = lambda _: True):
         self.runner, self.name, self.isolation, self.slots = runner, runner.name, runner.isolation, runner.slots
+        self.may_return = may_return
         self.spans: dict[str, tuple[float, float]] = {}
         self.where: dict[str, str] = {}
 
@@ -161,6 +164,9 @@ class Watched:
         started = time.monotonic()
         result = self.runner.run(workspace, commit, timeout, experiment_id, seed)
         self.spans[experiment_id], self.where[experiment_id] = (started, time.monotonic()), result.where
+        deadline = time.monotonic() + 120
+        while not self.may_return(experiment_id) and time.monotonic() < deadline:
+            time.sleep(0.2)
         return result
 
     def evaluate(self, *args, **kwargs):
@@ -170,20 +176,34 @@ class Watched:
         self.runner.cancel_all()
 
 
-def test_a_loop_keeps_two_experiments_in_flight_on_the_two_nodes(cluster, workspace):
-    runner = Watched(cluster.runner)
+def test_two_in_flight_on_the_two_nodes_and_a_keep_meanwhile_rebases_the_other(cluster, workspace):
+    # Both changes beat the test track's baseline on their own (measured: MATRIX_LR -0.008, WARMDOWN_RATIO -0.012).
+    # 0002's result reaches the loop only once 0001 is recorded, so 0001 is kept while 0002 is in flight.
+    decided = lambda: {record.id for record in Ledger(workspace.dir).records}  # noqa: E731
+    runner = Watched(cluster.runner, may_return=lambda name: name != "0002" or "0001" in decided())
     assert runner.slots == 2
-    why = run_loop(workspace, OptunaProposer(workspace.dir / "optuna.journal", seed=5), runner,
-                   LoopSettings(max_experiments=3, noise_seeds=0), say=lambda _: None)
+    proposer = ScriptedEdits(("MATRIX_LR 0.04 -> 0.06", "MATRIX_LR = 0.04", "MATRIX_LR = 0.06"),
+                             ("WARMDOWN_RATIO 0.5 -> 0.7", "WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.7"))
+    why = run_loop(workspace, proposer, runner, LoopSettings(max_experiments=3, noise_seeds=0), say=lambda _: None)
     assert "ran 3 experiment(s)" in why
     (a_start, a_end), (b_start, b_end) = runner.spans["0001"], runner.spans["0002"]
-    assert a_start < b_end and b_start < a_end  # both in flight at once
+    assert a_start < b_end and b_start < a_end  # both trained at once
     nodes = {f"ray node 127.0.0.1 ({node.node_id[:8]})" for node in cluster.nodes}
     assert {runner.where["0001"], runner.where["0002"]} == nodes
-    records = Ledger(workspace.dir).records
-    assert sorted(r.id for r in records if r.is_experiment) == ["0000", "0001", "0002"]
-    assert len(records) == len({r.id for r in records})
-    assert {run.where for r in records for run in r.runs} <= nodes
+
+    records = {record.id: record for record in Ledger(workspace.dir).records}
+    assert sorted(records) == ["0000", "0001", "0002"] and len(Ledger(workspace.dir).records) == 3
+    base, first, second = records["0000"], records["0001"], records["0002"]
+    assert first.status == "keep" and first.parent == base.commit and first.val_bpb < base.val_bpb
+    # 0002 beat the baseline it was trained on, but the best had moved: its edit is re-applied on 0001 and it is
+    # trained and judged again, against 0001.
+    assert second.rebased and second.parent == first.commit and second.proposed_against == base.commit
+    assert [(earlier.parent, earlier.status) for earlier in second.rebased_from] == [(base.commit, "keep")]
+    assert second.rebased_from[0].runs[0].val_bpb < base.val_bpb
+    assert [run.log for run in second.runs] == ["logs/0002.rebase1.log"] and "0002.rebase1" in runner.spans
+    trained = workspace.file_at("train.py", second.commit)
+    assert "MATRIX_LR = 0.06" in trained and "WARMDOWN_RATIO = 0.7" in trained
+    assert {run.where for record in records.values() for run in record.runs} <= nodes
     assert Ledger(workspace.dir).best().commit == workspace.head() and workspace.is_clean()
     assert not list((workspace.dir / "inflight").glob("*.json"))
 
