@@ -168,11 +168,11 @@ def run(settings: RunCommandSettings) -> None:
     tracking = _start_tracking(settings.mlflow, workspace)
     trainer = _runner(settings.spool, settings.parallel, settings.ray_address)
     try:
-        with ProgressObserver(workspace.dir, console) as observer:  # the live line of the experiment in flight
+        with ProgressObserver(workspace.dir, console) as observer:  # a live line per experiment in flight
             why = run_loop(workspace, ObservedProposer(chosen, observer, settings.model or chosen.name),
                            ObservedRunner(trainer, observer), settings, say=say)
     except KeyboardInterrupt:
-        why = "stopped by Ctrl-C; the running experiment was recorded as interrupted"
+        why = "stopped by Ctrl-C; the experiments in flight were recorded as interrupted"
     except (LoopStopped, WorkspaceError) as err:
         _where(workspace)
         fail(str(err))

@@ -28,7 +28,7 @@ def test_sigterm_records_the_running_experiment_as_interrupted(test_track, tmp_p
     output, _ = loop.communicate(timeout=30)
     assert time.monotonic() - started < 10
     assert loop.returncode == 0, output
-    assert "the running experiment was recorded as interrupted" in output
+    assert "the experiments in flight were recorded as interrupted" in output
     assert "0000 training seed 42: starting" in output  # the live phase, as a plain line in a pipe
     report = workspace / "report" / "index.html"
     assert f"report: {report}" in output and report.is_file()
