@@ -158,15 +158,25 @@ def sweep_abandoned() -> None:
             except OSError:
                 continue
         else:
-            try:
-                os.kill(owner, 0)
-                continue
-            except ProcessLookupError:
-                pass
-            except PermissionError:  # alive, another user's
+            if not process_gone(owner):
                 continue
         shutil.rmtree(runs_root() / "ray" / kept.name, ignore_errors=True)
         shutil.rmtree(kept, ignore_errors=True)
+
+
+def process_gone(pid: int) -> bool:
+    """Whether a process has exited: not there, or a zombie (dead, not yet reaped by a parent that may never)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state == "Z"
 
 
 def capped(log_path: Path) -> tuple[bytes, int]:

@@ -5,6 +5,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -54,6 +56,20 @@ def test_what_a_dead_workers_task_left_is_swept_and_a_live_ones_kept(test_track)
     with pytest.raises(ValueError, match="one directory"):
         private_results("../escape")
     ray_task.shutil.rmtree(mine)
+
+
+def test_a_worker_that_died_unreaped_counts_as_gone(test_track):
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # exits; not waited for, so it stays a zombie
+    deadline = time.monotonic() + 30
+    while not Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+        assert time.monotonic() < deadline, "the child never exited"
+        time.sleep(0.05)
+    assert ray_task.process_gone(zombie.pid) and not ray_task.process_gone(os.getpid())
+    left = private_results("t-zombie-0003")
+    (left / ray_task.OWNER).write_text(str(zombie.pid))
+    ray_task.sweep_abandoned()
+    assert not left.exists()
+    zombie.wait()
 
 
 def test_a_node_without_the_track_prepares_it_from_the_commits_source(test_track, fresh_worker, tmp_path,

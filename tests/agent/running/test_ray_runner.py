@@ -2,9 +2,11 @@
 nodes with one logical GPU each, started once for the module without API keys in their environment, while
 the agent's process (the driver) holds some. Real training on the test track."""
 
+import contextlib
 import hashlib
 import os
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +26,7 @@ from agent.settings import LoopSettings  # noqa: E402
 from agent.sharing import Shared  # noqa: E402
 from tests.helpers.processes import processes_under  # noqa: E402
 from tests.helpers.scripted import ScriptedEdits  # noqa: E402
-from trainer.ray_task import OWNER, sweep_abandoned  # noqa: E402
+from trainer.ray_task import OWNER, process_gone, sweep_abandoned  # noqa: E402
 from trainer.sandbox import runs_root  # noqa: E402
 from trainer.triage import Triage  # noqa: E402
 
@@ -232,9 +234,13 @@ def test_a_node_dying_mid_run_is_an_infra_failure_retried_once_on_the_other_node
     assert re.search(r"NodeDied|WorkerCrashed|ObjectLost|OwnerDied|LocalRayletDied", retried[0].path.read_text())
     assert cluster.runner.slots == 1
     # What the dead node's task left (its run directory, its results) goes with the next task on this machine once
-    # its worker process is gone (it may outlive its node's removal by a moment, past the retry's start).
+    # its worker process is gone. A node that dies takes its processes with it; removing a node of a local cluster
+    # kills its raylet but may leave its worker running, or dead and never reaped: finish it as a dead machine would.
+    for owner in owners():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(owner, signal.SIGKILL)
     deadline = time.monotonic() + 60
-    while any(pid_alive(owner) for owner in owners()):
+    while not all(process_gone(owner) for owner in owners()):
         assert time.monotonic() < deadline, "the dead node's worker process did not exit"
         time.sleep(0.5)
     sweep_abandoned()
@@ -249,13 +255,3 @@ def owners() -> list[int]:
         except (OSError, ValueError):
             pass
     return found
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
