@@ -9,7 +9,7 @@ MODEL ?= anthropic:claude-opus-4-8
 
 run: $(STAMP)
 	bash scripts/debian_packages.sh bwrap "runs will not be isolated" bubblewrap
-	$(VENV)/bin/autoresearch run --tag demo --track cpu --max-experiments 4 --parallel 2
+	$(VENV)/bin/autoresearch run --tag demo --track cpu --max-experiments 3 --parallel 2
 
 test: $(STAMP)
 	bash scripts/debian_packages.sh bwrap "runs will not be isolated" bubblewrap
