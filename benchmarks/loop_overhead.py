@@ -77,12 +77,10 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from trainer.track_builder import prepare_track
+    from benchmarks.test_track import prepared_test_track
 
     console = Console(width=140)
-    cache = (args.cache or Path(os.environ.get("AUTORESEARCH_CACHE", "~/.cache/autoresearch"))).expanduser()
-    os.environ["AUTORESEARCH_CACHE"] = str(cache)
-    spec = prepare_track("test", cache=cache, show_progress=False).spec
+    spec = prepared_test_track(args.cache)
     console.print(f"machine: {os.cpu_count()} cores; test track ({spec['constants']['time_budget']} s budget); "
                   f"model turn latency {args.latency} s; {args.experiments} experiments after the baseline")
     totals = {}

@@ -231,12 +231,10 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from trainer.track_builder import prepare_track
+    from benchmarks.test_track import prepared_test_track
 
     console = Console(width=140)
-    cache = (args.cache or Path(os.environ.get("AUTORESEARCH_CACHE", "~/.cache/autoresearch"))).expanduser()
-    os.environ["AUTORESEARCH_CACHE"] = str(cache)
-    spec = prepare_track("test", cache=cache, show_progress=False).spec
+    spec = prepared_test_track(args.cache)
     console.print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
 
     table = Table(title=f"simulation: the real loop, runs that sleep {args.sleep:g} s, {args.rounds} experiments "
