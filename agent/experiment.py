@@ -6,8 +6,10 @@ training place (the loop admits it), is committed on the best without moving the
 parent it was trained on. If another experiment was kept meanwhile and this one would be kept
 (or is a close call) against its old parent, its edits are re-applied on the new best and it is
 trained and judged again (at most MAX_REBASES times); if they no longer apply it is recorded as
-superseded. The check that its parent is still the best and the keep (ledger row, branch moved)
-happen in one step under the loop's lock, so a keep is never judged against an old best.
+superseded. Would-be keeps are settled one at a time (agent/sharing.py, LandingLane), so that one
+re-based on the new best is not overtaken by another while it trains again. The check that its
+parent is still the best and the keep (ledger row, branch moved) happen in one step under the
+loop's lock, so a keep is never judged against an old best.
 """
 
 from __future__ import annotations
@@ -119,10 +121,13 @@ class Steps:
                 record = self.settle(experiment)
                 if record is None:
                     record = self.rebase(experiment)
+            self.shared.lane.leave(experiment.id)
             self.conclude(experiment, record)
             return record
         except Stopping:
             return None
+        finally:
+            self.shared.lane.leave(experiment.id)
 
     def _phase(self, experiment: Experiment, phase: str) -> None:
         experiment.phase = phase
@@ -213,6 +218,9 @@ class Steps:
             while not self.floor_ready.wait(0.2):  # the first noise floor decides how results are compared
                 self.shared.check()
         judgement = self._decide(experiment, result)
+        if judgement.status in (KEEP, CLOSE) and experiment.best is not None:
+            self.shared.lane.enter(experiment.id, self.shared.check, lambda ahead: experiment.transcript.event(
+                "waiting_to_land", behind=ahead, judged=str(judgement.status)))
         if judgement.status in (KEEP, CLOSE) and self._best_moved(experiment):
             experiment.judgement = judgement
             return

@@ -17,7 +17,8 @@ their seeds run at once through the runner's slots; a result waits only for the 
 The branch head is the best at all times and the tree stays clean: experiments are committed on
 the best without moving the branch, and only a keep moves it, in the same step, under the lock,
 as the check that the experiment's parent is still the best. An experiment whose parent stopped
-being the best and that would be kept is re-applied on the new best and trained again.
+being the best and that would be kept is re-applied on the new best and trained again. Would-be
+keeps settle one at a time, in the order they ended, until the loop stops starting experiments.
 
 Limits (experiments, hours, cost) stop starting experiments; those in flight finish, as they do
 when the proposer fails too often or for good before the loop stops. Ctrl-C,
@@ -102,6 +103,8 @@ class Loop:
         while True:
             self._collect()
             why = str(self.halted) if self.halted is not None else self._limit_reached(started)
+            if why is not None:
+                self.shared.lane.open()  # the last experiments settle at once rather than in a line
             if why is not None and (self.halted is not None or self._out_of_time_or_money(started)):
                 self._abandon_waiting(why)  # proposals made within the experiment limit still run; these do not
             if why is not None and not self.active and self.floor is None:

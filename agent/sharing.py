@@ -4,7 +4,8 @@ Every experiment in flight runs its steps in a thread of its own. GitPython is n
 the ledger, the notes and the in-flight markers are single files, so everything that touches them
 holds `lock`; proposers are asked and told by one thread at a time (`proposer_lock`), and a
 proposal is made under that lock only, so the workspace stays usable while a model thinks. Seeds
-come from one counter, so that no two runs in flight share one.
+come from one counter, so that no two runs in flight share one. Would-be keeps land one at a time
+(`lane`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Shared:
         self.stopping = threading.Event()
         self.base_seed = base_seed
         self._last_seed: int | None = None
+        self.lane = LandingLane()
 
     def check(self) -> None:
         if self.stopping.is_set():
@@ -47,3 +49,46 @@ class Shared:
                 seed = max(seed, self._last_seed + 1)
             self._last_seed = seed
             return seed
+
+
+class LandingLane:
+    """Would-be keeps are settled one at a time, in the order they ended.
+
+    The experiment at the front of the line is the one candidate to move the best: its close-call re-runs,
+    verification or re-run on a newer best happen while the others wait, holding no training place. If it
+    is kept, the next one is re-based once on the new best; if not, the next one is judged against the
+    parent it was trained on. Without a line, with many experiments in flight the best moves during
+    nearly every re-based run, and a good change is re-based again and again until it is superseded. Once
+    the loop starts no more experiments the line opens, so that the night does not end with a queue of
+    single runs while the other slots stand idle.
+    """
+
+    def __init__(self):
+        self._changed = threading.Condition()
+        self._line: list[str] = []   # experiment ids, the candidate first
+        self._open = False
+
+    def enter(self, experiment_id: str, check, waiting=None) -> None:
+        """Returns when experiment_id is at the front (or the line is open); check() raises to stop waiting;
+        waiting(ahead) is called once if it has to wait, with the id of the candidate ahead of it."""
+        with self._changed:
+            if experiment_id not in self._line:
+                self._line.append(experiment_id)
+            told = False
+            while not self._open and self._line[0] != experiment_id:
+                if not told and waiting is not None:
+                    waiting(self._line[0])
+                    told = True
+                self._changed.wait(0.2)
+                check()
+
+    def leave(self, experiment_id: str) -> None:
+        with self._changed:
+            if experiment_id in self._line:
+                self._line.remove(experiment_id)
+                self._changed.notify_all()
+
+    def open(self) -> None:
+        with self._changed:
+            self._open = True
+            self._changed.notify_all()

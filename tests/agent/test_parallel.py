@@ -106,3 +106,28 @@ def test_a_keep_while_another_trains_rebases_it_or_supersedes_it(workspace):
     assert keeps_chain_holds(list(records.values()))
     assert workspace.head() == second.commit and workspace.is_clean()
     assert write_report(workspace).is_file()  # the report reads a superseded record
+
+
+def test_a_would_be_keep_waits_for_the_one_re_based_ahead_of_it_instead_of_overtaking_it(workspace):
+    # Two places, three slots. 0001 (fast) is kept while 0002 trains on the baseline; 0002 beat the baseline,
+    # so it is re-based on 0001 and trains again. 0003, proposed on 0001, beats 0001 while 0002's re-run is
+    # under way: it waits for 0002 instead of landing first (which would re-base 0002 a second time), then
+    # is re-based once on 0002. The later experiments are slow discards, so the loop is still starting
+    # experiments (the line is not open yet) when 0003 ends.
+    proposer = Settings("MATRIX_LR = 0.05", "WARMDOWN_RATIO = 0.6", "EMBEDDING_LR = 0.8", "FINAL_LR_FRAC = 0.5",
+                        "WEIGHT_DECAY = 0.5", "DEPTH = 5")
+    runner = SyntheticRunner(GAINS, slots=3, noise=0.0, delays={
+        "MATRIX_LR = 0.05": 1.0, "WARMDOWN_RATIO = 0.6": 3.0, "EMBEDDING_LR = 0.8": 3.5, "FINAL_LR_FRAC = 0.5": 4.5,
+        "WEIGHT_DECAY = 0.5": 4.5})  # the last experiment starts when 0004 ends, 1.5 s after 0002's re-run
+    run_loop(workspace, proposer, runner, LoopSettings(max_experiments=7, parallel=2, noise_seeds=0, overlap=False),
+             say=lambda _: None)
+    records = {r.id: r for r in Ledger(workspace.dir).records}
+    first, second, third = records["0001"], records["0002"], records["0003"]
+    assert first.status == second.status == third.status == "keep"
+    assert second.parent == first.commit and [r.parent for r in second.rebased_from] == [records["0000"].commit]
+    assert third.parent == second.commit and [r.parent for r in third.rebased_from] == [first.commit]
+    waits = [json.loads(line) for line in (workspace.dir / third.transcript).read_text().splitlines()
+             if json.loads(line)["type"] == "waiting_to_land"]
+    assert [w["behind"] for w in waits] == ["0002"]
+    assert keeps_chain_holds(list(records.values()))
+    assert workspace.head() == third.commit and workspace.is_clean()
