@@ -121,7 +121,7 @@ class Steps:
                 record = self.settle(experiment)
                 if record is None:
                     record = self.rebase(experiment)
-            self.shared.lane.leave(experiment.id)
+            self.shared.lane.leave(experiment.id)  # before conclude, which may wait for a proposal in progress
             self.conclude(experiment, record)
             return record
         except Stopping:
