@@ -13,7 +13,7 @@ Without bwrap or user namespaces the process runs as the caller, in its own sess
 allowlisted environment and a hard timeout that kills its group and every process carrying its
 token; `isolation().note` says so plainly. In both cases its output goes through a pipe into a
 log that is capped while written (head and tail kept, the cut said), the caller's memory is
-not readable by it through /proc (not dumpable), and it dies if its caller dies.
+not readable by it through /proc (not dumpable), and it dies if its caller dies (setpriv).
 """
 
 from __future__ import annotations
@@ -358,13 +358,14 @@ class ProcessOutcome:
     isolated: bool = False
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL it if the process that started it dies (Linux)."""
-    import ctypes
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+@functools.cache
+def dies_with_caller() -> list[str]:
+    """The prefix that makes a command die by SIGKILL when the thread that started it dies (Linux setpriv),
+    or nothing where setpriv is missing. Set by exec'ing through setpriv rather than by Python code run
+    between fork and exec (preexec_fn): with other threads running, such a child can deadlock on a lock
+    one of them held at the fork, and Popen then waits for it for ever."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
 
 
 def run_untrusted(command: list[str], cwd: Path, log_path: Path, timeout: float, extra_env: dict[str, str],
@@ -381,13 +382,13 @@ def run_untrusted(command: list[str], cwd: Path, log_path: Path, timeout: float,
         command = bwrap_command(command, view)
     else:
         become_subreaper()
+    command = [*dies_with_caller(), *command]
     children_before = own_children()
     log_path.write_bytes(b"")
     start = time.perf_counter()
     timed_out = False
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=pass_fds,
-                               preexec_fn=_die_with_parent if os.name == "posix" else None)
+                               stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=pass_fds)
     log = CappedLog(process.stdout, log_path)
     try:
         if on_start is not None:

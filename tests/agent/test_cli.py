@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from agent import cli
 from agent.settings import LoopSettings, RunSettings, internal
-from tests.helpers.processes import sigint_interrupts
+from tests.helpers.processes import interruptible
 
 
 @pytest.mark.parametrize("command", [["status"], ["steer", "--tag", "nope", "prompts/program.md"], ["transcript"],
@@ -89,8 +89,7 @@ def test_run_refuses_a_bad_proposer_or_runner_before_touching_anything(tmp_path)
 def test_status_watch_into_a_pipe_prints_dated_snapshots_not_redraws(workspace):
     command = [sys.executable, "-m", "agent.cli", "status", "--tag", workspace.tag, "--workspaces",
                str(workspace.dir.parent), "--watch", "--interval", "0.3"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               preexec_fn=sigint_interrupts)
+    process = subprocess.Popen(interruptible(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         time.sleep(6)
     finally:

@@ -17,7 +17,7 @@ from agent.proposers.optuna_search import OptunaProposer
 from agent.recording.ledger import Ledger
 from agent.running.runner import LocalRunner
 from agent.workspace import WorkspaceError
-from tests.helpers.processes import processes_under, sigint_interrupts
+from tests.helpers.processes import interruptible, processes_under
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,8 +146,8 @@ def start_cli_run(workspace, test_track, *extra):
     env = dict(os.environ, AUTORESEARCH_CACHE=str(test_track.directory.parent))
     command = [sys.executable, "-m", "agent.cli", "run", "--tag", workspace.tag, "--workspaces",
                str(workspace.dir.parent), *extra]
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=sigint_interrupts)
+    return subprocess.Popen(interruptible(command), cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
 
 
 def wait_for_training(workspace, experiment_id, timeout=60):

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import sysconfig
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +33,7 @@ from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.scripted import ScriptedEdits
 from trainer.hyperparameters import set_hyperparameters
-from trainer.sandbox import CUT_MARK, LOG_HEAD_BYTES, LOG_TAIL_BYTES, isolation, run_untrusted
+from trainer.sandbox import CUT_MARK, LOG_HEAD_BYTES, LOG_TAIL_BYTES, dies_with_caller, isolation, run_untrusted
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "prompts" / "program.md"
@@ -268,6 +270,56 @@ def test_a_flood_of_output_costs_a_capped_log(tmp_path):
     assert log.startswith(b"first line\n") and log.endswith(b"last line\n")
     cut = next(line for line in log.decode().splitlines() if line.startswith(CUT_MARK))
     assert int(cut.split()[2]) == 40 * 1024 * 1024 + len("first line\nlast line\n") - LOG_HEAD_BYTES - LOG_TAIL_BYTES
+
+
+CALLER = """
+import sys, threading
+from pathlib import Path
+from trainer.sandbox import run_untrusted
+
+def busy():
+    while True:
+        sorted(range(1000), key=str)
+
+for _ in range(3):  # started among busy threads, as a loop starts runs while others are judged
+    threading.Thread(target=busy, daemon=True).start()
+directory = Path(sys.argv[1])
+run = "import os, time; open('run.pid', 'w').write(str(os.getpid())); time.sleep(600)"
+run_untrusted([sys.executable, "-c", run], directory, directory / "run.log", 600, {})
+"""
+
+
+def test_a_run_dies_with_the_process_that_started_it(tmp_path):
+    """A loop killed by SIGKILL leaves no run training on: the run gets SIGKILL when its caller dies."""
+    if not dies_with_caller():
+        pytest.skip("setpriv (util-linux) is missing: a run outlives a caller killed by SIGKILL")
+    caller = subprocess.Popen([sys.executable, "-c", CALLER, str(tmp_path)], cwd=ROOT)
+    pid_file, run_pid = tmp_path / "run.pid", None
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert caller.poll() is None and time.monotonic() < deadline, "the run never started"
+            time.sleep(0.1)
+        run_pid = int(pid_file.read_text())
+        caller.kill()
+        caller.wait()
+        deadline = time.monotonic() + 10
+        while alive(run_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(run_pid), "the run outlived the process that started it"
+    finally:
+        caller.kill()
+        if run_pid is not None and alive(run_pid):
+            os.kill(run_pid, signal.SIGKILL)
+
+
+def alive(pid: int) -> bool:
+    """Running (not gone, not a zombie left to a subreaper)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
 
 
 def test_a_planted_git_config_is_refused_by_name(workspace, tmp_path):

@@ -2,7 +2,6 @@
 stops with SIGINT."""
 
 import os
-import signal
 from pathlib import Path
 
 
@@ -17,7 +16,8 @@ def processes_under(directory: Path) -> list[int]:
     return found
 
 
-def sigint_interrupts() -> None:
-    """preexec_fn for a child the test stops with SIGINT: a test run started as a background job inherits SIGINT
-    ignored, and a Python started that way never turns SIGINT into KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def interruptible(command: list[str]) -> list[str]:
+    """command with SIGINT back at its default (coreutils env): a test run started as a background job inherits
+    SIGINT ignored, and a Python started that way never turns SIGINT into KeyboardInterrupt. Not a preexec_fn:
+    Python code between fork and exec can deadlock in a process with threads."""
+    return ["env", "--default-signal=INT", *command]
