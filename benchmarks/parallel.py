@@ -8,16 +8,20 @@
    function of train.py's hyperparameter lines (and of the seed, by at most SEED_NOISE), so some
    changes are kept (and verified), most are not, and keeps get rarer as the night goes on. No
    noise floor is measured; min_delta is set above the seed noise, as it would be without a
-   floor, so a change that helps nothing is not kept on a lucky seed. For each K: experiments
-   finished after the baseline, their wall seconds, experiments/hour over that wall and in the
-   steady state (between the end of the first round, when every slot is busy, and the start of
-   the last, when slots go idle because the night is ending), speed-up of the steady rate over
-   K=1 and efficiency = speed-up / K (the goal: >= 0.95 up to K=64). The baseline runs alone
-   and is not counted.
+   floor, so a change that helps nothing is not kept on a lucky seed. Every K > 1 runs the same
+   night, --experiments after the baseline, so that all meet the same keep rate (keeps get
+   rarer as the night goes on, and how often a would-be keep must be re-based on a newer best
+   depends on it); K=1 runs --single experiments (with one slot nothing is re-based). For each
+   K: experiments finished after the baseline, their wall seconds, experiments/hour over that
+   wall and in the steady state (between the end of the first round, when every slot is busy,
+   and the start of the last, when slots go idle because the night is ending), speed-up of the
+   steady rate over K=1 and efficiency = speed-up / K (the goal: >= 0.95 up to K=64); and how
+   the slots spent the steady window: idle (the loop's own cost) and re-running would-be keeps
+   on a newer best (the keep rule's). The baseline runs alone and is not counted.
 2. real training: the local runner on the test track, K=1 and K=2, experiments per hour.
 
-    .venv/bin/python benchmarks/parallel.py [--ks 1,8,32,64] [--sleep 20] [--rounds 12]
-                                            [--real 6] [--profile K] [--cache DIR]
+    .venv/bin/python benchmarks/parallel.py [--ks 1,8,32,64] [--sleep 20] [--experiments 768]
+                                            [--single 12] [--real 6] [--profile K] [--cache DIR]
 
 --profile K runs the simulation once more at K with a profiler of each thread's CPU time (waiting
 and sleeping count nothing) and prints where the loop's own time goes.
@@ -121,6 +125,8 @@ class Measured:
     kept: int
     decided: list[float]    # time.monotonic() of each decision after the baseline's, in order
     busy: float = 0.0       # share of the K slots' time, from the baseline's end to the loop's end, spent in runs
+    idle: float = 0.0       # share of the K slots' time in the steady window with no run
+    rebased: float = 0.0    # share of it spent re-running would-be keeps on a newer best
 
     @property
     def per_hour(self) -> float:
@@ -133,16 +139,35 @@ class Measured:
         multiple of K after it. (With runs of one length, decisions come in rounds of K at once; a window ending
         on the first decision of a round would count one decision of that round's K and under-state the rate by
         up to (K - 1) / (K x rounds).)"""
-        first = self.k - 1
-        last = first + self.k * ((len(self.decided) - self.k - first) // self.k)
-        if last <= first:
+        window = self.steady_window()
+        if window is None:
             return self.per_hour
+        first, last = window
         return 3600 * (last - first) / (self.decided[last] - self.decided[first])
 
+    def steady_window(self) -> tuple[int, int] | None:
+        """The indices in `decided` of the steady window's first and last decision."""
+        first = self.k - 1
+        last = first + self.k * ((len(self.decided) - self.k - first) // self.k)
+        return (first, last) if last > first else None
 
-def simulate(k: int, sleep: float, rounds: int, spec: dict, profile: bool = False,
+    def share_slots(self, spans) -> None:
+        """idle and rebased, from the runner's spans."""
+        window = self.steady_window()
+        if window is None:
+            return
+        start, end = self.decided[window[0]], self.decided[window[1]]
+
+        def inside(span) -> float:
+            return max(0.0, min(span.ended, end) - max(span.started, start))
+
+        total = self.k * (end - start)
+        self.idle = 1 - sum(inside(span) for span in spans) / total
+        self.rebased = sum(inside(span) for span in spans if ".rebase" in span.name) / total
+
+
+def simulate(k: int, sleep: float, experiments: int, spec: dict, profile: bool = False,
              seed: int | None = None) -> Measured:
-    experiments = max(rounds * k, 10)
     settings = LoopSettings(max_experiments=experiments + 1, parallel=k, noise_seeds=0, min_delta=MIN_DELTA,
                             grace_seconds=60)
     root = Path(tempfile.mkdtemp(prefix=f"parallel-{k}-"))
@@ -170,8 +195,10 @@ def simulate(k: int, sleep: float, rounds: int, spec: dict, profile: bool = Fals
     baseline_end = next((span.ended for span in runner.spans if span.name == "0000"), started)
     done = [r for r in read_records(workspace.dir) if r.is_experiment and r.id != "0000"]
     busy = sum(span.ended - max(span.started, baseline_end) for span in runner.spans if span.ended > baseline_end)
-    return Measured(k, len(done), ended - baseline_end, len(runner.spans), sum(r.status == "keep" for r in done),
-                    decided, busy / (k * (ended - baseline_end)))
+    measured = Measured(k, len(done), ended - baseline_end, len(runner.spans), sum(r.status == "keep" for r in done),
+                        decided, busy / (k * (ended - baseline_end)))
+    measured.share_slots(runner.spans)
+    return measured
 
 
 _THREAD_RUN = threading.Thread.run
@@ -232,7 +259,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ks", default="1,8,32,64", help="slots of the simulation, comma-separated")
     parser.add_argument("--sleep", type=float, default=20.0, help="seconds a simulated run takes")
-    parser.add_argument("--rounds", type=int, default=12, help="experiments per slot in the simulation")
+    parser.add_argument("--experiments", type=int, default=768, help="experiments after the baseline for every K > 1")
+    parser.add_argument("--single", type=int, default=12, help="experiments after the baseline for K=1")
     parser.add_argument("--real", type=int, default=6, help="experiments after the baseline with real training "
                                                             "(0: skip)")
     parser.add_argument("--profile", type=int, default=0, help="profile the simulation at this K")
@@ -247,28 +275,27 @@ def main() -> None:
     spec = prepared_test_track(args.cache)
     console.print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
 
-    table = Table(title=f"simulation: the real loop, runs that sleep {args.sleep:g} s, {args.rounds} experiments "
-                        "per slot")
-    for column in ("K", "experiments", "kept", "runs", "wall s", "slots busy", "experiments/hour",
-                   "steady experiments/hour", "speed-up", "efficiency"):
+    table = Table(title=f"simulation: the real loop, runs that sleep {args.sleep:g} s")
+    for column in ("K", "experiments", "kept", "runs", "wall s", "experiments/hour", "steady experiments/hour",
+                   "speed-up", "efficiency", "idle", "re-based"):
         table.add_column(column, justify="right")
     single = None
     for k in (int(x) for x in args.ks.split(",")):
-        measured = simulate(k, args.sleep, args.rounds, spec)
+        measured = simulate(k, args.sleep, args.single if k == 1 else args.experiments, spec)
         single = single or measured.steady_per_hour / k
         speedup = measured.steady_per_hour / single
         table.add_row(str(k), str(measured.experiments), str(measured.kept), str(measured.runs),
-                      f"{measured.wall:.1f}", f"{measured.busy:.0%}", f"{measured.per_hour:,.0f}",
-                      f"{measured.steady_per_hour:,.0f}",
-                      f"{speedup:.2f}", f"{speedup / k:.2f}")
+                      f"{measured.wall:.1f}", f"{measured.per_hour:,.0f}", f"{measured.steady_per_hour:,.0f}",
+                      f"{speedup:.2f}", f"{speedup / k:.2f}", f"{measured.idle:.1%}", f"{measured.rebased:.1%}")
         console.print(f"K={k}: {measured.experiments} experiments in {measured.wall:.1f} s "
                       f"(load average {os.getloadavg()[0]:.1f})")
     console.print(table)
     console.print("steady: between the first round's end and the last round's start; speed-up over the first K's "
-                  "steady rate per slot; slots busy: the share of the slots' time in runs (re-runs included)")
+                  "steady rate per slot; idle, re-based: shares of the slots' time in the steady window with no run, "
+                  "and re-running would-be keeps on a newer best")
 
     if args.profile:
-        simulate(args.profile, args.sleep, args.rounds, spec, profile=True)
+        simulate(args.profile, args.sleep, args.experiments, spec, profile=True)
 
     if args.real:
         table = Table(title=f"real training: test track, local runner, {args.real} experiments after the baseline")
