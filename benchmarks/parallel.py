@@ -124,7 +124,6 @@ class Measured:
     runs: int               # every run, re-runs included
     kept: int
     decided: list[float]    # time.monotonic() of each decision after the baseline's, in order
-    busy: float = 0.0       # share of the K slots' time, from the baseline's end to the loop's end, spent in runs
     idle: float = 0.0       # share of the K slots' time in the steady window with no run
     rebased: float = 0.0    # share of it spent re-running would-be keeps on a newer best
 
@@ -194,9 +193,8 @@ def simulate(k: int, sleep: float, experiments: int, spec: dict, profile: bool =
         _print_profile(profiles)
     baseline_end = next((span.ended for span in runner.spans if span.name == "0000"), started)
     done = [r for r in read_records(workspace.dir) if r.is_experiment and r.id != "0000"]
-    busy = sum(span.ended - max(span.started, baseline_end) for span in runner.spans if span.ended > baseline_end)
     measured = Measured(k, len(done), ended - baseline_end, len(runner.spans), sum(r.status == "keep" for r in done),
-                        decided, busy / (k * (ended - baseline_end)))
+                        decided)
     measured.share_slots(runner.spans)
     return measured
 

@@ -31,6 +31,7 @@ from agent.loop import LoopSettings, run_loop
 from agent.recording.ledger import Ledger
 from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
+from tests.helpers.processes import alive
 from tests.helpers.scripted import ScriptedEdits
 from trainer.hyperparameters import set_hyperparameters
 from trainer.sandbox import CUT_MARK, LOG_HEAD_BYTES, LOG_TAIL_BYTES, dies_with_caller, isolation, run_untrusted
@@ -311,15 +312,6 @@ def test_a_run_dies_with_the_process_that_started_it(tmp_path):
         caller.kill()
         if run_pid is not None and alive(run_pid):
             os.kill(run_pid, signal.SIGKILL)
-
-
-def alive(pid: int) -> bool:
-    """Running (not gone, not a zombie left to a subreaper)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "\nState:\tZ" not in status
 
 
 def test_a_planted_git_config_is_refused_by_name(workspace, tmp_path):

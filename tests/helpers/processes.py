@@ -1,5 +1,5 @@
-"""Finding processes by their working directory (Linux /proc), to show that none survived; children that a test
-stops with SIGINT."""
+"""Finding processes by their working directory and telling whether one still runs (Linux /proc), to show that
+none survived; children that a test stops with SIGINT."""
 
 import os
 from pathlib import Path
@@ -14,6 +14,15 @@ def processes_under(directory: Path) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def alive(pid: int) -> bool:
+    """Running: not gone, and not a zombie left to a subreaper."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
 
 
 def interruptible(command: list[str]) -> list[str]:

@@ -5,12 +5,11 @@ import signal
 import textwrap
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from agent.running.runner import LocalRunner
-from tests.helpers.processes import processes_under
+from tests.helpers.processes import alive, processes_under
 from trainer.sandbox import isolation
 from trainer.triage import Triage
 
@@ -18,14 +17,6 @@ from trainer.triage import Triage
 def run_script(workspace, body, timeout=60.0, experiment_id="0001"):
     commit = workspace.commit_train(textwrap.dedent(body), "hostile variant")
     return LocalRunner().run(workspace, commit, timeout, experiment_id)
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def pids_in(log_path):
