@@ -3,8 +3,9 @@
 train.py is written by a model that is rewarded for a lower number. The rules close the
 obvious ways to move the number without a better model: no network or process modules,
 no dynamic code, no access to the validation or holdout data, no writes outside the run
-directory, and no touching what it imports from prepare.py. The docker sandbox (no network,
-read-only data and frozen files) and the post-run hash check stand behind this check.
+directory (agent/proposers/file_writers.py knows the writers), and no touching what it imports
+from prepare.py. It is the outer layer: the run's sandbox (trainer/sandbox.py: an allowlisted view,
+no network, limits, nothing of it outliving it), the seal and the trusted evaluator stand behind it.
 """
 
 from __future__ import annotations
@@ -15,15 +16,39 @@ from collections import deque
 from collections.abc import Iterator
 
 from agent.proposers.edits import Edit, EditRejected, apply_edits
+from agent.proposers.file_writers import (
+    METHOD_WRITERS,
+    PATH_KEYWORDS,
+    WRITER_ATTRIBUTES,
+    WRITER_NAMES,
+    Writer,
+    argument,
+    inside_run_dir,
+    module_writer,
+    opens_for_writing,
+    path_method_write,
+    shortened,
+)
 from trainer import parsing
 
-FORBIDDEN_MODULES = {
+ESCAPES = "no network, processes or dynamic loading"
+DATA_AND_FILES = ("train.py gets its data only through prepare.py and writes files only with open, torch.save or "
+                  "np.save inside the run directory: use torch and numpy")
+FORBIDDEN_MODULES = dict.fromkeys([
     "socket", "ssl", "http", "urllib", "urllib3", "requests", "httpx", "aiohttp", "ftplib", "smtplib",
     "telnetlib", "xmlrpc", "websocket", "websockets", "subprocess", "multiprocessing", "pty", "ctypes", "cffi",
     "importlib", "runpy", "pickle", "marshal", "shutil", "signal", "posix", "nt", "builtins", "io", "codecs",
     "inspect", "tempfile", "gzip", "bz2", "lzma", "zipfile", "tarfile", "shelve", "dbm", "sqlite3", "mmap",
-    "fcntl", "asyncio", "code", "pdb", "trace",
-}
+    "fcntl", "asyncio", "code", "pdb", "trace", "timeit", "cProfile", "profile", "concurrent",
+], ESCAPES) | dict.fromkeys([
+    "pyarrow", "pandas", "polars", "fastparquet", "duckdb", "h5py", "tables", "zarr", "netCDF4", "xarray", "lmdb",
+    "safetensors", "PIL", "imageio", "cv2", "matplotlib", "fsspec", "datasets", "joblib", "dill", "cloudpickle",
+], DATA_AND_FILES)
+# A module reached as another's attribute (os.sys, torch.serialization.pickle, torch.multiprocessing) is refused as
+# its import would be; names that are also common attributes of allowed modules (torch.jit.trace) are left out.
+MODULE_ATTRIBUTES = (set(FORBIDDEN_MODULES) - {"trace", "code", "profile", "io", "nt"}) | {"sys", "modules"}
+# Keyword values that make a loader run pickled code: anything but these literals is refused.
+SAFE_LOADING = {"allow_pickle": False, "weights_only": True}
 FORBIDDEN_OS_CALLS = {
     "system", "popen", "fork", "forkpty", "kill", "killpg", "execv", "execve", "execl", "execle", "execlp",
     "execlpe", "execvp", "execvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp",
@@ -51,12 +76,9 @@ HELD_OUT_WORDS = ("val", "holdout")
 # Settings train.py may assign on imported modules; anything else (torch.x = ..., F.cross_entropy = ...,
 # prepare.EVAL_TOKENS = ...) would change code that others rely on, the metric included.
 MODULE_SETTINGS = ("torch.backends.", "torch._inductor.config.", "torch._dynamo.config.", "torch._functorch.config.")
-WRITE_MODES = set("wax+")
-PATH_WRITERS = {"write_text", "write_bytes", "mkdir", "touch", "unlink", "rmdir", "rename", "replace",
-                "symlink_to", "hardlink_to", "chmod"}
-# Of those, the ones no other common type has: on anything but Path("literal") they are refused, since the
-# path a variable holds cannot be checked here.
-PATH_ONLY_WRITERS = PATH_WRITERS - {"rename", "replace"}
+# Words of torch settings (MODULE_SETTINGS) that name where torch writes debug output, traces or caches (or reads
+# code from): trace.debug_dir, debug_dir_root, log_file_name.
+SETTING_PATH_WORDS = {"dir", "path", "file", "root"}
 
 
 def checked_source(parent: str, edits: list[Edit]) -> str:
@@ -112,8 +134,9 @@ def _seeding_text(node: ast.AST) -> str | None:
         if any("seed" in _own_name(t).lower() for t in targets):
             return ast.unparse(node)
     elif isinstance(node, ast.Call):
-        if "seed" in _own_name(node.func).lower():
-            return ast.unparse(node)
+        called = _own_name(node.func).lower()
+        if "seed" in called or "rng" in called or "generator" in called or called in ("set_state", "get_state"):
+            return ast.unparse(node)  # a generator's state set or taken is a seed by another name
     elif isinstance(node, ast.ImportFrom) and any("seed" in a.name.lower() for a in node.names):
         return ast.unparse(node)  # a seeding function imported under another name
     return None
@@ -144,25 +167,31 @@ class _Checker(ast.NodeVisitor):
         self.prepare_names: set[str] = set()
         self.aliases: dict[str, str] = {}
         self.imported: set[str] = set()
+        # What each imported name is, as a dotted name (np: numpy, open_memmap: numpy.lib.format.open_memmap).
+        self.modules: dict[str, str] = {"np": "numpy", "torch": "torch"}
         self.seeding: list[str] = []
         for node in _walk(tree, self.parents):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.imported.update((a.asname or a.name).split(".")[0] for a in node.names)
                 if isinstance(node, ast.Import):
                     self.aliases.update((a.asname or a.name, a.name) for a in node.names)
-                elif node.module == "prepare":
-                    self.prepare_names.update(a.asname or a.name for a in node.names)
+                    self.modules.update((a.asname, a.name) if a.asname else (a.name.split(".")[0],) * 2
+                                        for a in node.names)
+                else:
+                    if node.module == "prepare":
+                        self.prepare_names.update(a.asname or a.name for a in node.names)
+                    if node.module and not node.level:
+                        self.modules.update((a.asname or a.name, f"{node.module}.{a.name}") for a in node.names)
             if seeded := _seeding_text(node):
                 self.seeding.append(seeded)
         self.seeding.sort()
+        self.imported_writers = {name for name, qualified in self.modules.items() if module_writer(qualified)}
         self.os_names = {name for name, module in self.aliases.items() if module == "os"} | {"os"}
-        self.torch_names = {name for name, module in self.aliases.items() if module == "torch"} | {"torch"}
-        self.numpy_names = {name for name, module in self.aliases.items() if module == "numpy"} | {"np"}
         self.sys_names = {name for name, module in self.aliases.items() if module == "sys"} | {"sys"}
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
-            self._check_target(target)
+            self._check_target(target, node.value)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -170,7 +199,7 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        self._check_target(node.target)
+        self._check_target(node.target, node.value)
         self.generic_visit(node)
 
     def visit_Delete(self, node: ast.Delete) -> None:
@@ -178,14 +207,18 @@ class _Checker(ast.NodeVisitor):
             self._check_target(target)
         self.generic_visit(node)
 
-    def _check_target(self, target: ast.AST) -> None:
+    def _check_target(self, target: ast.AST, value: ast.AST | None = None) -> None:
+        """value: what is assigned to target as a whole, when that is known."""
         if isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
                 self._check_target(element)
         elif isinstance(target, (ast.Attribute, ast.Subscript)) and _base_name(target) in self.imported:
             written = ast.unparse(target)
             already = _base_name(target) in self.prepare_names or written.startswith("sys.modules")  # own rules
-            if not written.startswith(MODULE_SETTINGS) and not already:
+            if written.startswith(MODULE_SETTINGS):
+                if isinstance(target, ast.Attribute) and SETTING_PATH_WORDS.intersection(target.attr.split("_")):
+                    self._check_written(target, f"setting {written}", [value])
+            elif not already:
                 self.flag(target, f"{written}: train.py may not assign to what it imports (only torch settings "
                                   f"under {', '.join(p.rstrip('.') for p in MODULE_SETTINGS)})")
 
@@ -196,7 +229,7 @@ class _Checker(ast.NodeVisitor):
         for alias in node.names:
             top = alias.name.split(".")[0]
             if top in FORBIDDEN_MODULES:
-                self.flag(node, f"import of {alias.name} is not allowed (no network, processes or dynamic loading)")
+                self.flag(node, f"import of {alias.name} is not allowed ({FORBIDDEN_MODULES[top]})")
             elif top == "prepare":
                 self.flag(node, "import the names you need from prepare (from prepare import ...), not the module")
 
@@ -207,7 +240,7 @@ class _Checker(ast.NodeVisitor):
         if node.level:
             self.flag(node, "relative imports are not allowed")
         elif top in FORBIDDEN_MODULES:
-            self.flag(node, f"import from {node.module} is not allowed (no network, processes or dynamic loading)")
+            self.flag(node, f"import from {node.module} is not allowed ({FORBIDDEN_MODULES[top]})")
         elif top == "prepare":
             for alias in node.names:
                 if alias.name not in PREPARE_API:
@@ -222,6 +255,11 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
+        for keyword in node.keywords:
+            if keyword.arg == "pickle_module" or keyword.arg in SAFE_LOADING and not (
+                    isinstance(keyword.value, ast.Constant) and keyword.value.value is SAFE_LOADING[keyword.arg]):
+                self.flag(node, f"{keyword.arg}={ast.unparse(keyword.value)}: loading pickled objects runs code; "
+                                f"leave it out (or {keyword.arg}={SAFE_LOADING.get(keyword.arg)})")
         func = node.func
         if isinstance(func, ast.Name) and func.id in FORBIDDEN_BUILTINS:
             self.flag(node, f"{func.id}() is not allowed")
@@ -232,11 +270,64 @@ class _Checker(ast.NodeVisitor):
                 self.flag(node, f"os.{func.attr}() is not allowed")
         if isinstance(func, ast.Name) and func.id in self.prepare_names:
             self._check_data_call(node, func.id)
-        writes, path = _written_path(node, self.torch_names, self.numpy_names)
-        if writes and not (isinstance(path, ast.Constant) and isinstance(path.value, str)
-                           and _inside_run_dir(path.value)):
-            self.flag(node, "files may only be written inside the run directory, through a relative literal path")
+        paths = self._written_paths(node)
+        if paths is not None:
+            self._check_written(node, f"{shortened(ast.unparse(func))}()", paths)
         self.generic_visit(node)
+
+    def _check_written(self, node: ast.AST, writer: str, paths: list[ast.AST | None]) -> None:
+        """Flags a write unless every path it names is a relative string literal inside the run directory."""
+        for path in paths:
+            if path is None:
+                wrong = "writes to a path that is not given here"
+            elif not isinstance(path, ast.Constant):
+                wrong = f"writes to {shortened(ast.unparse(path))}, which is not a literal"
+            elif not (isinstance(path.value, str) and inside_run_dir(path.value)):
+                wrong = f"writes to {path.value!r}"
+            else:
+                continue
+            self.flag(node, f"files may only be written inside the run directory, through a relative literal path: "
+                            f"{writer} {wrong}. Give it a relative path inside the run directory as a string literal "
+                            "(e.g. \"out/result.bin\"), or leave the write out")
+            return
+
+    def _written_paths(self, node: ast.Call) -> list[ast.AST | None] | None:
+        """The arguments naming the files a call writes (None for a path this check cannot see), or None when the
+        call writes no file."""
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "open":
+            return [argument(node, 0, "file")] if opens_for_writing(node, 1) else None
+        if (path := path_method_write(node)) is not False:
+            return [path]
+        writer = self._writer(func)
+        if writer is None or writer.mode and not opens_for_writing(node, *writer.mode):
+            return None
+        paths = [given for position in writer.positions if (given := argument(node, position)) is not None]
+        paths += [k.value for k in node.keywords if k.arg in PATH_KEYWORDS or k.arg is None]
+        return paths or (None if writer.optional else [None])
+
+    def _writer(self, func: ast.AST) -> Writer | None:
+        """The writer a called expression is: a function of an imported module by its dotted name, else a method
+        by its name."""
+        name = _own_name(func)
+        if not (name in WRITER_NAMES or name.startswith("save") or name in self.imported_writers):
+            return None
+        if qualified := self._qualified(func):
+            return module_writer(qualified)
+        if isinstance(func, ast.Attribute):
+            return WRITER_ATTRIBUTES.get(name) or METHOD_WRITERS.get(name)
+        return None
+
+    def _qualified(self, node: ast.AST) -> str | None:
+        """The dotted name an expression is through the file's imports (np.lib.format.open_memmap:
+        numpy.lib.format.open_memmap), or None when it does not start at an imported name."""
+        attributes = []
+        while isinstance(node, ast.Attribute):
+            attributes.append(node.attr)
+            node = node.value
+        if not (isinstance(node, ast.Name) and node.id in self.modules):
+            return None
+        return ".".join([self.modules[node.id], *reversed(attributes)])
 
     def _check_getattr(self, node: ast.Call) -> None:
         name = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
@@ -245,6 +336,9 @@ class _Checker(ast.NodeVisitor):
         elif (name in FORBIDDEN_OS_CALLS | FORBIDDEN_ATTRIBUTES | FORBIDDEN_BUILTINS or name.startswith("__")
               or name == "modules"):
             self.flag(node, f"getattr(..., {name!r}) reaches what train.py may not use")
+        elif name in WRITER_ATTRIBUTES or name in METHOD_WRITERS:
+            self.flag(node, f"getattr(..., {name!r}) reaches a file writer: call .{name}() directly, with a relative "
+                            "literal path inside the run directory")
         elif "seed" in name.lower():
             self.flag(node, f"getattr(..., {name!r}): the seed belongs to the harness (AUTORESEARCH_SEED)")
 
@@ -274,8 +368,13 @@ class _Checker(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in FORBIDDEN_ATTRIBUTES:
             self.flag(node, f".{node.attr} may not be used")
+        if isinstance(node.ctx, ast.Load) and self._writer(node):
+            self._check_called(node)
         if node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id in self.sys_names:
             self.flag(node, "sys.modules may not be used")
+        elif node.attr in MODULE_ATTRIBUTES:
+            self.flag(node, f"{shortened(ast.unparse(node))}: .{node.attr} reaches a module (or the process's "
+                            "modules) train.py may not use; import what you need directly")
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             base = _base_name(node)
             if base in self.prepare_names or base == "prepare":
@@ -288,6 +387,8 @@ class _Checker(ast.NodeVisitor):
         parent = self.parents.get(node)
         if node.id in CALL_ONLY_BUILTINS and not (isinstance(parent, ast.Call) and parent.func is node):
             self.flag(node, f"{node.id} may only be called directly, not referred to")
+        if node.id in self.imported_writers and isinstance(node.ctx, ast.Load):
+            self._check_called(node)
         if isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in self.prepare_names:
             self.flag(node, f"{node.id} comes from prepare.py and may not be redefined")
         elif node.id in self.prepare_names & PREPARE_CALLABLES:
@@ -296,6 +397,13 @@ class _Checker(ast.NodeVisitor):
             if not used_directly:
                 self.flag(node, f"{node.id} from prepare.py may only be called (or its attributes read), "
                                 "not passed around or aliased")
+
+    def _check_called(self, node: ast.Attribute | ast.Name) -> None:
+        """A writer referred to but not called (keep = torch.save) would write where this check cannot see."""
+        parent = self.parents.get(node)
+        if not (isinstance(parent, ast.Call) and parent.func is node):
+            self.flag(node, f"{shortened(ast.unparse(node))} writes files and may only be called directly, with a "
+                            "relative literal path inside the run directory, not referred to")
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         self._definition(node)
@@ -322,39 +430,3 @@ def _base_name(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _written_path(node: ast.Call, torch_names: set[str], numpy_names: set[str]) -> tuple[bool, ast.AST | None]:
-    """Whether the call writes a file, and the expression naming that file."""
-    func = node.func
-    if isinstance(func, ast.Name) and func.id == "open":
-        return _opens_for_writing(node, 1), node.args[0] if node.args else None
-    if not isinstance(func, ast.Attribute):
-        return False, None
-    owner = func.value.id if isinstance(func.value, ast.Name) else None
-    if _base_name(func.value) in torch_names and func.attr == "save":
-        return True, node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"),
-                                                                  None)
-    if owner in numpy_names and func.attr.startswith("save") or func.attr == "tofile":
-        return True, node.args[0] if node.args else None
-    receiver = func.value
-    if not (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "Path"):
-        if func.attr in PATH_ONLY_WRITERS or func.attr == "open" and _opens_for_writing(node, 0):
-            return True, None  # a path held elsewhere: not checkable here
-        return False, None
-    path = receiver.args[0] if receiver.args else None
-    if func.attr in PATH_WRITERS:
-        return True, path
-    if func.attr == "open":
-        return _opens_for_writing(node, 0), path
-    return False, None
-
-
-def _opens_for_writing(node: ast.Call, mode_position: int) -> bool:
-    mode = node.args[mode_position] if len(node.args) > mode_position else next(
-        (k.value for k in node.keywords if k.arg == "mode"), None)
-    if mode is None:
-        return False
-    return not isinstance(mode, ast.Constant) or bool(WRITE_MODES & set(str(mode.value)))
-
-
-def _inside_run_dir(path: str) -> bool:
-    return not path.startswith(("/", "~")) and ".." not in path.replace("\\", "/").split("/")
