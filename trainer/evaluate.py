@@ -5,18 +5,21 @@ Run from an exported commit (train.py and the frozen prepare.py as cwd) in a fre
     python -m trainer.evaluate CHECKPOINT --splits val,holdout [--probe]
 
 This process never imports train.py. It reads the rows, computes the metric and judges the
-answers of the model, which runs in a process of its own (trainer/model_server.py) that imports
-train.py and answers one batch at a time. Where the machine allows, that process runs with
-val, holdout and the raw downloads hidden, the data read-only, no network and no capabilities,
-and this one cannot be read by it (not dumpable): the model sees only the rows it is sent.
+answers of the model, served by trainer/model_server.py: a trusted zygote that never imports
+train.py either and forks, for every batch, a fresh process that does, so that nothing of one
+batch reaches the next. Where the machine allows, the server runs with val, holdout, the raw
+downloads and its own log hidden, the data read-only, nothing writable (but /tmp and /dev/shm on
+CUDA, emptied between batches), no network and no capabilities, and this one cannot be read by it
+(not dumpable): the model sees only the rows it is sent.
 
 What the model server says is checked:
 - audit: once it has reported the per-token losses of a batch, it is asked for its logits at
   AUDIT_POSITIONS random positions of every row, and those losses are re-computed here. To
   gain anything a misreport must touch many tokens, so it is caught almost surely.
-- repeat: the first batch of a split is scored again at the end; a model that adapts to the text
-  it has been shown scores it differently.
-- probe: every batch has BATCH_ROWS rows, of which PROBES_PER_BATCH or more are copies of rows
+- repeat: the first batch of a split is scored again at the end (by another fresh process); a
+  model that adapts to the text it has been shown scores it differently.
+- probe: every batch has BATCH_ROWS rows (x CUDA_BATCH_SCALE on CUDA, where each batch's process
+  pays for starting CUDA), of which PROBES_PER_BATCH (scaled alike) or more are copies of rows
   scored in other batches with the tokens after a random position t replaced by another row's,
   in random places among the scored rows. The logits just before the first replaced token must
   be the original's (they are audited like any other position): a model that looks ahead moves
@@ -42,7 +45,9 @@ RESULT_PREFIX = "EVALUATION "
 BATCH_ROWS = 16
 AUDIT_POSITIONS = 8  # per row of every batch
 PROBES_PER_BATCH = 2  # perturbed copies of rows scored in other batches, at least, in every batch
+CUDA_BATCH_SCALE = 8  # on CUDA: 128 rows, 16 probes a batch, as each batch's fresh process starts CUDA anew
 SERVER_LOG = "model_server.log"  # in the run directory; its end is printed if the server fails
+STOP_SECONDS = 5.0  # for the server to clear its last batch once the requests end
 
 
 class ServerFailed(Exception):
@@ -161,16 +166,23 @@ class Probe:
     seen: object = None  # the logits at `position` of whichever of the two was scored first
 
 
-def plan_batches(rows, draw: secrets.SystemRandom) -> list[tuple[list[int], list[Probe]]]:
-    """The split's rows in batches of BATCH_ROWS: BATCH_ROWS - PROBES_PER_BATCH scored rows each (the
+def batch_layout(device: str) -> tuple[int, int]:
+    """(rows, probes at least) of every batch on device."""
+    scale = CUDA_BATCH_SCALE if device == "cuda" else 1
+    return BATCH_ROWS * scale, PROBES_PER_BATCH * scale
+
+
+def plan_batches(rows, draw: secrets.SystemRandom, batch_rows: int = BATCH_ROWS,
+                 probes_per_batch: int = PROBES_PER_BATCH) -> list[tuple[list[int], list[Probe]]]:
+    """The split's rows in batches of batch_rows: batch_rows - probes_per_batch scored rows each (the
     last batch fewer) and perturbed copies of rows scored in other batches to fill every batch."""
     count = len(rows)
-    per_batch = BATCH_ROWS - PROBES_PER_BATCH
+    per_batch = batch_rows - probes_per_batch
     batches = [list(range(i, min(i + per_batch, count))) for i in range(0, count, per_batch)]
     used: set[int] = set()
     plan = []
     for scored in batches:
-        wanted, probes = BATCH_ROWS - len(scored), []
+        wanted, probes = batch_rows - len(scored), []
         for _ in range(100 * wanted):  # rows not used yet, scored in another batch, drawn at random
             if len(probes) == wanted:
                 break
@@ -204,7 +216,7 @@ def score(server: ModelServer, rows, out: dict):
     draw = secrets.SystemRandom()
     losses = np.zeros((rows.shape[0], rows.shape[1] - 1), dtype=np.float32)
     pending: dict[int, list[Probe]] = {}  # scored row -> the probes of it whose copy is in another batch
-    plan = plan_batches(rows, draw)
+    plan = plan_batches(rows, draw, *batch_layout(server.device))
     for _, probes in plan:
         for probe in probes:
             if probe.position >= 0:
@@ -244,12 +256,15 @@ class ModelServer:
         from trainer.prepare import cache_root
         from trainer.sandbox import isolated_command, isolation_available
         from trainer.seal import data_paths, hidden_paths
-        command = [sys.executable, "-m", "trainer.model_server", str(checkpoint), "--device", device]
-        if isolation_available():
-            cache = cache_root()
-            command = isolated_command(command, data_paths(cache), hidden_paths(cache))
+        self.device = device
         self.vocab = 1  # the smallest vocabulary a logits answer may have; set once the tokenizer is read
+        command = [sys.executable, "-m", "trainer.model_server", str(checkpoint), "--device", device]
         with open(SERVER_LOG, "wb") as log:
+            if isolation_available():  # its log (in the working directory it is shown) hidden: a batch's process
+                cache = cache_root()  # must not read what an earlier one printed; /tmp for CUDA's compiler only
+                command = isolated_command([*command, "--sandboxed"], data_paths(cache),
+                                           [*hidden_paths(cache), Path(SERVER_LOG).resolve()],
+                                           writable_tmp=device == "cuda")
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                             env=os.environ.copy())
 
@@ -257,7 +272,14 @@ class ModelServer:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.process.kill()  # nothing it does after the last answer matters
+        """Ends the requests, so that the server kills its last batch's processes (unsandboxed they are its own
+        to kill), then kills it: nothing it does after the last answer matters."""
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=STOP_SECONDS)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.process.kill()
         self.process.wait()
 
     def ask(self, op: str, rows):
