@@ -46,6 +46,7 @@ from agent.recording.proposal_failures import FailedProposal, failures_cost, rec
 from agent.recording.record import ExperimentRecord
 from agent.recording.recovery import record_interrupted, settle_interrupted
 from agent.recording.transcript import Transcript
+from agent.running.disk import disk_full, short_of_room
 from agent.running.runner import Runner
 from agent.running.training import LoopStopped
 from agent.settings import LoopSettings
@@ -96,6 +97,8 @@ class Loop:
                 return self._schedule()
             except BaseException as err:  # Ctrl-C, SIGTERM, a failure: nothing in flight goes on
                 self._stop_all(f"the loop stopped: {type(err).__name__}")
+                if full := disk_full(err):
+                    raise LoopStopped(full) from err
                 raise
 
     def _schedule(self) -> str:
@@ -139,7 +142,15 @@ class Loop:
                 return self._start(started, admitted=False)
             return False
 
+    def _room(self) -> bool:
+        """Whether there is room on disk for one more run; if not, the loop stops once those in flight end."""
+        if short := short_of_room([self.workspace.dir, self.workspace.runs_dir]):
+            self.halted = self.halted or LoopStopped(short)
+        return short is None
+
     def _start(self, started: float, admitted: bool) -> bool:
+        if not self._room():
+            return False
         experiment_id = self._next_id()
         facts = NightFacts.of(self.settings, self.done + len(self.active), (time.monotonic() - started) / 3600,
                               run_cost(self.ledger))
@@ -174,7 +185,7 @@ class Loop:
         """Measures the noise floor when it is due, beside the experiments."""
         best = self.ledger.best()
         if self.floor is not None or best is None or not wants_noise_floor(
-                self.ledger.records, self.settings.noise_seeds, self.settings.noise_every_keeps):
+                self.ledger.records, self.settings.noise_seeds, self.settings.noise_every_keeps) or not self._room():
             return
         seeds = self.steps.training.noise_seeds()
         self.floor = future = Future()
@@ -286,11 +297,17 @@ class Loop:
         futures_wait([future for _, future in in_flight], timeout=STOP_WAIT_SECONDS)  # runs wind down
         with self.shared.lock, self.changed:
             for experiment, _ in sorted(self.active.values(), key=lambda pair: pair[0].id):
-                if experiment.in_flight is not None and not self.ledger.has(experiment.id):
-                    record_interrupted(self.workspace, self.ledger, experiment.in_flight, self.ledger.best(),
-                                       experiment.transcript)
-                elif experiment.in_flight is None and experiment.obtained is not None and experiment.abandoned is None:
-                    self.steps.proposing.abandon(experiment.id, experiment.obtained, experiment.transcript, why)
+                try:
+                    self._record_stopped(experiment, why)
+                except OSError as err:  # a full disk: its in-flight marker stays, settled when the tag resumes
+                    self.say(f"{experiment.id} could not be recorded now ({err}); it will be when the tag resumes")
+
+    def _record_stopped(self, experiment: Experiment, why: str) -> None:
+        if experiment.in_flight is not None and not self.ledger.has(experiment.id):
+            record_interrupted(self.workspace, self.ledger, experiment.in_flight, self.ledger.best(),
+                               experiment.transcript)
+        elif experiment.in_flight is None and experiment.obtained is not None and experiment.abandoned is None:
+            self.steps.proposing.abandon(experiment.id, experiment.obtained, experiment.transcript, why)
 
 
 def run_cost(ledger: Ledger) -> float:

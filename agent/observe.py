@@ -27,9 +27,9 @@ from agent.untrusted import shown
 
 PLAIN_STEP_MARKS = (25, 50, 75)  # percent of the budget at which a plain line is printed
 LINE_CHARS = 400
-# a run's name: its experiment's id, then what the run is (-noiseN, .rebaseN, .fixN, .rerunN, .retry)
+# a run's name: its experiment's id, then what the run is (-noiseN, .rebaseN, .fixN, .rerunN, .retry, .canary)
 _RUN_NAME = re.compile(r"^(?P<id>[\w-]+?)(?:-noise(?P<noise>\d+))?(?P<steps>(?:\.(?:rebase|fix|rerun)\d+)*)"
-                       r"(?P<retry>\.retry)?$")
+                       r"(?P<retry>\.retry)?(?P<canary>\.canary)?$")
 _RUN_STEP = re.compile(r"\.(rebase|fix|rerun)(\d+)")
 DECIDING = "deciding"
 
@@ -64,6 +64,8 @@ def run_phase(run_name: str, seed: int) -> tuple[str, str, str]:
         parts.append(f"with seed {seed}" if phase == "re-running" else f"seed {seed}")
     if kind["retry"]:
         parts.append("again after a machine failure")
+    if kind["canary"]:
+        phase, parts = "checking the machine", ["the best commit, after two failures outside the experiment"]
     return kind["id"], phase, ", ".join(parts)
 
 
@@ -157,7 +159,10 @@ class ProgressObserver:
         """Called with the lock held: progress.json rewritten, the live lines redrawn or one plain line printed."""
         if self._stop.is_set():  # a run that ends after the loop stopped changes nothing shown
             return
-        write_phases(self.workspace_dir, [self.phases[k] for k in sorted(self.phases)])
+        try:
+            write_phases(self.workspace_dir, [self.phases[k] for k in sorted(self.phases)])
+        except OSError:  # a full disk: progress.json is a view, the loop says what stopped it
+            pass
         if self._live is not None:
             self._redraw()
         elif not quiet and key in self.phases:

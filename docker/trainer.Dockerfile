@@ -35,6 +35,6 @@ RUN pip install --no-cache-dir --no-deps -e .
 # Named volumes take the owner of the directory they are first mounted on: the agent's uid 1000.
 # The worker (root) reads the agent's repositories: git must not refuse them as someone else's.
 RUN mkdir -p /data /workspaces /spool /scratch && chown 1000:1000 /data /workspaces /spool
-ENV HF_HUB_OFFLINE=1 AUTORESEARCH_CACHE=/data TORCHINDUCTOR_CACHE_DIR=/scratch/inductor \
+ENV HF_HUB_OFFLINE=1 AUTORESEARCH_CACHE=/data \
     GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0=*
 ENTRYPOINT ["python", "-m", "trainer.worker", "--spool", "/spool", "--scratch", "/scratch"]

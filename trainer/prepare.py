@@ -18,7 +18,9 @@ When it also sets ``AUTORESEARCH_SEAL_FD``, the run's cache holds the training s
 evaluate_bpb hands the saved weights over through that socket and is answered with a
 directory holding the val split (trainer/seal.py). Until then val and holdout are sealed.
 The seal request also reports the training tokens make_dataloader handed out; the harness
-refuses to open val for a run that went over the track's budget.
+refuses to open val for a run that went over the track's budget. Once the metric is computed,
+evaluate_bpb says ``evaluated`` on the same socket: the run has a few seconds to print its
+summary, then the harness ends it.
 
 Which track is in force: ``track.json`` beside this file (a workspace), else the
 ``AUTORESEARCH_TRACK`` environment variable, else ``gpu``.
@@ -346,7 +348,24 @@ def evaluate_bpb(model, tokenizer: Tokenizer, batch_size: int, split: str = "val
     if packer.epoch > 1:
         raise PrepareError(f"the {split} split ran out of documents before {total_rows} rows: "
                            "prepare the track with more data")
-    return total_nats.item() / (math.log(2) * total_bytes.item())
+    bpb = total_nats.item() / (math.log(2) * total_bytes.item())
+    _evaluated()
+    return bpb
+
+
+def _evaluated() -> None:
+    """Tells the harness the evaluation is over: the run has a short while to print its summary, then it ends."""
+    channel = _seal.pop("channel", None)
+    if channel is None:
+        return
+    try:
+        channel[1].write("evaluated\n")
+        channel[1].flush()
+    except OSError:
+        pass
+    finally:
+        channel[1].close()
+        channel[0].close()
 
 
 def _unsealed(split: str) -> Path | None:
@@ -358,10 +377,12 @@ def _unsealed(split: str) -> Path | None:
         raise PrepareError(f"evaluate_bpb already handed over this run's weights {SEALED}: a run is scored once")
     _seal["used"] = True
     import socket
-    with socket.socket(fileno=int(fd)) as channel, channel.makefile("rw", encoding="utf-8", newline="\n") as io:
-        io.write(f"seal {split} trained_tokens={_consumed['train_tokens']}\n")
-        io.flush()
-        answer = io.readline().strip()
+    channel = socket.socket(fileno=int(fd))
+    io = channel.makefile("rw", encoding="utf-8", newline="\n")
+    io.write(f"seal {split} trained_tokens={_consumed['train_tokens']}\n")
+    io.flush()
+    answer = io.readline().strip()
+    _seal["channel"] = (channel, io)
     verb, _, rest = answer.partition(" ")
     if verb != "open":
         raise PrepareError(f"the harness did not open the {split} split {SEALED}: {rest or 'no answer'}")

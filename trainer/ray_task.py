@@ -27,7 +27,7 @@ from trainer.prepare import PrepareError, cache_root, track_dir
 from trainer.run_result import RunResult
 from trainer.sandbox import runs_root
 from trainer.track_spec import TrackSpec
-from trainer.training_run import compile_cache_dir, evaluate_commit, run_commit
+from trainer.training_run import evaluate_commit, run_commit
 
 LOG_LIMIT = 8 << 20  # bytes of a log sent back; the run path caps it below this already (4 MiB head + 1 MiB tail)
 NONE = "(none)"      # the fingerprint of a track that is not prepared
@@ -96,7 +96,7 @@ def run_on_node(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen
             result = run_commit(files, seed=seed, timeout=timeout, frozen_sha256=frozen_sha256,
                                 run_dir=runs_root() / "ray" / run_id, log_path=log_path,
                                 checkpoint_destination=weights,
-                                compile_cache=compile_cache_dir(cache_root() / "compile"), extra_env=gpu_env(),
+                                extra_env=gpu_env(),
                                 python=sys.executable)
         log, cut = capped(log_path)
         sealed = weights.read_bytes() if result.checkpoint is not None and weights.is_file() else None

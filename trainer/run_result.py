@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import ConfigDict, TypeAdapter
 from pydantic.dataclasses import dataclass
 
+from trainer.run_limits import RunLimits
 from trainer.run_log import read_log
 from trainer.triage import Triage, Verdict, classify, parse_model_config
 
@@ -33,6 +34,9 @@ class RunResult:
     trained_tokens: int | None = None     # training tokens make_dataloader handed out, as reported at the seal
     isolated: bool | None = None          # whether it ran as a stranger (trainer/sandbox.py); None: never started
     where: str = ""                       # what ran it: a local slot and its GPU, a spool worker, a cluster node
+    limits: RunLimits | None = None       # what it was allowed to consume
+    ended: str | None = None              # why the harness ended it before it exited (after its seal)
+    device: str = "cpu"                   # what the harness let it reach: "cuda" where a GPU was in its view
 
     @property
     def summary(self) -> dict[str, str]:
@@ -40,11 +44,13 @@ class RunResult:
 
     @classmethod
     def observed(cls, log_path: Path, returncode: int | None, timed_out: bool, seconds: float,
-                 frozen_changed: list[str], seal_refused: str | None = None, **sealed) -> RunResult:
+                 frozen_changed: list[str], seal_refused: str | None = None, limit_hit: str | None = None,
+                 harness_failed: str | None = None, **sealed) -> RunResult:
         """The result of a run that ran, classified from its (bounded) log."""
         log = read_log(log_path)
-        return cls(returncode=returncode, timed_out=timed_out, log_path=log_path, seconds=seconds,
-                   verdict=classify(returncode, timed_out, log.text, frozen_changed, seal_refused),
+        verdict = classify(returncode, timed_out, log.text, frozen_changed, seal_refused, limit_hit, harness_failed,
+                           sealed.get("ended"))
+        return cls(returncode=returncode, timed_out=timed_out, log_path=log_path, seconds=seconds, verdict=verdict,
                    head=log.head, tail=log.tail, frozen_changed=frozen_changed,
                    model_config=parse_model_config(log.head), **sealed)
 

@@ -1,13 +1,14 @@
 """Running untrusted code (train.py, and the model server that imports it) as a stranger.
 
-Where bubblewrap (`bwrap`) can make namespaces here, the process runs as an unprivileged uid
-(nobody when started by root) in its own user, pid, mount, network, IPC, UTS and cgroup
-namespaces, with no capabilities. It sees the machine read-only, with these differences: the
-project's code, the caller's home, the workspaces and every other run directory are covered by
-empty mounts; the sealed splits of the cache are hidden; /tmp and /dev/shm are private and empty;
-only its own directory (and what the caller names as writable) can be written. Its pid namespace
-dies with it, so nothing it started outlives it, whatever it did to escape (setsid, execve with an
-empty environment, ...).
+Where bubblewrap can make namespaces here (trainer/isolation.py), the process runs in its own user
+or a uid of its own, pid, mount, network, IPC, UTS and cgroup namespaces, with no capabilities,
+seeing only what trainer/sandbox_view.py allows: the system's trees and the Python installation
+read-only, its track's training data, its own run directory writable, and private /tmp and
+/dev/shm of a fixed size. Its pid namespace dies with it, so nothing it started outlives it,
+whatever it did to escape (setsid, execve with an empty environment, ...). Every run is held to
+its limits (trainer/run_limits.py: tasks, memory, disk), and its caller may end it early (`Ending`):
+a training run is stopped shortly after its weights are sealed and its evaluation handed over
+(trainer/seal.py), since nothing it does after that can matter.
 
 Without bwrap or user namespaces the process runs as the caller, in its own session with an
 allowlisted environment and a hard timeout that kills its group and every process carrying its
@@ -25,14 +26,18 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.prepare import cache_root
+from trainer.isolation import isolation, isolation_available, run_uid
+from trainer.run_limits import DiskWatch, RunLimits, limit_prefix
+from trainer.sandbox_view import View, bwrap_command, default_hidden, isolated_command
+
+__all__ = ["View", "isolated_command", "isolation", "isolation_available", "private_directory", "run_untrusted",
+           "runs_root"]
 
 ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME", "VIRTUAL_ENV",
                  "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",
@@ -42,136 +47,24 @@ ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LO
 ENV_PREFIXES = ("LC_",)
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
 RUN_TOKEN_VAR = "AUTORESEARCH_RUN_TOKEN"
-STRANGER_UID = 65534  # nobody: the uid a root caller's runs get
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 LOG_HEAD_BYTES = 4 << 20   # a log keeps its first 4 MiB ...
 LOG_TAIL_BYTES = 1 << 20   # ... and its last 1 MiB; what lies between is counted, not kept
 CUT_MARK = "[runner] cut "
-SERVER_FILE_LIMIT = 64 << 20  # the largest file (its log) a model server may write
 
 
 @dataclass(frozen=True)
-class Isolation:
-    """How untrusted processes run on this machine: `prefix` + bwrap, or (available False) as the caller."""
-    available: bool
-    note: str
-    namespaces: tuple[str, ...] = ()  # bwrap's options that make the namespaces
-    inner: tuple[str, ...] = ()       # what the command runs under inside them
-    uid: int | None = None            # the real uid of the stranger, when it differs from the caller's
-
-
-@dataclass
-class View:
-    """What an isolated process sees beyond the read-only machine (all absolute paths)."""
-    writable: list[Path] = field(default_factory=list)   # its own directory first: bound read-write
-    read_only: list[Path] = field(default_factory=list)  # shown read-only, also inside hidden trees
-    hidden: list[Path] = field(default_factory=list)     # covered by an empty mount
-
-
-def _bwrap_probe(namespaces: list[str], inner: list[str]) -> str | None:
-    """None if bwrap runs a process in new namespaces here, else why not."""
-    try:
-        probe = subprocess.run(["bwrap", *namespaces, "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
-                                "--dev", "/dev", "--", *inner, "true"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return str(err)
-    return None if probe.returncode == 0 else (probe.stderr.strip() or f"exit {probe.returncode}")
-
-
-@functools.cache
-def isolation() -> Isolation:
-    if shutil.which("bwrap") is None:
-        return Isolation(False, "runs are NOT isolated: bubblewrap is not installed (`apt-get install bubblewrap`); "
-                                "train.py runs as this user with the network open and can read and write what "
-                                "this user can")
-    if os.geteuid() == 0:  # root makes the mounts, then the command drops to the stranger for good
-        namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                      "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-        inner = ["setpriv", f"--reuid={STRANGER_UID}", f"--regid={STRANGER_UID}", "--clear-groups",
-                 "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
-    else:  # a user namespace does it without privileges
-        namespaces, inner = ["--unshare-all"], []
-    why = _bwrap_probe(namespaces, inner)
-    if why is None:
-        who = f"uid {STRANGER_UID}" if inner else "this user, without privileges"
-        return Isolation(True, f"runs are isolated (bubblewrap): {who} in their own pid, mount, network and IPC "
-                               "namespaces, seeing only their own run directory writable",
-                         tuple(namespaces), tuple(inner), STRANGER_UID if inner else None)
-    return Isolation(False, f"runs are NOT isolated: bubblewrap cannot create namespaces here ({why[:200]}); "
-                            "train.py runs as this user with the network open and can read and write what this "
-                            "user can")
-
-
-def isolation_available() -> bool:
-    return isolation().available
+class Ending:
+    """When the caller ends a run that is still going (time.monotonic()), and why; with `result_kept`, what it
+    printed until then is its result (exit 0), else it is a run that did not finish (timed out)."""
+    at: float
+    why: str
+    result_kept: bool
 
 
 def runs_root() -> Path:
     """Where run directories are made: outside every workspace, one tree per user."""
     import tempfile
     return Path(tempfile.gettempdir()) / f"autoresearch-runs-{os.geteuid()}"
-
-
-def python_paths() -> list[Path]:
-    """The interpreter and its libraries (a virtual environment and the Python it was made from)."""
-    return sorted({Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent})
-
-
-def default_hidden() -> list[Path]:
-    """What no untrusted process sees: the project (its code, any .env), the caller's home, the workspaces."""
-    found = [PROJECT_ROOT, Path.home(), Path(os.environ.get("AUTORESEARCH_WORKSPACES", "workspace")).resolve()]
-    return [p for p in found if p != Path("/")]
-
-
-def bwrap_command(command: list[str], view: View) -> list[str]:
-    """command under bwrap as `isolation()` says, seeing what view says (mounts applied shallowest first,
-    so a path shown read-only or writable inside a hidden tree stays shown, and a hidden one inside a
-    shown tree stays hidden)."""
-    args = ["bwrap", *isolation().namespaces, "--die-with-parent", "--new-session",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]
-    for device in sorted(Path("/dev").glob("nvidia*")):
-        args += ["--dev-bind", str(device), str(device)]
-    # (mount point, made empty here): the directories on the way to a mount inside an empty one are bwrap's
-    # own, made walkable for the stranger; inside a bound tree they are the machine's
-    mounted = [(Path("/"), False), (Path("/tmp"), True), (Path("/dev/shm"), True)]
-    mounts = [(p, "hidden") for p in view.hidden] + [(p, "ro") for p in view.read_only] \
-        + [(p, "rw") for p in view.writable]
-    for path, how in sorted(mounts, key=lambda m: len(m[0].parts)):
-        if not path.exists():
-            continue
-        if how == "hidden" and not path.is_dir():
-            args += ["--ro-bind", "/dev/null", str(path)]
-            continue
-        under, empty = max(((m, e) for m, e in mounted if path.is_relative_to(m) and path != m),
-                           key=lambda m: len(m[0].parts))
-        if how == "ro" and not empty:  # already shown read-only (or writable, as the caller asked)
-            continue
-        if empty:
-            for step in reversed(path.parents[:len(path.parts) - len(under.parts) - 1]):
-                args += ["--perms", "0755", "--dir", str(step)]
-        if how == "hidden":
-            args += ["--perms", "0755", "--tmpfs", str(path)]
-        else:
-            args += ["--ro-bind" if how == "ro" else "--bind", str(path), str(path)]
-        mounted.append((path, how == "hidden"))
-    if view.writable:
-        args += ["--chdir", str(view.writable[0])]
-    return [*args, "--", *isolation().inner, *command]
-
-
-def isolated_command(command: list[str], read_only: list[Path], hidden: list[Path] | None = None) -> list[str]:
-    """A model server's command: the project's trainer package, the working directory and the files the
-    command names are shown read-only; nothing is writable but its private /tmp."""
-    named = [Path(a) for a in command if a.startswith("/") and Path(a).exists()]
-    shown = [*python_paths(), PROJECT_ROOT / "trainer", Path.cwd(), *named, *read_only]
-    compile_cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    unseen = [*default_hidden(), runs_root(), cache_root(), *([Path(compile_cache)] if compile_cache else []),
-              *(hidden or [])]
-    # its log is a file the evaluator opened: a file size limit keeps a flood of output from filling the disk
-    limit = ["prlimit", f"--fsize={SERVER_FILE_LIMIT}", "--"] if shutil.which("prlimit") else []
-    return bwrap_command([*limit, "env", "HOME=/tmp", "TMPDIR=/tmp", "TORCHINDUCTOR_CACHE_DIR=/tmp/inductor",
-                          *command], View(read_only=shown, hidden=unseen))
 
 
 def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:
@@ -287,12 +180,21 @@ class CappedLog:
     def __init__(self, source, path: Path, head: int = LOG_HEAD_BYTES, tail: int = LOG_TAIL_BYTES):
         self.source, self.path, self.head, self.tail_limit = source, path, head, tail
         self.written, self.cut = 0, 0
+        self.failed: str | None = None  # writing the log failed (a full disk): the output is drained, not kept
         self.tail: deque[bytes] = deque()
         self.tail_size = 0
         self.thread = threading.Thread(target=self._copy, name=f"log-{path.name}", daemon=True)
         self.thread.start()
 
     def _copy(self) -> None:
+        try:
+            self._copy_into_log()
+        except OSError as err:  # the run must not block on a full pipe because the log cannot grow
+            self.failed = f"writing {self.path} failed: {err}"
+            while self.source.read1(1 << 16):
+                pass
+
+    def _copy_into_log(self) -> None:
         with open(self.path, "ab") as out:
             while chunk := self.source.read1(1 << 16):
                 room = self.head - self.written
@@ -319,34 +221,29 @@ class CappedLog:
         kept = b"".join(chunks)
         cut = self.cut + max(0, len(kept) - self.tail_limit)
         kept = kept[-self.tail_limit:]
-        with open(self.path, "ab") as out:
-            if cut:
-                out.write(f"\n{CUT_MARK}{cut} bytes of output here (kept the first {self.head} and the "
-                          f"last {self.tail_limit})\n".encode())
-            out.write(kept)
-            if self.thread.is_alive():
-                out.write(b"\n[runner] a process of the run still held its output; stopped reading it\n")
+        if self.failed:
+            return
+        try:
+            with open(self.path, "ab") as out:
+                if cut:
+                    out.write(f"\n{CUT_MARK}{cut} bytes of output here (kept the first {self.head} and the "
+                              f"last {self.tail_limit})\n".encode())
+                out.write(kept)
+                if self.thread.is_alive():
+                    out.write(b"\n[runner] a process of the run still held its output; stopped reading it\n")
+        except OSError as err:
+            self.failed = f"writing {self.path} failed: {err}"
 
 
 def private_directory(path: Path) -> Path:
-    """A fresh, empty directory for one run that a run as the stranger can write in but whose entries made by
+    """A fresh, empty directory for one run that a run as a stranger can write in but whose entries made by
     the caller it cannot rename or remove (root-owned, sticky), inside a root only the caller can list."""
     shutil.rmtree(path, ignore_errors=True)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o711)
     path.mkdir()
-    if isolation().uid is not None:
+    if isolation().as_root:
         path.parent.chmod(0o711)
         path.chmod(0o1777)
-    return path
-
-
-def writable_by_stranger(path: Path) -> Path:
-    """A directory shared by runs (the compile cache) made writable by the stranger's uid."""
-    path.mkdir(parents=True, exist_ok=True)
-    uid = isolation().uid
-    if uid is not None and path.stat().st_uid != uid:  # once: what earlier runs as the caller left there too
-        for entry in [path, *path.rglob("*")]:
-            os.lchown(entry, uid, uid)
     return path
 
 
@@ -356,6 +253,10 @@ class ProcessOutcome:
     timed_out: bool
     seconds: float
     isolated: bool = False
+    limits: RunLimits | None = None
+    limit_hit: str | None = None   # why the harness stopped it: a limit it went past
+    ended: Ending | None = None    # the caller ended it before it exited
+    disk_full: str | None = None   # the harness could not write its log: this machine's disk is full
 
 
 @functools.cache
@@ -369,38 +270,75 @@ def dies_with_caller() -> list[str]:
 
 
 def run_untrusted(command: list[str], cwd: Path, log_path: Path, timeout: float, extra_env: dict[str, str],
-                  view: View | None = None, pass_fds: tuple[int, ...] = (), on_start=None) -> ProcessOutcome:
-    """Runs command in cwd with its output in log_path (capped); nothing it starts outlives it (nor its parent).
-    With a view and isolation available, it runs as a stranger seeing what the view says (cwd writable)."""
+                  view: View | None = None, pass_fds: tuple[int, ...] = (), on_start=None,
+                  limits: RunLimits | None = None, ending=None) -> ProcessOutcome:
+    """Runs command in cwd with its output in log_path (capped), held to limits; nothing it starts outlives it
+    (nor its parent). With a view and isolation available, it runs as a stranger seeing what the view says (cwd
+    writable). ending() says when the caller ends it early (an Ending, or None while it need not)."""
     not_dumpable()
     token = secrets.token_hex(8)
     env = scrubbed_environment({**extra_env, RUN_TOKEN_VAR: token})
+    limits = (limits or RunLimits.for_machine()).for_directory(cwd)
     isolated = view is not None and isolation().available
+    uid = run_uid() if isolated else None
+    prefix = limit_prefix(limits, own_uid=uid is not None)
     if isolated:
         env.update(HOME="/tmp", TMPDIR="/tmp")
-        view = View([cwd, *view.writable], [*python_paths(), *view.read_only], [*default_hidden(), *view.hidden])
-        command = bwrap_command(command, view)
+        view = View([cwd, *view.writable], view.read_only, [*default_hidden(), *view.hidden], limits.tmp_bytes)
+        command = bwrap_command(command, view, [*prefix, *isolation().drop_to(uid)])
     else:
         become_subreaper()
+        command = [*prefix, *command]
     command = [*dies_with_caller(), *command]
     children_before = own_children()
     log_path.write_bytes(b"")
     start = time.perf_counter()
-    timed_out = False
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=pass_fds)
     log = CappedLog(process.stdout, log_path)
+    watch = DiskWatch(cwd, limits.disk_bytes, lambda: _kill_group(process))
+    outcome = ProcessOutcome(None, False, 0.0, isolated, limits)
     try:
         if on_start is not None:
             on_start(process)
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        _wait(process, time.monotonic() + timeout, ending, outcome)
     finally:  # also on KeyboardInterrupt
+        watch.close()
         kill_run(process, token)
         kill_strays(children_before, token)
         log.close()
-    if timed_out:
+    outcome.limit_hit, outcome.disk_full = watch.exceeded, log.failed
+    kept = outcome.ended is not None and outcome.ended.result_kept and not outcome.limit_hit
+    outcome.returncode = 0 if kept else process.returncode
+    outcome.timed_out = outcome.timed_out or (outcome.ended is not None and not outcome.ended.result_kept)
+    outcome.seconds = time.perf_counter() - start
+    note = (f"stopped: {outcome.limit_hit}" if outcome.limit_hit else outcome.ended.why if outcome.ended
+            else f"killed at the hard timeout of {timeout:.0f} s" if outcome.timed_out else None)
+    if note and not log.failed:
         with open(log_path, "a") as out:
-            out.write(f"\n[runner] killed at the hard timeout of {timeout:.0f} s\n")
-    return ProcessOutcome(process.returncode, timed_out, time.perf_counter() - start, isolated)
+            out.write(f"\n[runner] {note}\n")
+    return outcome
+
+
+def _wait(process: subprocess.Popen, deadline: float, ending, outcome: ProcessOutcome) -> None:
+    """Until the process exits, the deadline passes (timed_out) or the caller's ending comes."""
+    while process.poll() is None:
+        now = time.monotonic()
+        end = ending() if ending is not None else None
+        if end is not None and now > end.at:
+            outcome.ended = end
+            return
+        if now > deadline:
+            outcome.timed_out = True
+            return
+        try:
+            process.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

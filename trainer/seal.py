@@ -30,6 +30,7 @@ from pathlib import Path
 
 from trainer.hashing import file_sha256
 from trainer.prepare import SEAL_FD_VAR
+from trainer.sandbox import Ending
 
 SEALED_SPLITS = ("val", "holdout")
 OPENED_DIR = "opened"   # in the run directory: the val files, copied there at the seal
@@ -75,6 +76,12 @@ STARTUP_ALLOWANCE = 0.5
 MIN_STARTUP_ALLOWANCE_S = 60.0
 MAX_REQUEST_BYTES = 4096  # a seal request is one short line; a run that sends more is cut off
 OVER_BUDGET = "over budget: "  # the start of a refusal for a run that trained longer than its track allows
+EVALUATED = "evaluated"  # said by evaluate_bpb once the metric is computed: the run may end now
+# After the evaluation was handed over a run has SUMMARY_GRACE_S to print its summary; a run that never says
+# so is ended POST_SEAL_SHARE of its time to the seal (at least POST_SEAL_MIN_S) after its seal. Nothing it does
+# after the seal can change its sealed weights, so nothing it does there may cost the slot either.
+SUMMARY_GRACE_S = 15.0
+POST_SEAL_SHARE, POST_SEAL_MIN_S = 0.5, 120.0
 REQUEST = re.compile(r"seal (\w{1,16})(?: trained_tokens=(\d{1,18}))?")
 
 
@@ -145,6 +152,7 @@ class Sealed:
     seconds: float | None = None     # from the run's start to its seal request, measured by the harness
     cpu_seconds: float | None = None  # CPU seconds of the run's processes at its seal request, read by the harness
     trained_tokens: int | None = None  # what the run's prepare.py reported make_dataloader handed out
+    harness_failed: str | None = None  # the harness itself could not seal (its disk is full): not the run's doing
 
 
 class Seal:
@@ -161,6 +169,8 @@ class Seal:
         self._serving = False
         self._started = time.monotonic()
         self._pid: int | None = None
+        self.sealed_at: float | None = None     # monotonic time the weights were handed over
+        self.evaluated_at: float | None = None  # monotonic time the sealed run said its evaluation was over
 
     def env(self) -> dict[str, str]:
         return {SEAL_FD_VAR: str(self._theirs.fileno())}
@@ -184,6 +194,17 @@ class Seal:
         self._ours.close()
         return self.result
 
+    def ending(self) -> Ending | None:
+        """When the harness ends the run (trainer/sandbox.py): once its weights are sealed, see SUMMARY_GRACE_S."""
+        if self.evaluated_at is not None:
+            return Ending(self.evaluated_at + SUMMARY_GRACE_S, f"stopped {SUMMARY_GRACE_S:.0f} s after its "
+                          "evaluation was handed over: what it printed until then is its result", True)
+        if self.sealed_at is not None:
+            allowance = max(POST_SEAL_MIN_S, POST_SEAL_SHARE * (self.sealed_at - self._started))
+            return Ending(self.sealed_at + allowance, f"stopped {allowance:.0f} s after it sealed its weights, its "
+                          "evaluation not handed over", False)
+        return None
+
     def _serve(self) -> None:
         with self._ours.makefile("rb") as requests, self._ours.makefile("wb") as answers:
             while line := requests.readline(MAX_REQUEST_BYTES + 1):
@@ -193,7 +214,16 @@ class Seal:
                                  "an unfinished request")
                     self._ours.shutdown(socket.SHUT_RDWR)  # the run's further writes fail instead of blocking
                     return
-                answer = self._answer(line.decode("utf-8", errors="replace").strip(), time.monotonic())
+                request = line.decode("utf-8", errors="replace").strip()
+                if request == EVALUATED:
+                    if self.result.checkpoint is not None and self.evaluated_at is None:
+                        self.evaluated_at = time.monotonic()
+                    continue
+                try:
+                    answer = self._answer(request, time.monotonic())
+                except OSError as err:  # moving the weights or copying val failed: the harness's own disk
+                    self.result.harness_failed = f"sealing the weights failed: {err}"
+                    answer = self._refuse(self.result.harness_failed)
                 answers.write(answer.encode() + b"\n")
                 answers.flush()
 
@@ -218,6 +248,7 @@ class Seal:
         opened.mkdir(parents=True, exist_ok=True)
         shutil.copy2(self.track_dir / "track.json", opened / "track.json")
         shutil.copytree(self.track_dir / "val", opened / "val")
+        self.sealed_at = time.monotonic()
         return f"open {opened}"
 
     def _over_budget(self) -> str | None:

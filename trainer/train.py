@@ -54,7 +54,7 @@ WARMUP_RATIO = 0.0
 WARMDOWN_RATIO = 0.5       # linear decay over the last half
 FINAL_LR_FRAC = 0.0
 # Compilation (CUDA always compiles)
-COMPILE_ON_CPU = False     # measured on 2 cores: ~1.5x tokens/s, but ~30 s of (uncounted) cold compile per run
+COMPILE_ON_CPU = False     # ~1.5x tokens/s on 2 cores, but every run compiles cold: ~35 s (~70 CPU s on the cpu track)
 # === END HYPERPARAMETERS ====================================================
 
 LOGIT_SOFTCAP = 15.0

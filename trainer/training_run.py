@@ -4,7 +4,9 @@ LocalRunner, the spool's worker, a task on a cluster).
 The commit's files are written into a fresh private directory outside any workspace, with a data
 view holding the track's training split only; train.py runs there as a stranger where the
 machine allows (trainer/sandbox.py) with an environment built from an allowlist, torch.compile's
-caches shared across runs, a hard timeout, and val only through the seal (trainer/seal.py).
+caches of its own (in the run directory: nothing one run writes is read by another), limits on
+tasks, memory and disk, a hard timeout, val only through the seal (trainer/seal.py), and an end
+shortly after its evaluation was handed over.
 Afterwards its frozen files are hashed against what they must be, without following whatever the
 run left in their place, and its log is classified (trainer/triage.py). The directory is removed;
 the sealed weights stay where the seal moved them. The log is written while the run lives, so a
@@ -17,7 +19,6 @@ caller passes the files.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping
@@ -25,16 +26,10 @@ from pathlib import Path
 
 from trainer.hashing import regular_file_sha256
 from trainer.prepare import PrepareError, cache_root, track_dir
+from trainer.run_limits import RunLimits, free_bytes, gpu_in_reach
 from trainer.run_result import RunResult
-from trainer.sandbox import (
-    PROJECT_ROOT,
-    ProcessOutcome,
-    View,
-    private_directory,
-    run_untrusted,
-    runs_root,
-    writable_by_stranger,
-)
+from trainer.sandbox import ProcessOutcome, View, private_directory, run_untrusted, runs_root
+from trainer.sandbox_view import PROJECT_ROOT
 from trainer.seal import OPENED_DIR, Seal, data_paths, hidden_paths, training_view
 from trainer.track_spec import TrackConstants, TrackSpec
 
@@ -43,27 +38,27 @@ FROZEN = ("prepare.py", "track.json")               # never changed after the wo
 CHECKPOINT = "checkpoint.pt"  # prepare.evaluate_bpb saves the weights here, in the run directory, before the seal
 
 
-def compile_cache_dir(default: Path) -> Path:
-    """Where torch.compile's caches live across runs: TORCHINDUCTOR_CACHE_DIR if set, else default."""
-    return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default)
+FULL_BYTES = 64 << 20  # free space below which a filesystem counts as full
+COMPILE_CACHE = "compile"  # in the run directory: torch.compile's caches, the run's own, gone with it
 
 
 def compile_cache_env(directory: Path) -> dict[str, str]:
-    """torch.compile's caches (inductor FX graphs, autograd, triton) kept across runs, so that a train.py whose
-    graphs did not change skips most of its compile."""
+    """torch.compile's caches (inductor FX graphs, autograd, triton) in directory."""
     return {"TORCHINDUCTOR_CACHE_DIR": str(directory), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
             "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "TRITON_CACHE_DIR": str(directory / "triton")}
 
 
 def run_commit(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen_sha256: Mapping[str, str],
-               run_dir: Path, log_path: Path, checkpoint_destination: Path, compile_cache: Path,
+               run_dir: Path, log_path: Path, checkpoint_destination: Path,
                hidden: tuple[Path, ...] | list[Path] = (), extra_env: Mapping[str, str] | None = None,
-               python: str = sys.executable, on_start: Callable | None = None) -> RunResult:
+               python: str = sys.executable, on_start: Callable | None = None,
+               limits: RunLimits | None = None) -> RunResult:
     """Runs `python train.py` on files (name -> content, every name of TRACKED) in run_dir.
 
     seed reaches train.py as AUTORESEARCH_SEED; frozen_sha256 is what each FROZEN file must hash to (the
     workspace's first commit); hidden is what the run must not see beyond the defaults (the workspaces, the
-    spool); extra_env is added to the run's environment (CUDA_VISIBLE_DEVICES); on_start gets the process."""
+    spool); extra_env is added to the run's environment (CUDA_VISIBLE_DEVICES); on_start gets the process;
+    limits are what the run may consume (RunLimits.for_machine() by default)."""
     missing = [name for name in TRACKED if name not in files] + [name for name in FROZEN if name not in frozen_sha256]
     if missing:
         raise ValueError(f"a run needs the commit's {', '.join(TRACKED)} and the hashes of {', '.join(FROZEN)}; "
@@ -78,13 +73,19 @@ def run_commit(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen_
     for name in TRACKED:
         (run_dir / name).write_bytes(files[name])
     (run_dir / OPENED_DIR).mkdir()  # the seal's, made before the run can put something in its place
+    compile_cache = run_dir / COMPILE_CACHE  # no run reads what another wrote: nothing of a run outlives it
+    compile_cache.mkdir(mode=0o1777)
+    compile_cache.chmod(0o1777)
     seal = Seal(run_dir, track, CHECKPOINT, checkpoint_destination)
     env = {"AUTORESEARCH_SEED": str(seed), "AUTORESEARCH_CACHE": str(training_view(track, run_dir)),
            "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **seal.env(), **compile_cache_env(compile_cache),
            **cpu_clock_env(spec.constants), **(extra_env or {})}
     cache = cache_root()
-    view = View(writable=[writable_by_stranger(compile_cache)], read_only=data_paths(cache),
-                hidden=[runs_root(), run_dir.parent, *hidden, *hidden_paths(cache)])
+    view = View(read_only=data_paths(cache), hidden=[runs_root(), run_dir.parent, *hidden, *hidden_paths(cache)])
+    limits = limits or RunLimits.for_machine()
+    device = "cuda" if gpu_in_reach() else "cpu"  # every GPU device is in its view; the variable only asks
+    if device == "cuda":
+        limits = limits.without_memory_limit()
 
     def started(process) -> None:
         seal.started(process.pid)
@@ -93,15 +94,23 @@ def run_commit(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen_
 
     try:
         outcome = run_untrusted([python, "train.py"], run_dir, log_path, timeout, env, view=view,
-                                pass_fds=(seal.child_fd,), on_start=started)
+                                pass_fds=(seal.child_fd,), on_start=started, limits=limits, ending=seal.ending)
     finally:
         sealed = seal.finish()
     changed = [name for name in FROZEN if regular_file_sha256(run_dir / name) != frozen_sha256[name]]
+    # A run's own writes are held well above DISK_RESERVE (trainer/run_limits.py): a filesystem full at its end was
+    # filled by something else, and a run that failed then failed for that.
+    full = outcome.returncode != 0 and free_bytes(run_dir) < FULL_BYTES
     shutil.rmtree(run_dir, ignore_errors=True)
     return RunResult.observed(log_path, outcome.returncode, outcome.timed_out, outcome.seconds, changed,
-                              sealed.problem, checkpoint=sealed.checkpoint, checkpoint_sha256=sealed.sha256,
+                              sealed.problem, limit_hit=outcome.limit_hit,
+                              harness_failed=sealed.harness_failed or outcome.disk_full or (
+                                  f"No space left on device: the filesystem holding {run_dir.parent} was full when "
+                                  "the run ended" if full else None),
+                              checkpoint=sealed.checkpoint, checkpoint_sha256=sealed.sha256,
                               seal_seconds=sealed.seconds, trained_tokens=sealed.trained_tokens,
-                              isolated=outcome.isolated)
+                              isolated=outcome.isolated, limits=outcome.limits,
+                              ended=outcome.ended.why if outcome.ended else None, device=device)
 
 
 def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[str, ...], *, probe: bool,

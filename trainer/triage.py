@@ -113,10 +113,16 @@ def parse_model_config(log_text: str) -> dict:
 
 
 def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_changed: list[str],
-             seal_refused: str | None = None) -> Verdict:
+             seal_refused: str | None = None, limit_hit: str | None = None, harness_failed: str | None = None,
+             ended: str | None = None) -> Verdict:
+    """harness_failed: the harness's own failure (its disk full); ended: why the harness ended the run early."""
     summary = parse_summary(log_text)
     if frozen_changed:
         return Verdict(Triage.TAMPER, f"frozen files changed during the run: {', '.join(frozen_changed)}", summary)
+    if harness_failed:
+        return Verdict(Triage.INFRA, f"the machine failed, not the run: {harness_failed}", summary)
+    if limit_hit:
+        return Verdict(Triage.OVER_BUDGET, f"stopped by the harness: {limit_hit}", summary)
     if seal_refused and seal_refused.startswith(OVER_BUDGET):
         return Verdict(Triage.OVER_BUDGET, seal_refused.removeprefix(OVER_BUDGET), summary)
     if seal_refused:
@@ -125,7 +131,7 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
         return Verdict(Triage.TAMPER, f"the training process reached for validation data: "
                                       f"{_line_of(log_text, breach.start())}", summary)
     if timed_out:
-        return Verdict(Triage.TIMEOUT, "killed at the hard timeout (the whole process group)", summary)
+        return Verdict(Triage.TIMEOUT, f"{ended or 'killed at the hard timeout'} (the whole process group)", summary)
     infra = INFRA_PATTERNS.search(log_text)
     if infra and returncode != 0:
         exceptions = EXCEPTION_LINE.findall(log_text)
@@ -144,6 +150,8 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
         return Verdict(Triage.DIVERGED, fail.group(1).strip(), summary)
     if oom := OOM_PATTERNS.search(log_text):
         return Verdict(Triage.OOM, f"out of memory: {_line_of(log_text, oom.start())}", summary)
+    if returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ):
+        return Verdict(Triage.OVER_BUDGET, "killed for writing a file larger than its disk limit", summary)
     if returncode == -signal.SIGKILL:
         return Verdict(Triage.OOM, "killed by SIGKILL (most likely the kernel's out-of-memory killer)", summary)
     exceptions = EXCEPTION_LINE.findall(log_text)

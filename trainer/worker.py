@@ -27,7 +27,7 @@ import git
 from trainer import spool as spoolfs
 from trainer.sandbox import isolation
 from trainer.spool import EvaluationOutcome, SpoolJob, SpoolResult
-from trainer.training_run import TRACKED, compile_cache_dir, evaluate_commit, run_commit
+from trainer.training_run import TRACKED, evaluate_commit, run_commit
 
 
 class Worker:
@@ -79,6 +79,7 @@ class Worker:
 
     def run(self, job: SpoolJob) -> None:
         self.job = job
+        print(f"worker {self.name}: {job.kind} {job.id}", flush=True)
         try:
             files = exported(job.workspace, job.commit)
         except Exception as err:  # the workspace or commit cannot be read: not the experiment's fault
@@ -93,7 +94,6 @@ class Worker:
                 result.run = run_commit(files, seed=job.seed, timeout=job.timeout, frozen_sha256=job.frozen,
                                         run_dir=self.scratch / job.id, log_path=self.log_path(job),
                                         checkpoint_destination=self.spool / "checkpoints" / f"{job.id}.pt",
-                                        compile_cache=compile_cache_dir(self.scratch / "compile"),
                                         hidden=[self.spool, job.workspace], extra_env=self.device_env(),
                                         python=sys.executable, on_start=self.started)
         except Exception as err:  # this machine failed, not the experiment: the agent's infra rule decides

@@ -12,6 +12,7 @@ when the ledger is opened for writing, and skipped when it is only read.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from dataclasses import dataclass
@@ -29,9 +30,14 @@ TSV_STATUS = {ExperimentStatus.KEEP: "keep", ExperimentStatus.DISCARD: "discard"
 
 
 def append_line(path: Path, line: str) -> None:
+    """Appends a whole line or nothing: a write the disk cut short is taken back and raised as ENOSPC."""
+    data = line.encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line.encode("utf-8"))
+        size = os.fstat(fd).st_size
+        if os.write(fd, data) != len(data):
+            os.ftruncate(fd, size)
+            raise OSError(errno.ENOSPC, f"only part of a line could be appended to {path}", str(path))
         os.fsync(fd)
     finally:
         os.close(fd)

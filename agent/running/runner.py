@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Protocol
 
 from agent.workspace import Workspace
-from trainer.prepare import cache_root
+from trainer.run_limits import RunLimits
 from trainer.run_result import RunResult
 from trainer.sandbox import isolation
-from trainer.training_run import TRACKED, compile_cache_dir, run_commit
+from trainer.training_run import TRACKED, run_commit
 
 __all__ = ["LocalRunner", "RunResult", "Runner"]
 
@@ -103,7 +103,7 @@ class LocalRunner:
                                 run_dir=workspace.runs_dir / experiment_id,
                                 log_path=workspace.dir / "logs" / f"{experiment_id}.log",
                                 checkpoint_destination=workspace.dir / "checkpoints" / f"{experiment_id}.pt",
-                                compile_cache=compile_cache_dir(cache_root() / "compile"),
+                                limits=RunLimits.for_machine(self.slots),
                                 hidden=[workspace.dir.parent], python=self.python,
                                 extra_env=None if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)},
                                 on_start=started)

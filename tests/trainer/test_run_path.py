@@ -37,7 +37,7 @@ def place(tmp_path):
     """Where a run happens and what it leaves: a run directory under the runs root, a log, weights."""
     parent = runs_root() / f"run-path-{secrets.token_hex(4)}"
     yield dict(run_dir=parent / "0000", log_path=tmp_path / "logs" / "0000.log",
-               checkpoint_destination=tmp_path / "checkpoints" / "0000.pt", compile_cache=tmp_path / "compile")
+               checkpoint_destination=tmp_path / "checkpoints" / "0000.pt")
     shutil.rmtree(parent, ignore_errors=True)
 
 
