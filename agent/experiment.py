@@ -21,9 +21,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agent.judging.decisions import decide, implausible_fall, verified
+from agent.judging.decisions import decide, holdout_disagrees, implausible_fall, tamper
+from agent.judging.evaluator import EvaluationFailed
 from agent.judging.noise import CLOSE, CRASH, DISCARD, KEEP, Judgement
 from agent.judging.simplify import simplify_or_discard
+from agent.judging.verify import Untrusted, score_runs, trusted, verification_evidence
 from agent.proposers.base import Proposer, Running
 from agent.proposers.edits import EditRejected
 from agent.proposers.night_facts import NightFacts
@@ -210,8 +212,8 @@ class Steps:
                                                name=name)
 
     def judge(self, experiment: Experiment) -> None:
-        """The verdict on the runs: re-runs for close calls and implausible falls, verification of a keep. A
-        would-be keep whose parent stopped being the best is left to be re-based before more is spent on it."""
+        """The verdict on the trusted numbers: re-runs for close calls and implausible falls. A would-be keep whose
+        parent stopped being the best is left to be re-based before more is spent on it."""
         result = experiment.trained.result
         experiment.runs = [RunEntry.of(result, experiment.in_flight.seed, self.workspace.dir)]
         if experiment.best is not None:
@@ -224,44 +226,78 @@ class Steps:
         if judgement.status in (KEEP, CLOSE) and self._best_moved(experiment):
             experiment.judgement = judgement
             return
-        # A fall too large for one change is never kept on one number: trained again from scratch, flagged.
+        # A fall too large for one change is never kept on one number: trained again from scratch, flagged, and
+        # kept only if the holdout split shows the fall too.
         suspicion = implausible_fall(experiment.runs, experiment.best) if judgement.status == KEEP else None
         if suspicion:
-            judgement = self._train_again(experiment, suspicion)
+            judgement = self._holdout_gate(experiment, self._train_again(experiment, suspicion, ("val", "holdout")))
         while judgement.status == CLOSE:
             judgement = self._train_again(experiment, judgement.reason)
-        if experiment.best is not None:
-            judgement = simplify_or_discard(judgement, self.workspace.file_at("train.py", experiment.parent),
-                                            self.workspace.file_at("train.py", experiment.trained.commit),
-                                            experiment.runs, experiment.best, list(self.ledger.records))
         if suspicion:
             judgement.evidence.implausible_fall = suspicion
             judgement.reason += f"; flagged: {suspicion}, so it was trained again from scratch"
-        if judgement.status == KEEP and experiment.best is not None and not self._best_moved(experiment):
-            judgement = verified(self.workspace, self.runner, experiment.trained.commit, experiment.runs, judgement,
-                                 experiment.transcript)
+        if any(run.check for run in experiment.runs):
+            judgement.evidence.verification = verification_evidence(experiment.runs)
+        if judgement.status == KEEP:
+            judgement.reason += "; verified: the trusted evaluator scored the sealed weights"
         experiment.judgement = judgement
 
     def _best_moved(self, experiment: Experiment) -> bool:
         with self.shared.lock:
             return experiment.best is not None and self.workspace.head() != experiment.parent
 
-    def _decide(self, experiment: Experiment, result) -> Judgement:
-        return decide(result, experiment.best, list(self.ledger.records), experiment.runs,
-                      self.settings.keep_sigmas, self.settings.min_delta)
+    def _decide(self, experiment: Experiment, result, splits: tuple[str, ...] = ("val",)) -> Judgement:
+        """The verdict on the numbers of record; one that could keep is taken again once the trusted evaluator has
+        scored every run (a run whose number cannot stand makes the experiment a tamper crash)."""
+        judgement = self._verdict(experiment, result)
+        if judgement.status not in (KEEP, CLOSE) or (all(map(trusted, experiment.runs)) and len(splits) == 1):
+            return judgement
+        try:
+            score_runs(self.workspace, self.runner, experiment.trained.commit, experiment.runs, splits)
+        except Untrusted as err:
+            experiment.transcript.event("verification", passed=False, problem=str(err),
+                                        **verification_evidence(experiment.runs))
+            return tamper(judgement, str(err), experiment.runs)
+        experiment.transcript.event("verification", passed=True, problem=None, **verification_evidence(experiment.runs))
+        return self._verdict(experiment, result)
 
-    def _train_again(self, experiment: Experiment, why: str) -> Judgement:
+    def _verdict(self, experiment: Experiment, result) -> Judgement:
+        judgement = decide(result, experiment.best, list(self.ledger.records), experiment.runs,
+                           self.settings.keep_sigmas, self.settings.min_delta)
+        if experiment.best is None:
+            return judgement
+        return simplify_or_discard(judgement, self.workspace.file_at("train.py", experiment.parent),
+                                   self.workspace.file_at("train.py", experiment.trained.commit), experiment.runs,
+                                   experiment.best, list(self.ledger.records))
+
+    def _train_again(self, experiment: Experiment, why: str, splits: tuple[str, ...] = ("val",)) -> Judgement:
         seed = self.shared.seed(also_used=experiment.runs)
         experiment.transcript.event("rerun", seed=seed, reason=why)
         again = self.training.run(experiment.trained.commit, f"{experiment.id}.rerun{self._runs_so_far(experiment)}",
                                   seed, experiment.transcript)
         experiment.runs.append(RunEntry.of(again, seed, self.workspace.dir))
         experiment.trained.run_seconds += again.seconds
-        verdict = self._decide(experiment, again)
-        if verdict.status == CRASH:
-            return Judgement(DISCARD, f"the re-run crashed ({verdict.reason}): the gain did not reproduce",
+        if again.verdict.triage != Triage.OK:
+            return Judgement(DISCARD, f"the re-run crashed ({again.verdict.triage.value}: {again.verdict.reason}): "
+                                      "the gain did not reproduce",
                              Evidence(candidate_runs=[r.val_bpb for r in experiment.runs]))
-        return verdict
+        return self._decide(experiment, again, splits)
+
+    def _holdout_gate(self, experiment: Experiment, judgement: Judgement) -> Judgement:
+        """A keep after an implausible fall, if the holdout split shows the fall too; else tamper."""
+        best = experiment.best
+        if judgement.status != KEEP or best is None or not best.checkpoint:
+            return judgement
+        try:
+            scores = self.runner.evaluate(self.workspace, best.commit, self.workspace.dir / best.checkpoint,
+                                          f"verify-{experiment.id}-best-{best.id}", ("val", "holdout"), probe=True)
+        except EvaluationFailed as err:
+            return tamper(judgement, f"the best's weights could not be scored on the holdout split: {err}",
+                          experiment.runs)
+        problem = holdout_disagrees(experiment.runs, scores["val"], scores["holdout"])
+        experiment.transcript.event("holdout_gate", passed=problem is None, problem=problem,
+                                    best_val=scores["val"], best_holdout=scores["holdout"])
+        return tamper(judgement, problem, experiment.runs) if problem else judgement
 
     @staticmethod
     def _runs_so_far(experiment: Experiment) -> int:
@@ -324,7 +360,8 @@ class Steps:
         run_seconds = experiment.earlier_run_seconds + (0.0 if superseded else trained.run_seconds)
         record = ExperimentRecord(
             id=experiment.id, parent=experiment.parent, commit=trained.commit, status=status,
-            triage=judgement.triage or result.verdict.triage.value, verified=status == KEEP and best is not None,
+            triage=judgement.triage or result.verdict.triage.value,
+            verified=status == KEEP and bool(runs) and all(run.trusted for run in runs if run.val_bpb is not None),
             reason=reason or judgement.reason, description=in_flight.description,
             val_bpb=statistics.fmean(measured) if measured and status != CRASH else None,
             runs=runs, evidence=judgement.evidence,

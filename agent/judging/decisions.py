@@ -1,14 +1,14 @@
-"""Deciding one experiment: crash, or the noise-aware verdict on its runs (agent/judging/noise.py),
-and for a would-be keep the trusted re-computation of its numbers (agent/judging/verify.py)."""
+"""Deciding one experiment: crash, or the noise-aware verdict on its runs (agent/judging/noise.py) taken on
+the trusted numbers (agent/judging/verify.py), and the rules for a fall too large for one change."""
 
 from __future__ import annotations
 
+import statistics
+
 from agent.judging.noise import CRASH, KEEP, Judgement, commit_runs, current_sigma, judge
-from agent.judging.verify import verify_runs
+from agent.judging.verify import verification_evidence
 from agent.recording.record import ExperimentRecord, RunEntry
-from agent.recording.transcript import Transcript
-from agent.running.runner import Runner, RunResult
-from agent.workspace import Workspace
+from agent.running.runner import RunResult
 from trainer.triage import Triage
 
 
@@ -24,11 +24,20 @@ def decide(result: RunResult, best: ExperimentRecord | None, records: list[Exper
     return judge(measured, commit_runs(records, best.commit), current_sigma(records), sigmas, min_delta)
 
 
+def tamper(judgement: Judgement, problem: str, runs: list[RunEntry]) -> Judgement:
+    """The crash a run whose number cannot stand turns the experiment into."""
+    evidence = judgement.evidence.model_copy(update=dict(verification=verification_evidence(runs)))
+    return Judgement(CRASH, f"tamper: {problem}", evidence, triage=Triage.TAMPER.value)
+
+
 # One experiment is one change. Gains in the reference's research logs are fractions of a percent, a few
 # percent when a broken setting is fixed; a fall of more than a tenth of val_bpb in one change is far more
-# often a broken metric than a better model, so it is trained again from scratch (a new run, a new seed)
-# and every run is verified before it can be kept, and the record says so.
+# often a broken metric than a better model, so it is trained again from scratch (a new run, a new seed),
+# every run is scored by the trusted evaluator, and the holdout split must show the fall too.
 IMPLAUSIBLE_FALL = 0.10
+# A model that got better gets better on text no decision read: its holdout gain is of the order of its val
+# gain (the demo keeps 61% of it, BENCHMARKS.md). A model that learnt val shows the val gain alone.
+HOLDOUT_SHARE = 0.5
 
 
 def implausible_fall(runs: list[RunEntry], best: ExperimentRecord | None) -> str | None:
@@ -43,13 +52,15 @@ def implausible_fall(runs: list[RunEntry], best: ExperimentRecord | None) -> str
             f"than the {100 * IMPLAUSIBLE_FALL:.0f}% one change plausibly gains")
 
 
-def verified(workspace: Workspace, runner: Runner, commit: str, runs: list[RunEntry], judgement: Judgement,
-             transcript: Transcript) -> Judgement:
-    """The keep, once the trusted evaluator reproduced every run's number; else a tamper crash."""
-    problem, evidence = verify_runs(workspace, runner, commit, runs)
-    transcript.event("verification", passed=problem is None, problem=problem, **evidence)
-    if problem is None:
-        return Judgement(KEEP, judgement.reason + "; verified from the sealed weights",
-                         judgement.evidence.model_copy(update=dict(verification=evidence)))
-    return Judgement(CRASH, f"tamper: {problem}", judgement.evidence.model_copy(update=dict(verification=evidence)),
-                     triage=Triage.TAMPER.value)
+def holdout_disagrees(runs: list[RunEntry], best_val: float, best_holdout: float) -> str | None:
+    """Why the candidate's val fall is not a better model (the holdout split does not show it), or None."""
+    scored = [r for r in runs if r.trusted and r.holdout_bpb is not None]
+    if not scored:
+        return "no run of it was scored on the holdout split"
+    val_gain = best_val - statistics.fmean(r.val_bpb for r in scored)
+    holdout_gain = best_holdout - statistics.fmean(r.holdout_bpb for r in scored)
+    if holdout_gain >= HOLDOUT_SHARE * val_gain:
+        return None
+    return (f"val_bpb fell {val_gain:.6f} but the holdout split only {holdout_gain:.6f} (a better model keeps at "
+            f"least {100 * HOLDOUT_SHARE:.0f}% of its val gain there): a val fall the holdout does not show is "
+            "a model that learnt val, not a better one")

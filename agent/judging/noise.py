@@ -26,6 +26,9 @@ CLOSE = "close"  # not a final status: run the candidate again, then judge the m
 # something besides the seed moves the numbers: most often other work on the machine, which no rule can see past.
 USUAL_SIGMA = {"gpu": 0.0005, "cpu": 0.014, "test": 0.003}
 INFLATED_RATIO = 3.0  # with three values, P(stdev > 3 sigma) is about 1e-4 when nothing else is going on
+# With three values, P(stdev < sigma / 4) is about 3%; runs that come out the same whatever their seed say that
+# the seed does not reach them, and a floor of 0 would keep a gain of nothing.
+LOW_RATIO = 0.25
 
 
 @dataclass
@@ -44,7 +47,7 @@ def judge(candidate: list[float], best: list[float], sigma: float | None, sigmas
                         sigma=round(sigma, 6) if sigma else sigma)
     said = (f"mean of {len(candidate)} run(s) {statistics.fmean(candidate):.6f} vs the best's mean "
             f"{statistics.fmean(best):.6f}")
-    if not sigma:
+    if sigma is None:
         evidence.rule = f"gain > {min_delta} (no noise floor measured)"
         if gain > min_delta:
             return Judgement(KEEP, f"{said}: gain {gain:.6f} > {min_delta}", evidence)
@@ -89,6 +92,16 @@ def inflated_floor(sigma: float | None, track: str) -> str | None:
         return None
     return (f"sigma {sigma:.4g} is {sigma / usual:.0f}x this track's usual {usual:g}: is the machine busy? "
             f"While it stays this high only gains above {2 * sigma:.3g} can be kept")
+
+
+def floored(sigma: float | None, track: str) -> tuple[float | None, str | None]:
+    """sigma, or the track's usual sigma when the measured one is implausibly low, with a warning saying so."""
+    usual = USUAL_SIGMA.get(track)
+    if sigma is None or not usual or sigma >= LOW_RATIO * usual:
+        return sigma, None
+    return usual, (f"sigma {sigma:.4g} is under {LOW_RATIO:g} of this track's usual {usual:g}: runs with other seeds "
+                   "came out (nearly) the same, as if the seed did not reach them; the usual sigma is used instead, "
+                   "so that a gain of nothing is not kept")
 
 
 def sigma_of(values: list[float]) -> float | None:

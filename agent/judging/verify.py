@@ -1,12 +1,16 @@
-"""Verifying a would-be keep before it is kept.
+"""The trusted number: the weights a run sealed, scored by the harness's own evaluator.
 
-train.py prints its own score, and the code that prints it is what the proposer edits. So for
-every run of a candidate about to be kept, trainer/evaluate.py re-computes val_bpb in a fresh
-process from the weights the run sealed (trainer/seal.py: handed over before any validation
-text reached the run), with its own implementation of the metric, and probes the model for
-lookahead in every batch it scores. No sealed weights, weights changed since the seal, a lookahead, or a printed number
-the weights do not reproduce is tamper. Only would-be keeps pay for this: a fake worse number
-gains nothing.
+train.py prints its own score, and the code that prints it is what the proposer edits. So every
+run whose number could keep a commit (a would-be keep, a close call, a simplification, the
+baseline, the runs of a noise floor) is scored again by trainer/evaluate.py in a fresh process
+from the weights the run sealed (trainer/seal.py: handed over before any validation text reached
+the run), with its own implementation of the metric, probing the model for lookahead in every
+batch and serving each batch from a fresh process (trainer/model_server.py). That score becomes
+the run's val_bpb of record; decisions are taken on it. What the run printed is a consistency
+check: a gap wider than the harness's own tolerance (from the device the harness let the run
+reach and the evaluator's, never from the run's log) is tamper, as are no sealed weights,
+weights changed since the seal, a lookahead, or answers the model's own logits contradict.
+A run judged a discard on its printed number is not scored: a fake worse number gains nothing.
 """
 
 from __future__ import annotations
@@ -28,43 +32,75 @@ LOOKAHEAD_LIMIT = 1e-3  # logits are softcapped at 15; a causal model moves them
 CONSISTENCY_LIMIT = 1e-3
 
 
-def verify_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[RunEntry]) -> tuple[str | None, dict]:
-    """(None, evidence) when every run's number is reproduced; else (why it is tamper, evidence)."""
-    started, checks = time.monotonic(), []
-    evidence = dict(checks=checks)
+class Untrusted(Exception):
+    """A run's number cannot stand (tamper); the message says why."""
+
+
+def trusted(run: RunEntry) -> bool:
+    """Whether the run's number is the trusted evaluator's (or it has none to score)."""
+    return bool(run.trusted) or run.val_bpb is None
+
+
+def score_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[RunEntry],
+               splits: tuple[str, ...] = ("val",)) -> None:
+    """Scores every run that has a number but no trusted one (and every run, where splits asks for more than val);
+    raises Untrusted at the first that fails."""
     for run in runs:
-        if run.val_bpb is None:
-            continue
-        if not run.checkpoint:
-            return (f"the run with seed {run.seed} printed val_bpb {run.val_bpb} but sealed no weights through "
-                    "prepare.evaluate_bpb, so the number cannot have come from the metric"), evidence
-        checkpoint = workspace.dir / run.checkpoint
-        if not checkpoint.is_file() or file_sha256(checkpoint) != run.checkpoint_sha256:
-            return f"the weights the run with seed {run.seed} sealed were changed or removed since", evidence
-        name = "verify-" + run.log.split("/")[-1].removesuffix(".log")
-        try:
-            scores = runner.evaluate(workspace, commit, checkpoint, name, ("val",), probe=True)
-        except EvaluationFailed as err:
-            return f"the run with seed {run.seed} cannot be verified: {err}", evidence
-        both_cpu = scores["device"] == "cpu" and run.device == "cpu"  # else bf16 somewhere
-        tolerance = AGREEMENT["cpu"] if both_cpu else AGREEMENT["cuda"]
-        gap = abs(scores["val"] - run.val_bpb)
-        checks.append(dict(seed=run.seed, printed=run.val_bpb, trusted=round(scores["val"], 6),
-                           gap=gap, tolerance=tolerance, lookahead=scores["lookahead"], probes=scores.get("probes"),
-                           audit=scores["audit"],
-                           audited_tokens=scores["audited_tokens"], repeat=scores["repeat"], device=scores["device"]))
-        if scores["audit"] > CONSISTENCY_LIMIT:
-            return (f"the model's reported losses are not what its logits give: up to {scores['audit']:.3g} nats "
-                    f"apart on {scores['audited_tokens']} audited tokens (limit {CONSISTENCY_LIMIT})"), evidence
-        if scores["repeat"] > CONSISTENCY_LIMIT:
-            return (f"the model scores the same rows differently after seeing more text: up to "
-                    f"{scores['repeat']:.3g} nats apart (limit {CONSISTENCY_LIMIT})"), evidence
-        if scores["lookahead"] > LOOKAHEAD_LIMIT:
-            return (f"the model looks ahead: in copies of scored rows whose tokens after a position were replaced, "
-                    f"its logits before the first replaced token moved by up to {scores['lookahead']:.3g} (limit "
-                    f"{LOOKAHEAD_LIMIT}, {scores.get('probes')} probes)"), evidence
-        if gap > tolerance:
-            return (f"the run with seed {run.seed} printed val_bpb {run.val_bpb:.6f} but its saved weights "
-                    f"score {scores['val']:.6f} (allowed difference {tolerance:g})"), evidence
-    evidence["verify_s"] = round(time.monotonic() - started, 3)
-    return None, evidence
+        if run.val_bpb is not None and (not run.trusted or (len(splits) > 1 and run.holdout_bpb is None)):
+            score_run(workspace, runner, commit, run, splits)
+
+
+def score_run(workspace: Workspace, runner: Runner, commit: str, run: RunEntry,
+              splits: tuple[str, ...] = ("val",)) -> None:
+    """The run's val_bpb becomes the trusted evaluator's score of its sealed weights (and holdout_bpb, if asked);
+    run.check holds what the evaluator found. Raises Untrusted when the number cannot stand."""
+    printed = run.printed if run.printed is not None else run.val_bpb
+    if not run.checkpoint:
+        raise Untrusted(f"the run with seed {run.seed} printed val_bpb {printed} but sealed no weights through "
+                        "prepare.evaluate_bpb, so the number cannot have come from the metric")
+    checkpoint = workspace.dir / run.checkpoint
+    if not checkpoint.is_file() or file_sha256(checkpoint) != run.checkpoint_sha256:
+        raise Untrusted(f"the weights the run with seed {run.seed} sealed were changed or removed since")
+    name = "verify-" + run.log.split("/")[-1].removesuffix(".log")
+    started = time.monotonic()
+    try:
+        scores = runner.evaluate(workspace, commit, checkpoint, name, splits, probe=True)
+    except EvaluationFailed as err:
+        raise Untrusted(f"the run with seed {run.seed} cannot be verified: {err}") from err
+    both_cpu = scores["device"] == "cpu" and run.device == "cpu"  # else bf16 somewhere
+    tolerance = AGREEMENT["cpu"] if both_cpu else AGREEMENT["cuda"]
+    gap = abs(scores["val"] - printed)
+    run.check = dict(seed=run.seed, printed=printed, trusted=round(scores["val"], 6), gap=gap, tolerance=tolerance,
+                     lookahead=scores["lookahead"], probes=scores.get("probes"), audit=scores["audit"],
+                     audited_tokens=scores["audited_tokens"], repeat=scores["repeat"], device=scores["device"],
+                     seconds=round(time.monotonic() - started, 3))
+    if "holdout" in scores:
+        run.check["holdout"] = round(scores["holdout"], 6)
+    if problem := _problem(scores, gap, tolerance, run.seed, printed):
+        raise Untrusted(problem)
+    run.printed, run.val_bpb, run.trusted = printed, round(scores["val"], 6), True
+    if "holdout" in scores:
+        run.holdout_bpb = round(scores["holdout"], 6)
+
+
+def _problem(scores: dict, gap: float, tolerance: float, seed: int | None, printed: float) -> str | None:
+    if scores["audit"] > CONSISTENCY_LIMIT:
+        return (f"the model's reported losses are not what its logits give: up to {scores['audit']:.3g} nats "
+                f"apart on {scores['audited_tokens']} audited tokens (limit {CONSISTENCY_LIMIT})")
+    if scores["repeat"] > CONSISTENCY_LIMIT:
+        return (f"the model scores the same rows differently after seeing more text: up to "
+                f"{scores['repeat']:.3g} nats apart (limit {CONSISTENCY_LIMIT})")
+    if scores["lookahead"] > LOOKAHEAD_LIMIT:
+        return (f"the model looks ahead: in copies of scored rows whose tokens after a position were replaced, "
+                f"its logits before the first replaced token moved by up to {scores['lookahead']:.3g} (limit "
+                f"{LOOKAHEAD_LIMIT}, {scores.get('probes')} probes)")
+    if gap > tolerance:
+        return (f"the run with seed {seed} printed val_bpb {printed:.6f} but its saved weights "
+                f"score {scores['val']:.6f} (allowed difference {tolerance:g})")
+    return None
+
+
+def verification_evidence(runs: list[RunEntry]) -> dict:
+    """The checks of every scored run, for the record's evidence."""
+    checks = [run.check for run in runs if run.check]
+    return dict(checks=checks, verify_s=round(sum(c.get("seconds", 0.0) for c in checks), 3))

@@ -38,32 +38,45 @@ class _Part(BaseModel):
 
 
 class RunEntry(_Part):
-    """One training run of a commit (an experiment has one, more when it was re-run)."""
+    """One training run of a commit (an experiment has one, more when it was re-run).
+
+    val_bpb is the number of record: what the trusted evaluator scored the sealed weights at once it did
+    (`trusted`), before that what the run printed. Every run whose number could keep a commit is scored
+    (agent/judging/verify.py); a run judged a discard on its printed number may not be."""
     seed: int | None = None
-    val_bpb: float | None = None          # what the run printed, None unless it finished cleanly
+    val_bpb: float | None = None          # the number of record, None unless it finished cleanly
+    printed: float | None = None          # what the run printed
+    trusted: bool | None = None           # val_bpb is the trusted evaluator's
+    holdout_bpb: float | None = None      # the trusted evaluator's score on the holdout split, where it was asked
+    check: dict[str, Any] | None = None   # what the trusted evaluator found (agent/judging/verify.py)
     checkpoint: str | None = None         # the sealed weights, relative to the workspace
     checkpoint_sha256: str | None = None
     training_seconds: float | None = None
     seal_seconds: float | None = None
     trained_tokens: int | None = None
-    device: str | None = None
+    device: str | None = None             # what the harness let the run reach: cuda where a GPU was in view
     triage: str | None = None
     seconds: float | None = None          # the runner's wall clock for the run
     log: str | None = None
     where: str | None = None              # what ran it (local slot and GPU, spool worker, cluster node)
+    limits: str | None = None             # what it was allowed to consume (trainer/run_limits.py)
+    ended: str | None = None              # why the harness ended it after its seal, before it exited
 
     @classmethod
     def of(cls, result: Any, seed: int, workspace_dir: Path) -> RunEntry:
         """The entry for one finished run (an agent.running.runner.RunResult)."""
         ok = result.verdict.triage.value == "ok"
-        return cls(seed=seed, val_bpb=summary_number(result.summary.get("val_bpb")) if ok else None,
+        printed = summary_number(result.summary.get("val_bpb")) if ok else None
+        return cls(seed=seed, val_bpb=printed, printed=printed,
                    checkpoint=str(result.checkpoint.relative_to(workspace_dir)) if result.checkpoint else None,
                    checkpoint_sha256=result.checkpoint_sha256,
                    training_seconds=summary_number(result.summary.get("training_seconds")),
                    seal_seconds=result.seal_seconds, trained_tokens=result.trained_tokens,
-                   device=result.summary.get("device"), triage=result.verdict.triage.value,
+                   device=result.device, triage=result.verdict.triage.value,
                    seconds=round(result.seconds, 3), log=str(result.log_path.relative_to(workspace_dir)),
-                   **({"where": result.where} if result.where else {}))
+                   **({"where": result.where} if result.where else {}),
+                   **({"limits": result.limits.describe()} if result.limits else {}),
+                   **({"ended": result.ended} if result.ended else {}))
 
 
 class Timings(_Part):

@@ -5,20 +5,26 @@ it printed is not judged."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from agent.judging.noise import commit_runs, inflated_floor, sigma_of
+from agent.judging.noise import commit_runs, floored, inflated_floor, sigma_of
+from agent.judging.verify import Untrusted, score_runs
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, now
 from agent.recording.transcript import Transcript
+from agent.running.disk import short_of_room
 from agent.running.runner import Runner, RunResult
 from agent.settings import LoopSettings
 from agent.sharing import Shared
 from agent.workspace import Workspace
-from trainer.triage import Triage
+from trainer.triage import Triage, Verdict
 
-CPU_CLOCK_WALL_FACTOR = 10  # hard timeout of a CPU-clock track: 2 x 10 x budget + grace (cpu: 1320 s)
+# The hard timeout of a track whose budget the machine's load does not change (CPU seconds, steps) only catches a
+# hang: such a run takes longer on a busy machine and still trains the same. 2 x 10 x budget + grace (cpu: 1320 s,
+# test: 220 s).
+LOAD_BLIND_WALL_FACTOR = 10
 
 
 class LoopStopped(Exception):
@@ -27,8 +33,8 @@ class LoopStopped(Exception):
 
 def hard_timeout(constants: dict, settings: LoopSettings) -> float:
     """Wall-clock seconds after which a run of a track with these constants is killed: 2 x budget + grace."""
-    # A budget of CPU seconds takes longer in wall-clock time while other work shares the machine.
-    budget = constants["time_budget"] * (CPU_CLOCK_WALL_FACTOR if constants.get("budget_clock") == "cpu" else 1)
+    load_blind = constants.get("budget_clock") == "cpu" or bool(constants.get("step_budget"))
+    budget = constants["time_budget"] * (LOAD_BLIND_WALL_FACTOR if load_blind else 1)
     return settings.timeout_seconds or 2 * budget + settings.grace_seconds
 
 
@@ -40,18 +46,45 @@ class Training:
         """One run of a commit (logs/<name>.log); an infra failure is retried once, not charged."""
         timeout = hard_timeout(self.workspace.track["constants"], self.settings)
         self.shared.check()
+        self._room()
         transcript.event("run_started", commit=commit, timeout_s=timeout, runner=self.runner.name, seed=seed)
         result = self.runner.run(self.workspace, commit, timeout, name, seed)
         if result.verdict.triage == Triage.INFRA:
             self.shared.check()
+            self._room()
             transcript.event("retry", reason=result.verdict.reason, note="infra: same commit once more, not charged")
             result = self.runner.run(self.workspace, commit, timeout, f"{name}.retry", seed)
+        if result.verdict.triage == Triage.INFRA:
+            result = self._blamed(commit, name, seed, timeout, result, transcript)
         self.shared.check()
         transcript.event("run_finished", returncode=result.returncode, timed_out=result.timed_out,
                          triage=result.verdict.triage.value, reason=result.verdict.reason,
                          seconds=round(result.seconds, 3), summary=result.summary, log_tail=result.tail,
                          where=result.where)
         return result
+
+    def _blamed(self, commit: str, name: str, seed: int, timeout: float, failed: RunResult,
+                transcript: Transcript) -> RunResult:
+        """A commit that failed twice as a broken machine fails (what its log says may be its own doing: a train.py
+        can print "No space left on device") is put to the test: the best commit runs once on the same machine. If it
+        runs fine, the failure is the experiment's own (fixable); if not, the machine's (infra: the loop stops)."""
+        best = self.shared.ledger.best()
+        if best is None or best.commit == commit:
+            return failed
+        self.shared.check()
+        self._room()
+        transcript.event("canary", commit=best.commit, reason=failed.verdict.reason)
+        canary = self.runner.run(self.workspace, best.commit, timeout, f"{name}.canary", seed)
+        transcript.event("canary_finished", triage=canary.verdict.triage.value, reason=canary.verdict.reason)
+        if canary.verdict.triage != Triage.OK:
+            return failed
+        verdict = Verdict(Triage.FIXABLE, f"{failed.verdict.reason}; the best commit ran fine on the same machine "
+                                          "right after, so the failure is the experiment's own", failed.verdict.summary)
+        return dataclasses.replace(failed, verdict=verdict)
+
+    def _room(self) -> None:
+        if short := short_of_room([self.workspace.dir, self.workspace.runs_dir]):
+            raise LoopStopped(short)
 
     def noise_seeds(self) -> list[int]:
         """The seeds of the next noise floor, taken now so that runs started later get others."""
@@ -72,15 +105,23 @@ class Training:
             if result.verdict.triage == Triage.INFRA:
                 raise LoopStopped(f"measuring the noise floor failed twice for a reason outside the experiment: "
                                   f"{result.verdict.reason}. Fix the machine or the data, then run again")
+        for run in runs:  # the noise floor is measured on trusted numbers too; a run whose number cannot stand drops
+            try:
+                score_runs(self.workspace, self.runner, best.commit, [run])
+            except Untrusted as err:
+                run.val_bpb, run.triage = None, Triage.TAMPER.value
+                transcript.event("verification", passed=False, problem=str(err), seed=run.seed)
+                say(f"warning: a noise run of {best.id} (seed {run.seed}) is not counted: {err}")
         with self.shared.lock:
             self.shared.check()
             values = commit_runs(ledger.records, best.commit) + [r.val_bpb for r in runs if r.val_bpb is not None]
-            sigma = sigma_of(values)
+            sigma, too_low = floored(sigma_of(values), self.workspace.track["track"])
             record = ExperimentRecord(
                 id=record_id, status=ExperimentStatus.NOISE, triage="ok", of=best.id, parent=best.commit,
                 commit=best.commit, description=f"noise floor: {best.id} re-run with seeds "
                                                 + ", ".join(str(r.seed) for r in runs),
                 val_bpb=statistics.fmean(values), runs=runs, values=values, sigma=sigma, peak_vram_mb=None,
+                reason=too_low or "",
                 timings=Timings(run_s=round(sum(r.seconds for r in runs), 3),
                                 total_s=round(time.monotonic() - started, 3)),
                 transcript=str(transcript.path.relative_to(self.workspace.dir)), started=started_at, finished=now())
@@ -89,6 +130,7 @@ class Training:
         transcript.event("noise_floor", of=best.id, values=values, sigma=sigma)
         say(f"{record_id} sigma {sigma:.6f} from {len(values)} runs of {best.id}" if sigma is not None
             else f"{record_id}: too few runs succeeded to measure sigma")
-        if warning := inflated_floor(sigma, self.workspace.track["track"]):
-            say(f"warning: {warning}")
+        for warning in (too_low, inflated_floor(sigma, self.workspace.track["track"])):
+            if warning:
+                say(f"warning: {warning}")
         return record

@@ -9,11 +9,9 @@ from typer.testing import CliRunner
 
 from agent import cli
 from agent.loop import LoopSettings, run_loop
-from agent.proposers.base import Proposal
-from agent.proposers.edits import Edit
 from agent.recording.ledger import QUARANTINE, Ledger
 from agent.running.runner import LocalRunner
-from tests.helpers.scripted import ScriptedEdits
+from tests.helpers.scripted import ScriptedChanges, ScriptedEdits
 
 WIDE = {"COLUMNS": "1000"}  # one line per message, so that a message is found whole
 SOFTCAP = "        logits = LOGIT_SOFTCAP * torch.tanh(logits / LOGIT_SOFTCAP)\n"
@@ -28,16 +26,8 @@ CONFIG = '    print(f"config: {asdict(config)}")\n'
 HOSTILE_DESCRIPTION = "[/b] clear \x1b[2J\x00 \u202egnp.exe " + "x" * 900_000
 
 
-class Changes(ScriptedEdits):
-    """Scripted changes of several edits each: (description, [(old_string, new_string), ...])."""
-
-    def propose(self, context, transcript):
-        description, edits = self.changes.pop(0)
-        return Proposal(description, [Edit(old, new) for old, new in edits])
-
-
 def test_run_time_attacks_end_as_crashes_and_the_loop_goes_on(workspace, tmp_path):
-    proposer = Changes(
+    proposer = ScriptedChanges(
         ("look ahead unless the batch is the probe's", [(SOFTCAP, LOOKS_AHEAD_UNLESS_PROBED)]),
         # A quarter more steps by slowing the schedule's progress, a config line that is no JSON, and a description
         # made to break the terminal: the record must still be written, and the run is no result.
@@ -57,8 +47,8 @@ def test_run_time_attacks_end_as_crashes_and_the_loop_goes_on(workspace, tmp_pat
 
     assert lookahead.status == "crash" and lookahead.triage == "tamper", lookahead.reason
     assert "the model looks ahead" in lookahead.reason and not lookahead.verified
-    assert "fell" in lookahead.evidence.implausible_fall  # flagged, and not kept on its first number
-    assert len(lookahead.runs) == 2 and all(r.val_bpb < 0.5 * baseline.val_bpb for r in lookahead.runs)
+    # Its number would be an implausible fall; the trusted evaluator scored its one run before any re-run.
+    assert len(lookahead.runs) == 1 and lookahead.runs[0].printed < 0.5 * baseline.val_bpb
     check = lookahead.evidence.verification["checks"][0]
     assert check["lookahead"] > 1.0 and check["audit"] < 1e-3 and check["repeat"] < 1e-3
 

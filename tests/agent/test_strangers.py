@@ -16,10 +16,8 @@ import os
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import textwrap
 import time
@@ -33,6 +31,7 @@ from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.processes import alive
 from tests.helpers.scripted import ScriptedEdits
+from tests.helpers.unprivileged import STRANGER, unprivileged_python, unreachable_by_others
 from trainer.hyperparameters import set_hyperparameters
 from trainer.sandbox import CUT_MARK, LOG_HEAD_BYTES, LOG_TAIL_BYTES, dies_with_caller, isolation, run_untrusted
 
@@ -43,9 +42,11 @@ API_KEY = "sk-ant-stranger-test-key"
 ESCAPEE_SECONDS = "4242"
 SMUGGLED = "/tmp/autoresearch-smuggled"
 ATTACKS = ("evaluator", "project", "hook", "hook-relative", "ledger", "ledger-relative", "parent-environ",
-           "network", "smuggle", "escape")
+           "network", "smuggle", "escape", "elsewhere", "elsewhere-write", "leak")
 # Whatever succeeds is harmless only if it leaves no trace outside the run: these must fail under isolation.
-OUTSIDE = ("evaluator", "project", "hook", "hook-relative", "ledger", "ledger-relative", "network")
+OUTSIDE = ("evaluator", "project", "hook", "hook-relative", "ledger", "ledger-relative", "network", "elsewhere",
+           "elsewhere-write")
+LEAK_MARK = "LEAKED-ROWS"
 
 ATTACK_CODE = '''
 
@@ -87,6 +88,12 @@ def stranger_attacks():
     attempts["hook-relative"] = lambda: write("../../.git/hooks/pre-commit", hook, "w")
     attempts["ledger-relative"] = lambda: write("../../experiments.jsonl", json.dumps(forged) + "\\n")
     attempts["parent-environ"] = environ
+    # The machine beyond the allowlist: another checkout's files, readable by anyone; a write there through a
+    # writer the policy did not know.
+    attempts["elsewhere"] = lambda: open("{elsewhere}/.git/config").read(40)
+    attempts["elsewhere-write"] = lambda: __import__("pyarrow").OSFile("{elsewhere}/written", "wb").write(b"x")
+    # What the model server must never read back: the run's own log (the scored rows, in the red team's night).
+    attempts["leak"] = lambda: print("{leak_mark}", "[[1, 2, 3]]", flush=True)
     for name, attempt in attempts.items():
         if name not in {attacks!r}:
             continue
@@ -104,13 +111,34 @@ if "AUTORESEARCH_SEAL_FD" in os.environ:
 SMUGGLE_READER = '''
 if "AUTORESEARCH_SEAL_FD" not in os.environ and os.path.exists("{smuggled}"):
     raise RuntimeError("the model server found what a run left in /tmp")
+
+
+def leaked_logs():
+    """Logs the model server can read that hold what a run printed: beside its checkpoint, where the workspaces
+    are said to be, where they are."""
+    from pathlib import Path
+    weights = [Path(a) for a in sys.argv if a.endswith(".pt")]
+    places = [*(w.resolve().parents[1] / "logs" for w in weights), Path("{workspace}") / "logs",
+              Path(os.environ.get("AUTORESEARCH_WORKSPACES", "/nonexistent")) / "t" / "logs"]
+    found = []
+    for place in places:
+        try:
+            found += [p for p in place.glob("*.log") if "{leak_mark}" in p.read_text(errors="replace")]
+        except OSError:
+            continue
+    return found
+
+
+if "AUTORESEARCH_SEAL_FD" not in os.environ and leaked_logs():
+    raise RuntimeError(f"the model server read a run's log: {{leaked_logs()}}")
 '''
 
 
-def hostile_source(source: str, workspace: Path, mark: Path, port: int, attacks=ATTACKS) -> tuple[str, tuple]:
+def hostile_source(source: str, workspace: Path, mark: Path, port: int, attacks=ATTACKS,
+                   elsewhere: Path = Path("/nonexistent")) -> tuple[str, tuple]:
     """The hostile baseline, and the honest experiment on it: MATRIX_LR 0.0 -> 0.04, without the attacks."""
     values = dict(mark=mark, key=API_KEY, escapee=ESCAPEE_SECONDS, project=ROOT, workspace=workspace, port=port,
-                  smuggled=SMUGGLED, attacks=attacks)
+                  smuggled=SMUGGLED, attacks=attacks, elsewhere=elsewhere, leak_mark=LEAK_MARK)
     source = set_hyperparameters(source, {"MATRIX_LR": 0.0})
     hostile = MATRIX + SMUGGLE_READER.format(**values) + ATTACK_CODE.format(**values)
     honest = MATRIX.replace("0.0 ", "0.04") + SMUGGLE_READER.format(**values)
@@ -148,11 +176,29 @@ def listener():
     server.close()
 
 
+@pytest.fixture
+def elsewhere():
+    """Outside /tmp and $HOME, as in the compose deployment: the workspaces, and another checkout of the project
+    that anyone may read."""
+    root = Path(tempfile.mkdtemp(prefix="autoresearch-strangers-", dir="/var/tmp" if Path("/var/tmp").is_dir()
+                                 else None))
+    root.chmod(0o755)
+    (root / "other-checkout" / ".git").mkdir(parents=True)
+    (root / "other-checkout" / ".git" / "config").write_text("[remote]\n\turl = https://token@example.invalid\n")
+    for path in [root / "other-checkout", *(root / "other-checkout").rglob("*")]:
+        path.chmod(0o777 if path.is_dir() else 0o644)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.mark.skipif(not isolation().available, reason=isolation().note)
-def test_a_hostile_run_reaches_nothing_outside_its_directory(workspace, tmp_path, listener):
-    mark = tmp_path / "hook-ran"
+def test_a_hostile_run_reaches_nothing_outside_its_directory(test_track, elsewhere, listener, monkeypatch):
+    monkeypatch.setenv("AUTORESEARCH_WORKSPACES", str(elsewhere / "workspaces"))
+    workspace = Workspace.create("t", test_track.spec, PROGRAM, root=elsewhere / "workspaces")
+    mark = elsewhere / "hook-ran"
     project_before = fingerprint(ROOT / "trainer")
-    source, edit = hostile_source(workspace.file_at("train.py"), workspace.dir, mark, listener)
+    source, edit = hostile_source(workspace.file_at("train.py"), workspace.dir, mark, listener,
+                                  elsewhere=elsewhere / "other-checkout")
     workspace.advance_to(workspace.commit_train(source, "a train.py that attacks the machine"))
     messages = []
     run_loop(workspace, ScriptedEdits(edit), LocalRunner(), LoopSettings(max_experiments=2, noise_seeds=0),
@@ -163,12 +209,15 @@ def test_a_hostile_run_reaches_nothing_outside_its_directory(workspace, tmp_path
     assert sorted(results) == sorted(ATTACKS), results  # every attack ran ...
     assert [name for name in OUTSIDE if not results[name].startswith("failed:")] == [], results  # ... in vain
     assert results["parent-environ"] != "succeeded: True", results
+    assert LEAK_MARK in (workspace.dir / "logs" / "0000.log").read_text()
     baseline, honest = Ledger(workspace.dir).records
-    assert honest.status == "keep" and honest.verified, honest.reason  # the model server saw no /tmp file
+    # The model server saw neither the file the run left in /tmp nor the run's log beside its checkpoint.
+    assert honest.status == "keep" and honest.verified, honest.reason
     assert [json.loads(line)["id"] for line in (workspace.dir / "experiments.jsonl").read_text().splitlines()] \
         == ["0000", "0001"]
     assert not (workspace.dir / ".git" / "hooks" / "pre-commit").exists() and not mark.exists()
     assert fingerprint(ROOT / "trainer") == project_before and not Path(SMUGGLED).exists()
+    assert not (elsewhere / "other-checkout" / "written").exists()
     assert escapees() == [] and not any(workspace.runs_dir.iterdir())
     assert workspace.head() == honest.commit and workspace.is_clean()
 
@@ -176,39 +225,19 @@ def test_a_hostile_run_reaches_nothing_outside_its_directory(workspace, tmp_path
 UNPRIVILEGED_LOOP = textwrap.dedent("""
     import json, sys
     from pathlib import Path
-    from agent.loop import LoopSettings, run_loop
+    from agent.loop import LoopSettings, LoopStopped, run_loop
     from agent.running.runner import LocalRunner
     from agent.workspace import Workspace
     from tests.helpers.scripted import ScriptedEdits
 
     root, edit = Path(sys.argv[1]), json.loads(sys.argv[2])
     workspace = Workspace.open("t", root=root)
-    print(run_loop(workspace, ScriptedEdits(tuple(edit)), LocalRunner(), LoopSettings(max_experiments=2,
-                   noise_seeds=0), say=lambda m: print(m, flush=True)))
-""")
-STRANGER = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-
-
-def unprivileged_python(home: Path) -> str:
-    """An interpreter with this environment's packages that uid 65534 can start processes with: this one where
-    it can, else a virtual environment of links in home (a base interpreter under a private home directory is
-    out of its reach)."""
-    probe = subprocess.run([*STRANGER, "sh", "-c", '"$0" -c "import torch"', sys.executable], cwd="/")
-    if probe.returncode == 0:
-        return sys.executable
-    venv = home / "venv"
-    (venv / "bin").mkdir(parents=True)
     try:
-        os.link(os.path.realpath(sys.executable), venv / "bin" / "python")
-    except OSError as err:
-        pytest.skip(f"uid 65534 cannot run {sys.executable}, nor a link to it ({err})")
-    shutil.copy2(Path(sys.prefix) / "pyvenv.cfg", venv / "pyvenv.cfg")
-    site = venv / Path(sysconfig.get_paths()["purelib"]).relative_to(sys.prefix)
-    site.parent.mkdir(parents=True)
-    site.symlink_to(sysconfig.get_paths()["purelib"])
-    return str(venv / "bin" / "python")
-
-
+        print(run_loop(workspace, ScriptedEdits(tuple(edit)), LocalRunner(), LoopSettings(max_experiments=2,
+                       noise_seeds=0), say=lambda m: print(m, flush=True)))
+    except LoopStopped as err:
+        print("stopped:", err)
+""")
 FAILING_BWRAP = "#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n"
 
 
@@ -217,11 +246,11 @@ FAILING_BWRAP = "#!/bin/sh\necho 'bwrap: No permissions to creating new namespac
 def test_an_unprivileged_loop_without_isolation_says_so_and_keeps_its_key_and_hooks(test_track, listener):
     """As a user on a machine where bwrap cannot make namespaces (a stand-in bwrap refuses as the real one does
     there): `run` says runs are not isolated; the run cannot read the API key from its parent, the hook it plants
-    never runs, and the process it leaves behind is killed. (Its writes as the same user do land.)"""
-    shut = [str(p) for p in (*ROOT.parents, *Path(sys.prefix).parents) if not p.stat().st_mode & stat.S_IXOTH]
-    if shut:
-        pytest.skip(f"uid 65534 cannot reach the project or its packages: {', '.join(sorted(set(shut)))} "
-                    "cannot be searched by other users")
+    never runs, and the process it leaves behind is killed. (Its writes as the same user do land, and the model
+    server sees what it left in /tmp: the baseline's number cannot be verified.)"""
+    if shut := unreachable_by_others(ROOT, Path(sys.prefix)):
+        pytest.skip(f"uid 65534 cannot reach the project or its packages: {', '.join(shut)} cannot be searched "
+                    "by other users")
     home = Path(tempfile.mkdtemp(prefix="autoresearch-unprivileged-"))
     try:
         home.chmod(0o755)
@@ -252,9 +281,11 @@ def test_an_unprivileged_loop_without_isolation_says_so_and_keeps_its_key_and_ho
         assert not mark.exists()  # the hook was written and the next commit did not run it
         assert escapees() == []  # the setsid + empty-environment process was found and killed
         assert API_KEY not in (workspace.dir / "logs" / "0000.log").read_text()
-        # What is left open without isolation: the model server met the file the run left in /tmp.
-        honest = Ledger(workspace.dir).records[-1]
-        assert honest.status != "keep" and "left in /tmp" in honest.reason, honest.reason
+        # What is left open without isolation: the model server met the file the run left in /tmp, so the baseline's
+        # own number could not be verified, and the loop stopped saying so.
+        baseline = Ledger(workspace.dir).records[-1]
+        assert baseline.status == "crash" and "left in /tmp" in baseline.reason, baseline.reason
+        assert "stopped: the baseline did not produce a result" in loop.stdout, loop.stdout
     finally:
         shutil.rmtree(home, ignore_errors=True)
         Path(SMUGGLED).unlink(missing_ok=True)

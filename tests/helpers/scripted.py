@@ -16,3 +16,11 @@ class ScriptedEdits:
 
     def observe(self, experiment_id, proposal_meta, record):
         pass
+
+
+class ScriptedChanges(ScriptedEdits):
+    """Scripted changes of several edits each: (description, [(old_string, new_string), ...])."""
+
+    def propose(self, context, transcript):
+        description, edits = self.changes.pop(0)
+        return Proposal(description, [Edit(old, new) for old, new in edits])

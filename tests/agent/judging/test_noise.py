@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.judging.confirm import confirm
-from agent.judging.noise import fresh_seed, judge, wants_noise_floor
+from agent.judging.noise import USUAL_SIGMA, floored, fresh_seed, judge, wants_noise_floor
 from agent.loop import LoopSettings, run_loop
 from agent.proposers.edits import EditRejected
 from agent.proposers.policy import check_policy
@@ -40,6 +40,16 @@ def test_a_clear_gain_is_kept_a_small_one_re_run_and_a_loss_discarded():
     assert judge([3.199], best, sigma=None, min_delta=0.01).status == "discard"
 
 
+def test_a_floor_far_below_the_tracks_usual_sigma_is_raised_to_it_saying_why():
+    """Runs that come out the same whatever their seed (the seed does not reach them) would make a gain of nothing a
+    keep: such a floor counts as the track's usual sigma."""
+    assert floored(0.0, "test") == (USUAL_SIGMA["test"], floored(0.0, "test")[1])
+    assert "as if the seed did not reach them" in floored(0.0, "test")[1]
+    assert floored(0.4 * USUAL_SIGMA["test"], "test") == (0.4 * USUAL_SIGMA["test"], None)
+    assert floored(None, "test") == (None, None) and floored(0.0, "unknown") == (0.0, None)
+    assert judge([3.198999], [3.199], sigma=floored(0.0, "test")[0]).status == "close"  # not a clear win
+
+
 def test_noise_floor_schedule_and_fresh_seeds():
     baseline = ExperimentRecord(id="0000", status="keep", commit="a", runs=[RunEntry(seed=42, val_bpb=3.2)])
     floor = ExperimentRecord(id="0000-noise", status="noise", commit="a",
@@ -55,6 +65,9 @@ def test_noise_floor_schedule_and_fresh_seeds():
     (SEED_LINE, SEED_LINE.replace('"42"', '"1337"')),                      # the default seed
     (SEED_LINE, "SEED = 1234"),                                            # ignore the harness's seed
     ("    torch.manual_seed(SEED)", "    torch.manual_seed(SEED + 1)"),    # offset it where it is used
+    # the red team's: every seed's generator reset to a fresh one's state, so that the noise floor reads sigma 0
+    ("    torch.manual_seed(SEED)",
+     "    torch.manual_seed(SEED)\n    torch.set_rng_state(torch.Generator().get_state())"),
 ])
 def test_an_edit_that_changes_the_seeding_is_rejected_saying_why(old, new):
     assert old in TRAIN

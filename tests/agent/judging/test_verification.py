@@ -4,7 +4,9 @@ track each end as a tamper crash with the workspace reset, and an honest keep is
 import hashlib
 import json
 
-from agent.judging.verify import AGREEMENT, CONSISTENCY_LIMIT, verify_runs
+import pytest
+
+from agent.judging.verify import AGREEMENT, CONSISTENCY_LIMIT, Untrusted, score_run
 from agent.loop import LoopSettings, run_loop
 from agent.recording.ledger import Ledger
 from agent.recording.record import RunEntry
@@ -78,8 +80,9 @@ def test_weights_changed_after_the_seal_are_tamper(workspace):
                    checkpoint_sha256=hashlib.sha256(b"the weights as sealed").hexdigest())
 
     # Unchanged, the hash passes and the file goes to the evaluator (which cannot load these bytes).
-    problem, _ = verify_runs(workspace, LocalRunner(), workspace.head(), [run])
-    assert "cannot be verified" in problem
+    with pytest.raises(Untrusted, match="cannot be verified"):
+        score_run(workspace, LocalRunner(), workspace.head(), run)
     saved.write_bytes(b"better weights, written after the seal")
-    problem, _ = verify_runs(workspace, LocalRunner(), workspace.head(), [run])
-    assert "changed or removed since" in problem
+    with pytest.raises(Untrusted, match="changed or removed since"):
+        score_run(workspace, LocalRunner(), workspace.head(), run)
+    assert run.val_bpb == 1.5 and not run.trusted  # a number that cannot stand is never the number of record

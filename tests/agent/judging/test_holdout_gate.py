@@ -1,0 +1,93 @@
+"""A fall too large for one change is trained again from scratch and kept only if the holdout split shows it
+too: an honest fall passes through the real loop; a model that learnt val (trained on it here by the test, as a
+channel to val would let a run) falls on val alone and is refused, on the trusted evaluator's real numbers."""
+
+import json
+import statistics
+import subprocess
+import sys
+import textwrap
+
+from agent.judging.decisions import HOLDOUT_SHARE, holdout_disagrees
+from agent.judging.verify import score_runs
+from agent.loop import LoopSettings, run_loop
+from agent.recording.ledger import Ledger
+from agent.recording.record import RunEntry
+from agent.running.runner import LocalRunner
+from tests.helpers.scripted import ScriptedChanges
+from trainer.hashing import file_sha256
+from trainer.hyperparameters import set_hyperparameters
+
+RATES = ("UNEMBEDDING_LR", "EMBEDDING_LR", "VALUE_EMBEDDING_LR", "RESID_LAMBDA_LR", "X0_LAMBDA_LR", "MATRIX_LR")
+
+
+def test_an_honest_implausible_fall_is_re_run_and_kept_when_the_holdout_shows_it(workspace):
+    source = workspace.file_at("train.py")
+    frozen = set_hyperparameters(source, dict.fromkeys(RATES, 0.0))  # a baseline that cannot learn at all
+    workspace.advance_to(workspace.commit_train(frozen, "every learning rate 0"))
+    restore = [(line_of(frozen, name), line_of(source, name)) for name in RATES]
+    run_loop(workspace, ScriptedChanges(("learn again", restore)), LocalRunner(),
+             LoopSettings(max_experiments=2, noise_seeds=0), say=lambda _: None)
+
+    baseline, learns = Ledger(workspace.dir).records
+    assert learns.status == "keep" and learns.verified, learns.reason
+    assert "fell" in learns.evidence.implausible_fall and len(learns.runs) == 2
+    assert all(run.trusted and run.holdout_bpb for run in learns.runs)
+    events = [json.loads(line) for line in (workspace.dir / learns.transcript).read_text().splitlines()]
+    gate, = [e for e in events if e["type"] == "holdout_gate"]
+    val_gain = gate["best_val"] - statistics.fmean(run.val_bpb for run in learns.runs)
+    holdout_gain = gate["best_holdout"] - statistics.fmean(run.holdout_bpb for run in learns.runs)
+    assert gate["passed"] and val_gain > 0.1 * gate["best_val"] and holdout_gain >= HOLDOUT_SHARE * val_gain
+
+
+def line_of(source: str, name: str) -> str:
+    return next(line + "\n" for line in source.splitlines() if line.startswith(f"{name} = "))
+
+
+# Trains the workspace's model on the val split's rows (what a run could do only through a channel to val),
+# starting from the baseline's weights, and saves it as prepare.evaluate_bpb saves a run's weights.
+LEARNS_VAL = textwrap.dedent("""
+    import dataclasses, sys, torch
+    sys.path.insert(0, sys.argv[1])
+    import prepare, train
+    state = torch.load(sys.argv[2], weights_only=True)
+    model = train.build_model(train.GPTConfig(**state["config"]))
+    model.load_state_dict(state["state_dict"])
+    tokenizer = prepare.Tokenizer.from_directory()
+    packer = prepare.BestFitPacker(tokenizer, prepare.iter_documents(prepare.split_files("val")),
+                                   prepare.MAX_SEQ_LEN + 1)
+    rows = torch.from_numpy(packer.rows(prepare.EVAL_TOKENS // prepare.MAX_SEQ_LEN)).long()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for step in range(int(sys.argv[4])):
+        batch = rows[torch.randint(len(rows), (32,))]
+        loss = model(batch[:, :-1], batch[:, 1:])
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    torch.save(dict(state_dict=model.state_dict(), config=dataclasses.asdict(model.config)), sys.argv[3])
+""")
+
+
+def test_a_model_that_learnt_val_falls_on_val_alone_and_is_refused(workspace, tmp_path):
+    run_loop(workspace, ScriptedChanges(), LocalRunner(), LoopSettings(max_experiments=1, noise_seeds=0),
+             say=lambda _: None)
+    baseline, = Ledger(workspace.dir).records
+    files = tmp_path / "files"
+    files.mkdir()
+    for name in ("train.py", "prepare.py", "track.json"):
+        (files / name).write_text(workspace.file_at(name, baseline.commit))
+    learnt = workspace.dir / "checkpoints" / "learnt.pt"
+    subprocess.run([sys.executable, "-c", LEARNS_VAL, str(files), str(workspace.dir / baseline.checkpoint),
+                    str(learnt), "150"], check=True, cwd=files)
+
+    best = LocalRunner().evaluate(workspace, baseline.commit, workspace.dir / baseline.checkpoint, "best",
+                                  ("val", "holdout"), probe=True)
+    scored = LocalRunner().evaluate(workspace, baseline.commit, learnt, "learnt", ("val",), probe=True)
+    run = RunEntry(seed=1, val_bpb=scored["val"], printed=scored["val"], checkpoint="checkpoints/learnt.pt",
+                   checkpoint_sha256=file_sha256(learnt), device="cpu", log="logs/learnt.log")
+    score_runs(workspace, LocalRunner(), baseline.commit, [run], ("val", "holdout"))  # every check passes
+
+    assert run.trusted and best["val"] - run.val_bpb > 0.1 * best["val"]  # an implausible fall on val ...
+    assert best["holdout"] - run.holdout_bpb < HOLDOUT_SHARE * (best["val"] - run.val_bpb)  # ... that holdout lacks
+    problem = holdout_disagrees([run], best["val"], best["holdout"])
+    assert problem and "a model that learnt val" in problem
