@@ -27,7 +27,7 @@ CLOSE = "close"  # not a final status: run the candidate again, then judge the m
 USUAL_SIGMA = {"gpu": 0.0005, "cpu": 0.014, "test": 0.003}
 INFLATED_RATIO = 3.0  # with three values, P(stdev > 3 sigma) is about 1e-4 when nothing else is going on
 # With three values, P(stdev < sigma / 4) is about 3%; runs that come out the same whatever their seed say that
-# the seed does not reach them, and a floor of 0 would keep a gain of nothing.
+# the seed does not reach them, and a floor of 0 would keep a gain of nothing: such a floor is raised to this share.
 LOW_RATIO = 0.25
 
 
@@ -95,13 +95,14 @@ def inflated_floor(sigma: float | None, track: str) -> str | None:
 
 
 def floored(sigma: float | None, track: str) -> tuple[float | None, str | None]:
-    """sigma, or the track's usual sigma when the measured one is implausibly low, with a warning saying so."""
+    """sigma, raised to LOW_RATIO of the track's usual sigma when it is below that, with a warning saying so."""
     usual = USUAL_SIGMA.get(track)
     if sigma is None or not usual or sigma >= LOW_RATIO * usual:
         return sigma, None
-    return usual, (f"sigma {sigma:.4g} is under {LOW_RATIO:g} of this track's usual {usual:g}: runs with other seeds "
-                   "came out (nearly) the same, as if the seed did not reach them; the usual sigma is used instead, "
-                   "so that a gain of nothing is not kept")
+    return LOW_RATIO * usual, (
+        f"sigma {sigma:.4g} is under {LOW_RATIO:g} of this track's usual {usual:g}: runs with other seeds came out "
+        f"(nearly) the same, as if the seed did not reach them; {LOW_RATIO * usual:g} is used instead, so that a "
+        "gain of nothing is not kept")
 
 
 def sigma_of(values: list[float]) -> float | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.judging.confirm import confirm
-from agent.judging.noise import USUAL_SIGMA, floored, fresh_seed, judge, wants_noise_floor
+from agent.judging.noise import LOW_RATIO, USUAL_SIGMA, floored, fresh_seed, judge, wants_noise_floor
 from agent.loop import LoopSettings, run_loop
 from agent.proposers.edits import EditRejected
 from agent.proposers.policy import check_policy
@@ -42,10 +42,10 @@ def test_a_clear_gain_is_kept_a_small_one_re_run_and_a_loss_discarded():
 
 def test_a_floor_far_below_the_tracks_usual_sigma_is_raised_to_it_saying_why():
     """Runs that come out the same whatever their seed (the seed does not reach them) would make a gain of nothing a
-    keep: such a floor counts as the track's usual sigma."""
-    assert floored(0.0, "test") == (USUAL_SIGMA["test"], floored(0.0, "test")[1])
+    keep: such a floor counts as a quarter of the track's usual sigma."""
+    assert floored(0.0, "test") == (LOW_RATIO * USUAL_SIGMA["test"], floored(0.0, "test")[1])
     assert "as if the seed did not reach them" in floored(0.0, "test")[1]
-    assert floored(0.4 * USUAL_SIGMA["test"], "test") == (0.4 * USUAL_SIGMA["test"], None)
+    assert floored(0.3 * USUAL_SIGMA["test"], "test") == (0.3 * USUAL_SIGMA["test"], None)
     assert floored(None, "test") == (None, None) and floored(0.0, "unknown") == (0.0, None)
     assert judge([3.198999], [3.199], sigma=floored(0.0, "test")[0]).status == "close"  # not a clear win
 
