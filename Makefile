@@ -4,8 +4,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint live-check
 
-# One experiment against the real service (costs a few cents; needs its key): make live-check MODEL=openai:gpt-5.6
-MODEL ?= anthropic:claude-opus-4-8
+# One experiment against the real service (costs a few cents; needs its key): make live-check MODEL=openai:gpt-6.2-sol
+MODEL ?= anthropic:claude-opus-5-5
 
 run: $(STAMP)
 	bash scripts/debian_packages.sh bwrap "runs will not be isolated" bubblewrap

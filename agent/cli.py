@@ -261,26 +261,26 @@ def _make_proposer(workspace, settings: RunSettings):
     if settings.proposer == "optuna":
         return optuna
     from agent.llm.pricing import PriceTable
-    from agent.llm.select import conversation_factory, parse_model, unknown_model_warning
+    from agent.llm.select import checked_factory, model_warnings, parse_model
     from agent.llm.types import ProviderFatal
     from agent.proposers.hybrid import HybridProposer
     from agent.proposers.llm import LLMProposer
     model = settings.model
     if model is None:
-        fail(f"--proposer {settings.proposer} needs --model PROVIDER:MODEL (e.g. anthropic:claude-opus-4-8)")
+        fail(f"--proposer {settings.proposer} needs --model PROVIDER:MODEL (e.g. anthropic:claude-opus-5-5)")
     try:
-        factory = conversation_factory(model, settings.base_url, settings.thinking_budget, effort=settings.effort,
-                                       cache_key=workspace.tag)
+        for warning in model_warnings(model):
+            console.print(f"[yellow]{warning}[/yellow]")
         prices = PriceTable(settings.pricing)
         name = parse_model(model)[1].name
+        if settings.max_cost_usd is not None and prices.price(name) is None:
+            fail(f"--max-cost-usd cannot be enforced: {model} has no price. Give one with --pricing FILE, e.g. "
+                 f'{{"{name}": {{"input": 3.0, "output": 15.0, "cache_read": 0.3}}}} (USD per million tokens)')
+        factory, found = checked_factory(model, settings.base_url, settings.thinking_budget, effort=settings.effort,
+                                         cache_key=workspace.tag)
     except (ProviderFatal, OSError, ValueError) as err:
         fail(str(err))
-    warning = unknown_model_warning(model)
-    if warning:
-        console.print(f"[yellow]{warning}[/yellow]")
-    if settings.max_cost_usd is not None and prices.price(name) is None:
-        fail(f"--max-cost-usd cannot be enforced: {model} has no price. Give one with --pricing FILE, e.g. "
-             f'{{"{name}": {{"input": 3.0, "output": 15.0, "cache_read": 0.3}}}} (USD per million tokens)')
+    console.print(found)
     llm = LLMProposer(factory, workspace.dir, prices, max_tool_calls=settings.max_tool_calls,
                       outage_window_s=settings.outage_minutes * 60)
     return llm if settings.proposer == "llm" else HybridProposer(llm, optuna, settings.hybrid_share)

@@ -233,13 +233,23 @@ class Loop:
             self.failures += 1
             self._proposal_failed(experiment.id, error, self.failures)
         elif isinstance(error, ProviderUnavailable):
-            self.say(f"paused: {error}; nothing was charged, trying again in "
-                     f"{self.settings.outage_poll_seconds:.0f} s")
+            spent = getattr(error, "usage", {}).get("cost_usd", 0.0)
+            self._record_spend(experiment.id, error)
+            self.say(f"paused: {error}; " + (f"its proposal had spent ${spent:.4f}, " if spent else "nothing was "
+                     "charged, ") + f"trying again in {self.settings.outage_poll_seconds:.0f} s")
             self.paused_until = time.monotonic() + self.settings.outage_poll_seconds
         elif isinstance(error, ProviderFatal):
+            self._record_spend(experiment.id, error)
             self.halted = LoopStopped(str(error))
         elif not isinstance(error, Stopping):
             raise error
+
+    def _record_spend(self, experiment_id: str, error: Exception) -> None:
+        """A proposal cut by an outage or a night-ending error had paid for its calls: they are recorded."""
+        usage = getattr(error, "usage", None) or {}
+        if usage.get("calls"):
+            record_failure(self.workspace.dir, FailedProposal(experiment_id=experiment_id, kind="failed",
+                                                              reason=str(error), usage=usage))
 
     def _limit_reached(self, started: float) -> str | None:
         """Why no experiment may start now, or None."""

@@ -51,10 +51,11 @@ class RunSettings(LoopSettings):
     program: Path | None = Field(None, description="The research program (default: the tag's).")
     max_tool_calls: int = Field(20, description="Tool calls an LLM may make per proposal.")
     thinking_budget: int = Field(4000, description="Thinking tokens for Anthropic models that only take a budget "
-                                                   "(4.5 and older).")
-    effort: str | None = Field(None, description="Reasoning effort: low, medium, high, xhigh, max (Anthropic "
-                                                 "adaptive thinking; OpenAI also none, minimal). Default: the "
-                                                 "model's own.")
+                                                   "(Opus 4.5, Haiku 4.5).")
+    effort: str | None = Field(None, description="Reasoning effort: none, minimal, low, medium, high, xhigh or max, "
+                                                 "as the model takes them (checked at start against the model "
+                                                 "table). Default: the model's own; medium for GPT-5.1 to 5.5, "
+                                                 "which would not reason otherwise.")
     pricing: Path | None = Field(None, description='JSON prices, USD per million tokens, e.g. {"my-model": '
                                                    '{"input": 3, "output": 15, "cache_read": 0.3}}; extends and '
                                                    'overrides the model table.')

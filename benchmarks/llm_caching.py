@@ -1,13 +1,17 @@
 """What prompt caching saves: input tokens and USD per experiment over a scripted night.
 
 Each experiment is one proposal, as the LLM proposer makes it, against the loopback LLM server
-(which bills cache reads and writes the way the services do, tokens estimated as JSON length / 4):
-the model reads train.py, lists the experiments, looks at two diffs and the track, and submits; the
-history it is shown grows by one row per experiment. No training runs: tokens do not depend on it.
-Printed per model and caching mode: input tokens per experiment (fresh, cache writes, cache reads),
-the input bill and the whole bill (200 output tokens per call) per experiment at list prices.
+(which bills cache reads and writes the way the services do, each model's minimum cacheable length
+and the entries' lifetimes included; tokens estimated as JSON length / 4): the model reads train.py,
+lists the experiments, looks at two diffs and the track, and submits; the history it is shown grows by
+one row per experiment (the synthetic night of benchmarks/state_message.py), and each keep changes
+train.py. Between two proposals the
+server's cache clock moves on by --run-seconds, the training run nobody waits for here: 5-minute
+entries are gone by the next proposal, 1-hour ones are not. Printed per model and caching mode: input
+tokens per experiment (fresh, cache writes, cache reads), the input bill and the whole bill (200
+output tokens per call) per experiment at list prices, and a night of 100 experiments.
 
-    .venv/bin/python benchmarks/llm_caching.py [--experiments 20]
+    .venv/bin/python benchmarks/llm_caching.py [--experiments 20] [--run-seconds 330]
 """
 
 from __future__ import annotations
@@ -25,22 +29,20 @@ os.environ.setdefault("AUTORESEARCH_TRACK", "test")
 
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
 CALLS = 6  # read train.py, list the experiments, two diffs, read track.json, submit
-MODES = [("anthropic:claude-opus-4-8", False), ("anthropic:claude-opus-4-8", True), ("openai:gpt-5.6", True)]
+MODELS = ["anthropic:claude-opus-5-5", "anthropic:claude-sonnet-5-5", "anthropic:claude-haiku-5-5",
+          "openai:gpt-6.2-sol", "openai:gpt-5.6"]
+# OpenAI caches automatically whatever the request says: only the configuration the loop sends is measured.
+MODES = [(model, caching) for model in MODELS for caching in (False, True) if caching or model.startswith("anthropic")]
 
 
-def history_record(number: int) -> dict:
-    return dict(id=f"{number:04d}", status="keep" if number % 4 == 0 else "discard", val_bpb=1.9 - number * 1e-3,
-                runs=[{}], triage="ok", description=f"experiment {number}: WARMDOWN_RATIO 0.5 -> {0.5 - number / 100}",
-                diff=f"-{WARMDOWN}\n+WARMDOWN_RATIO = {0.5 - number / 100}", commit=f"{number:040d}")
-
-
-def night(model: str, caching: bool, experiments: int) -> list[dict]:
+def night(model: str, caching: bool, experiments: int, run_seconds: float) -> list[dict]:
     """Usage of each experiment's proposal (agent.llm.types.Usage as a dict)."""
     from agent.llm.pricing import PriceTable
     from agent.llm.select import conversation_factory
     from agent.proposers.base import ProposalContext
     from agent.proposers.llm import LLMProposer
     from agent.recording.transcript import Transcript
+    from benchmarks.state_message import synthetic_night
     from tests.helpers.llm_server import LLMServer, tool_call
     from tests.helpers.submissions import reasoned
 
@@ -50,26 +52,31 @@ def night(model: str, caching: bool, experiments: int) -> list[dict]:
     program = (REPO / "prompts" / "program.md").read_text()
     change = reasoned({"description": "WARMDOWN_RATIO 0.5 -> 0.4",
                        "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.4 ")}]})
-    usages = []
+    usages, clock = [], [0.0]
     with LLMServer() as server:
+        server.cache.clock = lambda: clock[0]
         os.environ.update(ANTHROPIC_API_KEY="bench", ANTHROPIC_BASE_URL=server.anthropic_base_url(),
                           OPENAI_API_KEY="bench", OPENAI_BASE_URL=server.openai_base_url())
         proposer = LLMProposer(conversation_factory(model, caching=caching, cache_key="nightly"), directory,
                                PriceTable(), retry_base_s=0.01, outage_window_s=10)
-        history = [history_record(0)]
+        night_records = synthetic_night(experiments)
         for number in range(1, experiments + 1):
+            history = night_records[:number]
+            best = [r for r in history if r.status.value == "keep"][-1]
             server.script(tool_call("read_file", {"path": "train.py"}, thinking="Where is the schedule?"),
                           tool_call("list_experiments", {}, thinking="What was tried?"),
-                          tool_call("show_diff", {"experiment_id": history[-1]["id"]}, thinking="The last one."),
-                          tool_call("show_diff", {"experiment_id": history[0]["id"]}, thinking="And the first."),
+                          tool_call("show_diff", {"experiment_id": history[-1].id}, thinking="The last one."),
+                          tool_call("show_diff", {"experiment_id": history[0].id}, thinking="And the first."),
                           tool_call("read_file", {"path": "track.json"}, thinking="The budget?"),
                           tool_call("submit_experiment", change, thinking="A shorter warm-down."))
             context = ProposalContext(track={"track": "gpu", "constants": {"time_budget": 300}}, program_name="program",
-                                      program_text=program, train_source=train, best=history[-1], history=history,
+                                      program_text=program, train_source=train, best=best, history=history,
                                       experiment_id=f"{number:04d}")
             proposal = proposer.propose(context, Transcript(directory / f"{number:04d}.jsonl"))
             usages.append(proposal.usage)
-            history.append(history_record(number))
+            if night_records[number].status.value == "keep":  # the next proposals see the new best's train.py
+                train += f"# kept in experiment {number}\n"
+            clock[0] += run_seconds
     shutil.rmtree(directory, ignore_errors=True)
     return usages
 
@@ -77,6 +84,7 @@ def night(model: str, caching: bool, experiments: int) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiments", type=int, default=20)
+    parser.add_argument("--run-seconds", type=float, default=330.0, help="time between two proposals")
     args = parser.parse_args()
     from rich.console import Console
     from rich.table import Table
@@ -85,23 +93,23 @@ def main() -> None:
     from agent.llm.types import Usage
 
     table = Table("model", "caching", "input tok/exp", "fresh", "cache write", "cache read", "input $/exp",
-                  "total $/exp", "input cost vs uncached", title=f"{args.experiments} experiments, {CALLS} calls each")
-    baseline = {}
+                  "total $/exp", "100 experiments", "input cost vs uncached",
+                  title=f"{args.experiments} experiments, {CALLS} calls each, {args.run_seconds:.0f} s apart")
     for model, caching in MODES:
-        usages = night(model, caching, args.experiments)
+        usages = night(model, caching, args.experiments, args.run_seconds)
         n = len(usages)
         total = Usage(**{k: sum(u[k] for u in usages) for k in usages[0]})
-        name = model.split(":", 1)[1]
-        inputs_only = Usage(input_tokens=total.input_tokens, cache_read_tokens=total.cache_read_tokens,
-                            cache_write_tokens=total.cache_write_tokens)
-        input_usd = PriceTable().cost(name, inputs_only) / n
-        uncached = PriceTable().cost(name, Usage(input_tokens=total.input_tokens)) / n
-        baseline.setdefault(model, input_usd if not caching else uncached)
+        price = PriceTable().price(model.split(":", 1)[1])
+        # Each call was priced on its own (no call here reaches a long-context tier); the input's share is the
+        # rest of the bill once the output is taken off.
+        input_usd = (total.cost_usd - total.output_tokens * price.output / 1e6) / n
+        uncached = total.input_tokens * price.input / 1e6 / n
         fresh = total.input_tokens - total.cache_read_tokens - total.cache_write_tokens
-        table.add_row(name, "on" if caching else "off", f"{total.input_tokens / n:,.0f}", f"{fresh / n:,.0f}",
+        table.add_row(model.split(":", 1)[1], ("on" if caching else "off") if model.startswith("anthropic")
+                      else "automatic + breakpoint", f"{total.input_tokens / n:,.0f}", f"{fresh / n:,.0f}",
                       f"{total.cache_write_tokens / n:,.0f}", f"{total.cache_read_tokens / n:,.0f}",
-                      f"${input_usd:.4f}", f"${total.cost_usd / n:.4f}", f"{uncached / input_usd:.1f}x cheaper"
-                      if caching else "1.0x")
+                      f"${input_usd:.4f}", f"${total.cost_usd / n:.4f}", f"${100 * total.cost_usd / n:.2f}",
+                      f"{uncached / input_usd:.1f}x cheaper" if caching or model.startswith("openai") else "1.0x")
     Console(width=170).print(table)
 
 

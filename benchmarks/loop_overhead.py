@@ -52,7 +52,7 @@ def run_mode(overlap: bool, experiments: int, latency: float, spec: dict) -> tup
                        if line.startswith(f"{name} = "))
             server.script(tool_call("submit_experiment", reasoned({"description": f"{name} -> {value}",
                                                                    "edits": [{"old_string": old, "new_string": new}]})))
-        proposer = LLMProposer(conversation_factory("anthropic:claude-sonnet-4-5"), workspace.dir, PriceTable(),
+        proposer = LLMProposer(conversation_factory("anthropic:claude-opus-4-5"), workspace.dir, PriceTable(),
                                retry_base_s=0.01, outage_window_s=30)
         start = time.monotonic()
         settings = LoopSettings(max_experiments=experiments + 1, overlap=overlap, noise_seeds=0)

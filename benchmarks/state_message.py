@@ -99,7 +99,7 @@ def main() -> None:
         state = night_state(context, notes)
         table.add_row(str(length), str(sum(r.status == ExperimentStatus.KEEP for r in records) - 1), f"{len(state):,}",
                       f"{estimate_tokens(state):,}", "ok" if estimate_tokens(state) < STATE_TOKEN_BUDGET else "OVER",
-                      f"{estimate_tokens(train):,}", f"{estimate_tokens(state_message(context, notes)):,}")
+                      f"{estimate_tokens(train):,}", f"{estimate_tokens(''.join(state_message(context, notes))):,}")
     Console().print(table)
 
 

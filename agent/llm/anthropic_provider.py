@@ -1,21 +1,36 @@
 """Anthropic Messages API, streamed: thinking as the model table says, prompt caching, tool use.
 
 Adaptive-thinking models get thinking={"type": "adaptive", "display": "summarized"} (so the transcript
-holds the reasoning) and output_config.effort when an effort is chosen; models that only know
-enabled thinking get a budget with 1024 <= budget_tokens < max_tokens. No temperature is ever sent.
-Thinking blocks go back exactly as they came, signatures included. The system prompt (and the tools
-before it) carries a 1-hour cache breakpoint, the newest message a 5-minute one, so the growing prefix
-is read from the cache on every call and the fixed part across the training runs between experiments.
+holds the reasoning); models that only know enabled thinking get a budget with 1024 <= budget_tokens <
+max_tokens; output_config.effort goes to every model that takes one. No temperature is ever sent.
+Thinking blocks go back exactly as they came, signatures included; text blocks of nothing but
+whitespace never do (the service refuses them).
+
+Caching: the system prompt (with the tools before it) and train.py, the first block of the first
+message, each carry a 1-hour breakpoint: the same for every experiment until the next keep, they outlive
+the training run between two proposals (and a fix after a crash). The newest message carries a 5-minute
+one for the growing conversation. A breakpoint whose prefix is under the model's minimum cacheable
+length would cache nothing; it is not placed, and the request's params say so.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 
 import anthropic
 
 from agent.llm.models import ModelInfo
-from agent.llm.types import UNPARSED, AssistantTurn, ToolCall, ToolResult, ToolSpec, Usage
+from agent.llm.types import (
+    UNPARSED,
+    AssistantTurn,
+    FailedAfterAnswer,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+    estimated_tokens,
+)
 
 # The system prompt and tools are the same for every experiment of a night: cached for an hour, they
 # outlive the training run between two proposals. The conversation's own prefix is only re-read within
@@ -37,9 +52,11 @@ class AnthropicConversation:
         self.thinking_budget = min(max(1024, thinking_budget), self.max_tokens - 1)
         self.system, self.messages, self.tools = "", [], []
 
-    def start(self, system: str, user: str, tools: list[ToolSpec]) -> None:
+    def start(self, system: str, user: list[str], tools: list[ToolSpec]) -> None:
+        """user: the first message in parts, the stable one (train.py) first."""
         self.system = system
-        self.messages = [{"role": "user", "content": [{"type": "text", "text": user}]}]
+        self.messages = [{"role": "user", "content": [{"type": "text", "text": part} for part in user
+                                                      if part.strip()]}]
         self.tools = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
 
     def options(self) -> dict:
@@ -47,50 +64,67 @@ class AnthropicConversation:
         options: dict = {"max_tokens": self.max_tokens}
         if self.info.thinking in ("adaptive", "adaptive_or_enabled"):
             options["thinking"] = {"type": "adaptive", "display": "summarized"}
-            if self.effort:
-                options["output_config"] = {"effort": self.effort}
         elif self.info.thinking == "enabled":
             options["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+        if self.effort:
+            options["output_config"] = {"effort": self.effort}
         return options
 
-    def request(self) -> dict:
+    def request(self) -> tuple[dict, list[str]]:
+        """The request, and where its cache breakpoints are (or why one is not placed)."""
         system: list[dict] = [{"type": "text", "text": self.system}]
-        messages = self.messages
+        messages, placed = self.messages, []
         if self.caching:
-            system[0]["cache_control"] = CACHE_NIGHT
             messages = copy.deepcopy(self.messages)
-            messages[-1]["content"][-1]["cache_control"] = CACHE_PROPOSAL
-        return {"model": self.model, "system": system, "messages": messages, "tools": self.tools, **self.options()}
+            minimum, prefix = self.info.cache_min_tokens, estimated_tokens(json.dumps(self.tools))
+            stretches = [("system", system[0], CACHE_NIGHT)]
+            if len(messages[0]["content"]) > 1:
+                stretches.append(("train.py", messages[0]["content"][0], CACHE_NIGHT))
+            stretches.append(("last message", messages[-1]["content"][-1], CACHE_PROPOSAL))
+            counted = [system[0]] + [block for message in messages for block in message["content"]]
+            for name, block, lifetime in stretches:
+                upto = next(i for i, b in enumerate(counted) if b is block)
+                tokens = prefix + sum(estimated_tokens(json.dumps(b)) for b in counted[: upto + 1])
+                if "cache_control" in block:
+                    continue
+                if tokens < minimum:
+                    placed.append(f"{name}: not placed, ~{tokens} tokens < the model's minimum of {minimum}")
+                    continue
+                block["cache_control"] = lifetime
+                placed.append(f"{name}: {lifetime['ttl']}")
+        request = {"model": self.model, "system": system, "messages": messages, "tools": self.tools, **self.options()}
+        return request, placed
 
     def step(self) -> AssistantTurn:
-        with self.client.messages.stream(**self.request()) as stream:
-            reply = stream.get_final_message()
+        request, breakpoints = self.request()
+        with self.client.messages.stream(**request) as stream:
+            try:
+                reply = stream.get_final_message()
+            except Exception as error:
+                error.spent = _spent_so_far(stream)  # a stream cut after message_start was billed its input
+                raise
             request_id = stream.request_id
+        if reply.stop_reason is None:  # the body ended before message_delta: whatever arrived is incomplete
+            failure = FailedAfterAnswer("anthropic", "api_error", "the stream ended before the message was complete")
+            failure.spent = _usage(reply.usage)
+            raise failure
         content = [block.model_dump(exclude_none=True) for block in reply.content]
-        # Only blocks with content go back: an empty text block (or message) is refused by the service.
-        kept = [b for b in content if b["type"] != "text" or b.get("text")]
+        # Only blocks with content go back: an empty or blank text block (or message) is refused by the service.
+        kept = [b for b in content if b["type"] != "text" or b.get("text", "").strip()]
         if kept:
             self.messages.append({"role": "assistant", "content": kept})
-        usage = reply.usage
-        read, written = usage.cache_read_input_tokens or 0, usage.cache_creation_input_tokens or 0
-        details = getattr(usage, "output_tokens_details", None)
-        written_1h = getattr(getattr(usage, "cache_creation", None), "ephemeral_1h_input_tokens", 0) or 0
         return AssistantTurn(
             text="\n".join(b.text for b in reply.content if b.type == "text" and b.text),
             thinking=[b.thinking for b in reply.content if b.type == "thinking" and b.thinking],
             tool_calls=[ToolCall(b.id, b.name, b.input if isinstance(b.input, dict) else {UNPARSED: b.input})
                         for b in reply.content if b.type == "tool_use"],
-            usage=Usage(input_tokens=usage.input_tokens + read + written, output_tokens=usage.output_tokens,
-                        cache_read_tokens=read, cache_write_tokens=written, cache_write_1h_tokens=written_1h,
-                        thinking_tokens=getattr(details, "thinking_tokens", 0) or 0, calls=1),
-            stop_reason=reply.stop_reason, service_model=reply.model, request_id=request_id,
-            params={**self.options(), "stream": True,
-                    "cache_breakpoints": ["system: 1h", "last message: 5m"] if self.caching else []})
+            usage=_usage(reply.usage), stop_reason=reply.stop_reason, service_model=reply.model,
+            request_id=request_id, params={**self.options(), "stream": True, "cache_breakpoints": breakpoints})
 
     def add_tool_results(self, results: list[ToolResult], note: str | None = None) -> None:
         """One user message answering every tool call of the last turn, tool results first."""
         content: list[dict] = [{"type": "tool_result", "tool_use_id": r.call_id, "is_error": r.is_error,
-                                "content": r.content or "(empty)"} for r in results]
+                                "content": r.content if r.content.strip() else "(empty)"} for r in results]
         if note:
             content.append({"type": "text", "text": note})
         self.messages.append({"role": "user", "content": content})
@@ -109,3 +143,20 @@ class AnthropicConversation:
                 if block.get("type") == "tool_result" and block.get("content") != TRIMMED:
                     block["content"], cut = TRIMMED, True
         return cut
+
+
+def _usage(usage) -> Usage:
+    read, written = usage.cache_read_input_tokens or 0, usage.cache_creation_input_tokens or 0
+    details = getattr(usage, "output_tokens_details", None)
+    written_1h = getattr(getattr(usage, "cache_creation", None), "ephemeral_1h_input_tokens", 0) or 0
+    return Usage(input_tokens=(usage.input_tokens or 0) + read + written, output_tokens=usage.output_tokens or 0,
+                 cache_read_tokens=read, cache_write_tokens=written, cache_write_1h_tokens=written_1h,
+                 thinking_tokens=getattr(details, "thinking_tokens", 0) or 0, calls=1)
+
+
+def _spent_so_far(stream) -> Usage | None:
+    try:
+        snapshot = stream.current_message_snapshot
+    except (AssertionError, AttributeError):  # the stream failed before message_start
+        return None
+    return _usage(snapshot.usage) if snapshot is not None else None

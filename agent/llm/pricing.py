@@ -32,5 +32,8 @@ class PriceTable:
         read_rate = price.cache_read if price.cache_read is not None else price.input
         rate_1h = price.cache_write_1h if price.cache_write_1h is not None else price.input
         rate_5m = price.cache_write_5m if price.cache_write_5m is not None else price.input
+        inputs = fresh * price.input + read * read_rate + written_5m * rate_5m + written_1h * rate_1h
         output = usage.output_tokens * price.output
-        return (fresh * price.input + read * read_rate + written_5m * rate_5m + written_1h * rate_1h + output) / 1e6
+        if price.long_context_above is not None and usage.input_tokens > price.long_context_above:
+            inputs, output = inputs * price.long_input_factor, output * price.long_output_factor
+        return (inputs + output) / 1e6

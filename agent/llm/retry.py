@@ -1,7 +1,9 @@
 """Retrying provider calls: transient failures wait and retry; the rest are sorted by what they mean.
 
 Rate limits (429, honouring Retry-After), overload (529, 503), other 5xx, connection errors and
-timeouts are retried with capped exponential backoff for up to the outage window; then
+timeouts are retried, and so is a call that failed after its 200 (an error event in the stream, a
+connection closed mid-body) when the service's error type says it is transient (overloaded, api or
+server error, rate limit, timeout). They are retried with capped exponential backoff for up to the outage window; then
 ProviderUnavailable. A bad key (401), no permission (403), an unknown model (404) or an exhausted
 account (402, billing and quota errors) raise ProviderFatal, which ends the night with what to do.
 Any other refusal (4xx) raises RequestRefused (ContextTooLong for a conversation that outgrew the
@@ -13,18 +15,33 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import anthropic
+import httpx
 import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
-from agent.llm.types import ContextTooLong, ProviderFatal, ProviderUnavailable, RequestRefused
+from agent.llm.types import ContextTooLong, FailedAfterAnswer, ProviderFatal, ProviderUnavailable, RequestRefused
+
+try:  # the SDKs moved to httpx2; an older SDK raises httpx's errors while it reads a stream
+    import httpx2
+    TRANSPORT_ERRORS: tuple[type[Exception], ...] = (httpx.TransportError, httpx2.TransportError)
+except ImportError:  # pragma: no cover - depends on the SDK version installed
+    TRANSPORT_ERRORS = (httpx.TransportError,)
 
 TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
-CONNECTION_ERRORS = (anthropic.APIConnectionError, openai.APIConnectionError)
+# Error types (Anthropic's error.type, OpenAI's error code or type) of failures that a later call may not meet.
+TRANSIENT_KINDS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error", "server_error",
+                   "rate_limit_exceeded", "internal_error", "service_unavailable", "requests", "tokens"}
+CONNECTION_ERRORS = (anthropic.APIConnectionError, openai.APIConnectionError, *TRANSPORT_ERRORS)
 STATUS_ERRORS = (anthropic.APIStatusError, openai.APIStatusError)
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY"}
 EXHAUSTED = ("credit balance", "insufficient_quota", "billing", "exceeded your current quota")
+EXHAUSTED_AT_429 = ("credit balance", "insufficient_quota", "exceeded your current quota")
+# A 403 or 404 about this one request, not about the key or the model (which the preflight checked):
+# OpenRouter's moderation refusal (openrouter.ai/docs/errors), a Responses item the service no longer has, no
+# endpoint for this request (users' reports; checked 2026-12-04).
+ONE_REQUEST = ("moderation", "flagged", "item with id", "no endpoints found")
 TOO_LONG = ("prompt is too long", "context_length_exceeded", "maximum context length", "context window",
-            "too many tokens")
+            "too many tokens", "exceed context limit", "exceed the configured limit", "context_window_exceeded")
 
 
 def _detail(error) -> str:
@@ -34,14 +51,32 @@ def _detail(error) -> str:
 def is_exhausted(error: BaseException) -> bool:
     if not isinstance(error, STATUS_ERRORS):
         return False
-    return error.status_code == 402 or any(marker in _detail(error) for marker in EXHAUSTED)
+    # A rate limit's message may point at the billing page ("add a payment method"): only a spent quota is final.
+    markers = EXHAUSTED_AT_429 if error.status_code == 429 else EXHAUSTED
+    return error.status_code == 402 or any(marker in _detail(error) for marker in markers)
+
+
+def error_kind(error: BaseException) -> str | None:
+    """The service's own name for the error: Anthropic's error.type, OpenAI's error code or type."""
+    if isinstance(error, FailedAfterAnswer):
+        return error.kind
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        return inner.get("type") or inner.get("code")
+    return None
 
 
 def is_transient(error: BaseException) -> bool:
     if isinstance(error, CONNECTION_ERRORS):
         return True
-    return (isinstance(error, STATUS_ERRORS) and error.status_code in TRANSIENT_STATUS
-            and not is_exhausted(error))
+    if isinstance(error, FailedAfterAnswer):
+        return error.kind in TRANSIENT_KINDS
+    if not isinstance(error, STATUS_ERRORS) or is_exhausted(error):
+        return False
+    if error.status_code < 400:  # an error event after the 200 of a stream
+        return error_kind(error) in TRANSIENT_KINDS
+    return error.status_code in TRANSIENT_STATUS
 
 
 def retry_after_seconds(error: BaseException) -> float | None:
@@ -58,7 +93,7 @@ def call_with_retries(call: Callable, provider: str, on_retry: Callable[[dict], 
     def wait(state: RetryCallState) -> float:
         hinted = retry_after_seconds(state.outcome.exception())
         backoff = min(max_wait_s, base_s * 2 ** (state.attempt_number - 1))
-        return min(max_wait_s, hinted) if hinted is not None else backoff
+        return min(max_wait_s, max(0.0, hinted)) if hinted is not None else backoff
 
     def before_sleep(state: RetryCallState) -> None:
         error = state.outcome.exception()
@@ -76,12 +111,17 @@ def call_with_retries(call: Callable, provider: str, on_retry: Callable[[dict], 
                                       f"(last: {type(error).__name__}: {str(error)[:200]})") from error
         if isinstance(error, STATUS_ERRORS):
             raise classify(provider, error) from error
+        if isinstance(error, FailedAfterAnswer):
+            too_long = any(marker in str(error).lower() for marker in TOO_LONG)
+            raise (ContextTooLong if too_long else RequestRefused)(str(error)) from error
         raise
 
 
 def classify(provider: str, error) -> Exception:
     """ProviderFatal for what no later request can fix; RequestRefused (or ContextTooLong) for the rest."""
     status, detail = error.status_code, str(error)[:300]
+    if status in (403, 404) and any(marker in _detail(error) for marker in ONE_REQUEST):
+        return RequestRefused(f"{provider} refused the request ({status}: {detail})")
     if status == 401:
         return ProviderFatal(f"{provider} rejected the API key (401: {detail}); set "
                              f"{KEY_VARIABLES.get(provider, 'the key')} to a valid key")

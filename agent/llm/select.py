@@ -4,6 +4,7 @@ environment variables (read through pydantic-settings)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import date
 
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -15,7 +16,7 @@ from agent.llm.retry import KEY_VARIABLES
 from agent.llm.types import Conversation, ProviderFatal
 
 PROVIDERS = ("anthropic", "openai", "openai-compatible")
-__all__ = ["KEY_VARIABLES", "PROVIDERS", "conversation_factory", "parse_model", "unknown_model_warning"]
+__all__ = ["KEY_VARIABLES", "PROVIDERS", "conversation_factory", "parse_model", "model_warnings"]
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
@@ -27,41 +28,64 @@ class ProviderEnvironment(BaseSettings):
     openai_base_url: str | None = None
 
 
-def parse_model(model_spec: str) -> tuple[str, ModelInfo]:
-    """The provider and the model table's row (or conservative defaults, known=False) of PROVIDER:MODEL."""
+def parse_model(model_spec: str, today: date | None = None) -> tuple[str, ModelInfo]:
+    """The provider and the model table's row (or conservative defaults, known=False) of PROVIDER:MODEL;
+    ProviderFatal for a model its service no longer serves, naming the replacement."""
     provider, sep, model = model_spec.partition(":")
     if not sep or provider not in PROVIDERS or not model:
         raise ProviderFatal(f"--model must be PROVIDER:MODEL with PROVIDER one of {', '.join(PROVIDERS)} "
-                            f"(e.g. anthropic:claude-opus-4-8), got {model_spec!r}")
+                            f"(e.g. anthropic:claude-opus-5-5), got {model_spec!r}")
     info = model_info(provider, model)
+    if provider != "openai-compatible" and info.retired and date.fromisoformat(info.retired) <= (today or date.today()):
+        raise ProviderFatal(f"{model} was retired by {provider} on {info.retired}: every request to it fails. Use "
+                            f"--model {provider}:{info.replacement} ({info.source})")
     return provider, info.model_copy(update={"name": model})
 
 
-def unknown_model_warning(model_spec: str) -> str | None:
-    provider, info = parse_model(model_spec)
-    if info.known:
+def checked_effort(provider: str, info: ModelInfo, effort: str | None) -> str | None:
+    """--effort if the model takes it, else ProviderFatal listing the values it does take."""
+    if effort is None:
         return None
-    return (f"warning: {model_spec} is not in the model table; using conservative defaults ("
-            + (f"thinking {info.thinking}" if provider == "anthropic" else f"reasoning {info.reasoning}")
-            + f", at most {info.max_output} output tokens) and no price: its spend shows as $0 unless --pricing "
-              "gives one")
+    if effort not in EFFORTS:
+        raise ProviderFatal(f"--effort must be one of {', '.join(EFFORTS)}, got {effort!r}")
+    if provider == "openai-compatible":  # the server decides; the preflight asks it
+        return effort
+    if not info.efforts:
+        raise ProviderFatal(f"{info.name} takes no effort setting: leave out --effort")
+    if effort not in info.efforts:
+        raise ProviderFatal(f"--effort {effort} is refused by {info.name}: it takes {', '.join(info.efforts)}")
+    return effort
 
 
-def conversation_factory(model_spec: str, base_url: str | None = None, thinking_budget: int = 4000, *,
-                         effort: str | None = None, caching: bool = True,
-                         cache_key: str | None = None) -> Callable[[], Conversation]:
-    """A function that opens a fresh conversation per experiment; fails now if a key is missing."""
+def model_warnings(model_spec: str, today: date | None = None) -> list[str]:
+    """What a user should know about the model before the night: not in the table, or about to be retired."""
+    provider, info = parse_model(model_spec, today)
+    warnings = []
+    if info.retired:
+        warnings.append(f"warning: {provider} shuts {info.name} down on {info.retired}; a night running past it "
+                        f"stops then. Use --model {provider}:{info.replacement}")
+    if not info.known:
+        warnings.append(f"warning: {model_spec} is not in the model table: the first request finds which "
+                        + ("thinking mode" if provider == "anthropic" else "reasoning settings")
+                        + f" the service takes, at most {info.max_output} output tokens, and no price: its spend "
+                          "shows as $0 unless --pricing gives one")
+    return warnings
+
+
+def conversation_opener(model_spec: str, base_url: str | None = None, thinking_budget: int = 4000, *,
+                        effort: str | None = None, caching: bool = True,
+                        cache_key: str | None = None) -> tuple[ModelInfo, Callable[[ModelInfo], Conversation]]:
+    """The model's row and a function that opens a fresh conversation with a given row (the preflight may
+    change the row of a model the table does not know); fails now if a key is missing."""
     provider, info = parse_model(model_spec)
-    allowed = EFFORTS[2:] if provider == "anthropic" else EFFORTS[:-1]
-    if effort is not None and effort not in allowed:
-        raise ProviderFatal(f"--effort for {provider} must be one of {', '.join(allowed)}, got {effort!r}")
+    effort = checked_effort(provider, info, effort)
     env = ProviderEnvironment()
     if provider == "anthropic":
         if env.anthropic_api_key is None:
             raise ProviderFatal("no Anthropic API key: set ANTHROPIC_API_KEY (or use --proposer optuna offline)")
         key, url = env.anthropic_api_key.get_secret_value(), base_url or env.anthropic_base_url
-        return lambda: AnthropicConversation(info, key, url, effort=effort, thinking_budget=thinking_budget,
-                                             caching=caching)
+        return info, lambda row: AnthropicConversation(row, key, url, effort=effort, thinking_budget=thinking_budget,
+                                                       caching=caching)
     url = base_url or env.openai_base_url
     if provider == "openai-compatible" and not url:
         raise ProviderFatal("openai-compatible needs the server's URL: pass --base-url or set OPENAI_BASE_URL")
@@ -69,5 +93,28 @@ def conversation_factory(model_spec: str, base_url: str | None = None, thinking_
         raise ProviderFatal("no OpenAI API key: set OPENAI_API_KEY (or use --proposer optuna offline)")
     key = env.openai_api_key.get_secret_value() if env.openai_api_key else "not-needed"
     if provider == "openai":
-        return lambda: ResponsesConversation(info, key, url, effort=effort, cache_key=cache_key, caching=caching)
-    return lambda: ChatConversation(info, key, url, effort=effort)
+        return info, lambda row: ResponsesConversation(row, key, url, effort=effort, cache_key=cache_key,
+                                                       caching=caching)
+    return info, lambda row: ChatConversation(row, key, url, effort=effort)
+
+
+def conversation_factory(model_spec: str, base_url: str | None = None, thinking_budget: int = 4000, *,
+                         effort: str | None = None, caching: bool = True,
+                         cache_key: str | None = None) -> Callable[[], Conversation]:
+    """A function that opens a fresh conversation per experiment with the table's row; fails now if a key is
+    missing."""
+    info, open_with = conversation_opener(model_spec, base_url, thinking_budget, effort=effort, caching=caching,
+                                          cache_key=cache_key)
+    return lambda: open_with(info)
+
+
+def checked_factory(model_spec: str, base_url: str | None = None, thinking_budget: int = 4000, *,
+                    effort: str | None = None, caching: bool = True, cache_key: str | None = None,
+                    retry_base_s: float = 1.0) -> tuple[Callable[[], Conversation], str]:
+    """conversation_factory after the preflight (agent.llm.preflight), with the line saying what it found."""
+    from agent.llm.preflight import preflight
+    provider = model_spec.partition(":")[0]
+    info, open_with = conversation_opener(model_spec, base_url, thinking_budget, effort=effort, caching=caching,
+                                          cache_key=cache_key)
+    row, found = preflight(open_with, provider, info, effort, retry_base_s)
+    return (lambda: open_with(row)), found

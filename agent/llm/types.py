@@ -16,6 +16,11 @@ class ToolSpec:
 UNPARSED = "__unparsed__"  # the key holding arguments that were not a JSON object
 
 
+def estimated_tokens(text: str) -> int:
+    """A low estimate of a text's tokens (about 4 characters each), to decide what is long enough to cache."""
+    return len(text) // 4
+
+
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -74,6 +79,15 @@ class ContextTooLong(RequestRefused):
     """The conversation outgrew the model's context window."""
 
 
+class FailedAfterAnswer(Exception):
+    """The service answered 200 and then failed: an error event in the stream, a failed response, an error
+    body. kind is the service's error type (overloaded_error, server_error, ...), which says whether to retry."""
+
+    def __init__(self, provider: str, kind: str, message: str):
+        super().__init__(f"{provider} failed after answering 200 ({kind}: {message})")
+        self.kind = kind
+
+
 class ProviderUnavailable(Exception):
     """The provider did not answer for the whole outage window; nothing was charged."""
 
@@ -84,7 +98,8 @@ class Conversation(Protocol):
     provider: str
     model: str
 
-    def start(self, system: str, user: str, tools: list[ToolSpec]) -> None: ...
+    def start(self, system: str, user: list[str], tools: list[ToolSpec]) -> None:
+        """user: the first message in parts, the part that stays the same longest (train.py) first."""
 
     def step(self) -> AssistantTurn:
         """One request; the reply is appended to the history only once it has arrived."""

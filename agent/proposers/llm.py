@@ -1,14 +1,17 @@
 """The LLM proposer: one fresh tool-calling conversation per experiment.
 
-System prompt = the research program + the service's fixed rules. First user message = the
-state of the run. The model reads with the read-only tools and ends its turn with a valid
-submit_experiment. Every tool call is validated against its argument model; a malformed call or
-an invalid submission comes back as a tool error (at most MAX_REFLECTIONS invalid submissions).
-Each tool result tells the model how many calls are left; the proposal fails at max_tool_calls
-calls or past its token budget. A refused request fails the proposal (a context that is too long
-is retried once with old tool results cut); the spend goes with the ProposerError. After a
-fixable crash the same conversation gets the log tail and may submit a fix on top of its change.
-Every request, reply, thought, tool call and result goes to the transcript as it happens.
+System prompt = the research program + the service's fixed rules. First user message = train.py at
+the best commit, then the state of the run. The model reads with the read-only tools and ends its turn
+with a valid submit_experiment. Every tool call is validated against its argument model; a malformed
+call or an invalid submission comes back as a tool error (at most MAX_REFLECTIONS invalid submissions).
+A turn cut at its output limit has its tool calls answered with an error, never run. Each tool result
+tells the model how many calls are left; the proposal fails at max_tool_calls calls or past its token
+budget. A refused request or a refusal by the model fails the proposal (a context that is too long is
+retried once with old tool results cut), and so does anything else that goes wrong inside it: the spend
+goes with the ProposerError, and the night goes on. A due lesson left out is asked for once; then the
+change goes ahead and its record says the lesson was not given. After a fixable crash the same
+conversation gets the log tail and may submit a fix on top of its change. Every request, reply,
+thought, tool call and result goes to the transcript as it happens.
 """
 
 from __future__ import annotations
@@ -21,7 +24,17 @@ from pathlib import Path
 from agent.llm.pricing import PriceTable
 from agent.llm.retry import call_with_retries
 from agent.llm.tools import SUBMIT, TOOLS, BadToolCall, parse_arguments
-from agent.llm.types import AssistantTurn, ContextTooLong, Conversation, RequestRefused, ToolCall, ToolResult, Usage
+from agent.llm.types import (
+    AssistantTurn,
+    ContextTooLong,
+    Conversation,
+    ProviderFatal,
+    ProviderUnavailable,
+    RequestRefused,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerError
 from agent.proposers.edits import Edit, EditRejected
 from agent.proposers.night_facts import NightFacts
@@ -35,6 +48,11 @@ from agent.recording.transcript import Transcript
 from agent.running.logview import prompt_tail
 
 MAX_REFLECTIONS = 3
+CUT_SHORT = {"max_tokens", "max_output_tokens", "length"}        # the reply hit its output limit
+REFUSED = {"refusal", "content_filter"}                           # the model (or its filter) declined
+CONTEXT_FULL = {"model_context_window_exceeded"}                  # the reply hit the context window
+LESSON_NOT_GIVEN = "(not given)"
+LESSON_REMINDER = "the lesson of experiment"
 
 RULES = """\
 ## Fixed rules of this service
@@ -92,7 +110,7 @@ class LLMProposer:
         conversation.start(system, user, TOOLS)
         transcript.event("llm_request", provider=conversation.provider, model=conversation.model,
                          program=context.program_name, system_sha256=hashlib.sha256(system.encode()).hexdigest(),
-                         system=system, user=user, tools=[t.name for t in TOOLS])
+                         system=system, user="\n\n".join(user), tools=[t.name for t in TOOLS])
         files = {"train.py": context.train_source, "prepare.py": _read(self.workspace_dir / "prepare.py"),
                  "program.md": context.program_text, "track.json": json.dumps(context.track, indent=2)}
         toolbox = ToolBox(self.workspace_dir, files, context.history)
@@ -124,15 +142,30 @@ class LLMProposer:
             raise
         except RequestRefused as err:
             raise ProposerError(str(err), usage.as_dict()) from err
+        except (ProviderFatal, ProviderUnavailable) as err:
+            err.usage = usage.as_dict()  # what the calls before the outage spent still counts
+            raise
+        except Exception as err:  # noqa: BLE001 - whatever else broke, it costs this proposal, not the night
+            transcript.event("proposal_error", error=f"{type(err).__name__}: {err}")
+            raise ProposerError(f"the proposal broke off ({type(err).__name__}: {err})", usage.as_dict()) from err
 
     def _tool_loop(self, conversation: Conversation, toolbox: ToolBox, base_source: str, transcript: Transcript,
                    usage: Usage, lesson_for: str | None) -> Proposal:
-        calls, reflections = 0, 0
+        calls, reflections, reminded = 0, 0, False
         while True:
             if usage.input_tokens + usage.output_tokens > self.max_proposal_tokens:
                 raise ProposerError(f"the proposal used {usage.input_tokens + usage.output_tokens:,} tokens, over "
                                     f"its budget of {self.max_proposal_tokens:,}, without a valid submission")
             turn = self._step(conversation, transcript, usage)
+            if turn.stop_reason in REFUSED:
+                raise ProposerError(f"the model declined to answer (stop reason {turn.stop_reason}): "
+                                    f"{turn.text[:300] or 'no text'}")
+            if turn.stop_reason in CONTEXT_FULL and not turn.tool_calls:
+                if not conversation.trim():
+                    raise ProposerError("the conversation filled the model's context window")
+                conversation.add_user("Your reply was cut: the conversation filled the context window, so old tool "
+                                      "results were shortened. Call submit_experiment now.")
+                continue
             if not turn.tool_calls:
                 calls += 1
                 if calls > self.max_tool_calls:
@@ -144,12 +177,16 @@ class LLMProposer:
             for call in turn.tool_calls:
                 calls += 1
                 transcript.event("tool_call", id=call.id, name=call.name, arguments=call.arguments)
-                if accepted is not None:
+                if turn.stop_reason in CUT_SHORT:
+                    result = ToolResult(call.id, "not run: your reply was cut at the output limit before this call "
+                                                 "was complete; send it again, shorter (fewer or smaller edits)", True)
+                elif accepted is not None:
                     result = ToolResult(call.id, "skipped: this turn already submitted an experiment", True)
                 elif calls > self.max_tool_calls:
                     result = ToolResult(call.id, "not run: no tool calls are left", True)
                 elif call.name == SUBMIT:
-                    result, accepted = self._submit(call, base_source, lesson_for)
+                    result, accepted = self._submit(call, base_source, lesson_for, lesson_optional=reminded)
+                    reminded = reminded or result.content.startswith(LESSON_REMINDER)
                     if accepted is None:
                         reflections += 1
                 else:
@@ -181,7 +218,8 @@ class LLMProposer:
             transcript.event("request", provider=conversation.provider, model=conversation.model,
                              number=usage.calls + 1)
             try:
-                turn = call_with_retries(conversation.step, conversation.provider,
+                turn = call_with_retries(lambda: self._charged_step(conversation, transcript, usage),
+                                         conversation.provider,
                                          on_retry=lambda info: transcript.event("retry", **info),
                                          outage_window_s=self.outage_window_s, base_s=self.retry_base_s)
                 break
@@ -202,7 +240,20 @@ class LLMProposer:
                          request_id=turn.request_id, params=turn.params)
         return turn
 
-    def _submit(self, call: ToolCall, base_source: str, lesson_for: str | None) -> tuple[ToolResult, Proposal | None]:
+    def _charged_step(self, conversation: Conversation, transcript: Transcript, usage: Usage) -> AssistantTurn:
+        """One request; if it fails after the service began to answer, what it reported spending so far counts."""
+        try:
+            return conversation.step()
+        except Exception as error:
+            spent = getattr(error, "spent", None)
+            if isinstance(spent, Usage):
+                spent.cost_usd = self.prices.cost(conversation.model, spent)
+                usage.add(spent)
+                transcript.event("failed_call_spend", usage=spent.as_dict(), error=f"{type(error).__name__}")
+            raise
+
+    def _submit(self, call: ToolCall, base_source: str, lesson_for: str | None,
+                lesson_optional: bool = False) -> tuple[ToolResult, Proposal | None]:
         try:
             arguments = parse_arguments(call)
         except BadToolCall as err:
@@ -213,8 +264,8 @@ class LLMProposer:
         if not arguments.hypothesis.strip() or not arguments.expected.strip():
             return ToolResult(call.id, "submit_experiment needs a hypothesis (why the change should help) and the "
                                        "expected effect; nothing was committed", True), None
-        if lesson_for and not arguments.lesson.strip():
-            return ToolResult(call.id, f"the lesson of experiment {lesson_for} is due: set `lesson` to one or two "
+        if lesson_for and not arguments.lesson.strip() and not lesson_optional:
+            return ToolResult(call.id, f"{LESSON_REMINDER} {lesson_for} is due: set `lesson` to one or two "
                                        "sentences on what its result says, and submit again; nothing was committed",
                               True), None
         edits = [Edit(e.old_string, e.new_string) for e in arguments.edits]
@@ -227,7 +278,8 @@ class LLMProposer:
                                        f"({type(err).__name__}: {err})", True), None
         return (ToolResult(call.id, "accepted: the change is committed and trained now"),
                 Proposal(description.splitlines()[0][:200], edits, hypothesis=arguments.hypothesis.strip(),
-                         expected=arguments.expected.strip(), lesson=arguments.lesson.strip() if lesson_for else "",
+                         expected=arguments.expected.strip(),
+                         lesson=(arguments.lesson.strip() or LESSON_NOT_GIVEN) if lesson_for else "",
                          lesson_for=lesson_for, source=source, applied_to=base_source))
 
 

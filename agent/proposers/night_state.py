@@ -26,10 +26,11 @@ LOG_TAIL_LINES = 40
 BEST_RUN_KEYS = ("num_steps", "tokens_per_second", "peak_vram_mb", "mfu_percent", "training_seconds")
 
 
-def state_message(context: ProposalContext, notes: Notes) -> str:
-    """train.py at the best commit, then the state of the night (see night_state)."""
-    return (f"train.py at the best commit (read_file gives the same):\n```python\n{context.train_source}```\n\n"
-            + night_state(context, notes))
+def state_message(context: ProposalContext, notes: Notes) -> list[str]:
+    """The first message in two parts: train.py at the best commit, then the state of the night (see
+    night_state); the first stays the same until the next keep, so it is cached on its own."""
+    return [f"train.py at the best commit (read_file gives the same):\n```python\n{context.train_source}```",
+            night_state(context, notes)]
 
 
 def night_state(context: ProposalContext, notes: Notes) -> str:

@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.proposers.base import Proposal, ProposalContext, Proposer, Running
+from agent.llm.types import ProviderFatal, ProviderUnavailable
+from agent.proposers.base import Proposal, ProposalContext, Proposer, ProposerError, Running
 from agent.proposers.edits import EditRejected
 from agent.proposers.night_facts import NightFacts
 from agent.recording.ledger import Ledger
@@ -95,7 +96,12 @@ class Proposing:
         """A proposal whose edits apply to context.train_source and pass the policy, and the seconds it took."""
         with self.proposer_lock:
             started = time.monotonic()
-            proposal = self.proposer.propose(context, transcript)
+            try:
+                proposal = self.proposer.propose(context, transcript)
+            except (ProposerError, ProviderFatal, ProviderUnavailable):
+                raise
+            except Exception as err:  # noqa: BLE001 - a proposer's own fault costs its proposal, never the night
+                raise ProposerError(f"{self.proposer.name} broke off ({type(err).__name__}: {err})") from err
             seconds = time.monotonic() - started
             transcript.event("proposal", proposer=self.proposer.name, description=proposal.description,
                              edits=[vars(e) for e in proposal.edits], meta=proposal.meta, **proposal.research_fields())

@@ -40,7 +40,7 @@ def test_proposals_made_during_a_run_are_rebased_or_proposed_again(workspace, mo
             submit("MATRIX_LR 0.0 -> 0.02", MATRIX, MATRIX.replace("0.0 ", "0.02")),              # 0002, ahead
             submit("FINAL_LR_FRAC 0.0 -> 0.05", "FINAL_LR_FRAC = 0.0", "FINAL_LR_FRAC = 0.05"),   # 0002, again
             submit("WARMDOWN_RATIO 0.5 -> 0.4", WARMDOWN, WARMDOWN.replace("0.5 ", "0.4 ")))      # 0003, ahead
-        proposer = LLMProposer(conversation_factory("anthropic:claude-sonnet-4-5"), workspace.dir, PriceTable(),
+        proposer = LLMProposer(conversation_factory("anthropic:claude-opus-4-5"), workspace.dir, PriceTable(),
                                retry_base_s=0.01, outage_window_s=10)
         run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=4, noise_seeds=0),
                  say=lambda _: None)
@@ -77,7 +77,7 @@ def test_without_overlap_the_proposal_waits_for_the_result(workspace, monkeypatc
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url())
         server.script(submit("WARMDOWN_RATIO 0.5 -> 0.4", WARMDOWN, WARMDOWN.replace("0.5 ", "0.4 ")),
                       submit("FINAL_LR_FRAC 0.0 -> 0.05", "FINAL_LR_FRAC = 0.0", "FINAL_LR_FRAC = 0.05"))
-        proposer = LLMProposer(conversation_factory("anthropic:claude-sonnet-4-5"), workspace.dir, PriceTable(),
+        proposer = LLMProposer(conversation_factory("anthropic:claude-opus-4-5"), workspace.dir, PriceTable(),
                                retry_base_s=0.01, outage_window_s=10)
         run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=3, overlap=False, noise_seeds=0),
                  say=lambda _: None)

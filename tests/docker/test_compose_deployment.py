@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.docker.conftest import ROOT, Engine
-from tests.helpers.llm_server import LLMServer, tool_call
+from tests.helpers.llm_server import LLMServer, text, tool_call
 from tests.helpers.submissions import reasoned
 from trainer.spool import SpoolResult, read_message
 
@@ -82,7 +82,7 @@ def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) ->
         env_file.write_text(f"ANTHROPIC_API_KEY={API_KEY}\nANTHROPIC_BASE_URL={server.anthropic_base_url()}\n")
         settings = dict(TEST_ENV_FILE=str(env_file), TEST_PYTHON_IMAGE=base_images["python"],
                         TEST_TORCH_IMAGE=base_images["torch"], TAG=TAG, TRACK="test",
-                        MODEL="anthropic:claude-sonnet-4-5", TEST_MAX_EXPERIMENTS="2")
+                        MODEL="anthropic:claude-opus-4-5", TEST_MAX_EXPERIMENTS="2")
         compose = ["compose", "-p", PROJECT, "-f", str(ROOT / "docker/compose.yaml"),
                    "-f", str(ROOT / "docker/compose.cpu.yaml"), "-f", str(ROOT / "tests/docker/compose.test.yaml")]
         env = dict(engine.env, **settings)
@@ -95,7 +95,8 @@ def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) ->
         try:
             docker_compose("build")
             built = time.monotonic()
-            server.script(submit("WARMDOWN_RATIO 0.5 -> 0.3", WARMDOWN, WARMDOWN.replace("0.5 ", "0.3 ")))
+            server.script(text("ready"),  # the preflight
+                          submit("WARMDOWN_RATIO 0.5 -> 0.3", WARMDOWN, WARMDOWN.replace("0.5 ", "0.3 ")))
             docker_compose("up", "--detach")
             agent = docker_compose("ps", "--all", "--quiet", "agent").stdout.strip()
             first_exit = int(engine.docker("wait", agent, timeout=RUN_TIMEOUT).stdout.strip())
@@ -107,7 +108,7 @@ def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) ->
             inspected = json.loads(engine.docker("inspect", trainer).stdout)[0]
 
             # Again, one experiment more, stopped while it trains.
-            server.script(submit("LOGIT_SOFTCAP 15 -> 20", SOFTCAP, SOFTCAP.replace("15.0", "20.0")))
+            server.script(text("ready"), submit("LOGIT_SOFTCAP 15 -> 20", SOFTCAP, SOFTCAP.replace("15.0", "20.0")))
             docker_compose("up", "--detach", "--no-deps", "agent", TEST_MAX_EXPERIMENTS="4")
             wait_for(lambda: any((workspace / "inflight").glob("*.json")) and any((spool / "claimed").glob("*.json")),
                      300, "the next experiment to start training")

@@ -1,10 +1,10 @@
 """A loopback stand-in for the Anthropic Messages, OpenAI Chat Completions and OpenAI Responses APIs.
 
 ``LLMServer`` answers ``POST /v1/messages`` (Anthropic; streamed as server-sent events when the
-request asks for ``stream``), ``POST /v1/chat/completions`` and ``POST /v1/responses`` (OpenAI) by
-replaying scripted replies from one shared queue. A reply is built once (``text``, ``tool_call``,
-``tool_calls``, ``error``) and rendered in the wire format of whichever API consumes it, so tests can
-drive the real SDK clients over HTTP::
+request asks for ``stream``), ``POST /v1/chat/completions`` and ``POST /v1/responses`` (OpenAI; the
+Responses API streamed as its events when asked, Chat Completions never) by replaying scripted replies
+from one shared queue. A reply is built once (``text``, ``tool_call``, ``tool_calls``, ``error``) and
+rendered in the wire format of whichever API consumes it, so tests can drive the real SDK clients over HTTP::
 
     with LLMServer() as server:
         server.script(tool_call("edit", {"path": "train.py"}), text("done"))
@@ -21,8 +21,10 @@ given by the test: fresh input, all output, and ``cached`` input read from the c
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -30,11 +32,16 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.helpers import llm_rules
 from tests.helpers.llm_cache import PromptCache
 from tests.helpers.llm_rules import Refusal, check_anthropic, check_chat, check_responses
 
 PATHS = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai", "/v1/responses": "responses"}
 DEFAULT_OUTPUT_TOKENS = 200
+
+ERROR_MESSAGES = {"overloaded_error": "Overloaded", "api_error": "Internal server error",
+                  "server_error": "The server had an error while processing your request. Sorry about that!",
+                  "rate_limit_error": "Rate limit exceeded", "invalid_request_error": "Invalid request"}
 
 # status: (anthropic error type, openai error type, openai code, message)
 ERRORS = {
@@ -53,13 +60,26 @@ ERRORS = {
 @dataclass(frozen=True)
 class Reply:
     """An assistant turn: optional thinking, optional text, zero or more ``(name, arguments)`` tool calls;
-    arguments given as a string are sent as they are (OpenAI only: Anthropic always sends JSON)."""
+    arguments given as a string are sent as they are (OpenAI only: Anthropic always sends JSON). ``stop``
+    ends it the way the service ends a turn early: "max_tokens" cuts the last tool call's arguments (or the
+    text) short at the output limit, "refusal" is the model declining (its text is the refusal)."""
     text: str | None = None
     thinking: str | None = None
     calls: tuple[tuple[str, dict | str], ...] = ()
     usage: tuple[int, int] | None = None
     cached: int = 0
     thinking_tokens: int | None = None
+    stop: str | None = None
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A request answered 200 that then fails, as the services' streams do: ``error_event`` sends the start of
+    the reply and then the API's error event of ``kind`` (Anthropic's error.type, OpenAI's error code);
+    ``drop`` closes the connection halfway through the body."""
+    how: str
+    kind: str = "overloaded_error"
+    reply: Reply = Reply(text="this reply never arrives whole")
 
 
 @dataclass(frozen=True)
@@ -113,6 +133,39 @@ def tool_calls(calls: list[tuple[str, dict | str]], text: str | None = None, thi
     return _reply(text, thinking, list(calls), usage, cached, thinking_tokens)
 
 
+def cut_tool_call(name: str, arguments: dict, *, usage: tuple[int, int] | None = None) -> Reply:
+    """A tool call cut at the output limit: its arguments arrive incomplete, the stop reason says max_tokens."""
+    return Reply(calls=((name, dict(arguments)),), usage=usage, stop="max_tokens")
+
+
+def refusal(content: str = "I can't help with that.") -> Reply:
+    """The model declining: Anthropic's stop reason "refusal", OpenAI's refusal content part."""
+    return Reply(text=content, stop="refusal")
+
+
+def stream_error(kind: str = "overloaded_error") -> Fault:
+    """HTTP 200, the start of the reply, then an error event of ``kind``."""
+    return Fault("error_event", kind)
+
+
+def dropped_connection() -> Fault:
+    """HTTP 200 and half the body, then the connection closes."""
+    return Fault("drop")
+
+
+def failed_response(kind: str = "server_error") -> Fault:
+    """OpenAI Responses stream: HTTP 200, the start of the reply, then response.failed with error.code ``kind``
+    (and the usage so far); elsewhere the same as ``stream_error(kind)``."""
+    return Fault("failed", kind)
+
+
+def stream_ended_early(reply: Reply | None = None) -> Fault:
+    """HTTP 200 and a whole body that stops before the end: an OpenAI Responses stream without its terminal
+    event, an Anthropic stream inside the last delta of ``reply`` (no message_delta, no message_stop);
+    elsewhere the same as ``dropped_connection()``."""
+    return Fault("end_early", reply=reply or Reply(text="this reply never arrives whole"))
+
+
 def error(status: int, body: dict | None = None, headers: dict[str, str] | None = None) -> Error:
     """An HTTP error answer, e.g. ``error(429, headers={"retry-after": "1"})`` or ``error(529)``."""
     return Error(status, body, dict(headers or {}))
@@ -131,7 +184,8 @@ def error_body(api: str | None, status: int, message: str | None = None) -> dict
 
 def refusal_body(api: str, refusal: Refusal) -> dict:
     if api == "anthropic":
-        return {"type": "error", "error": {"type": "invalid_request_error", "message": refusal.message}}
+        kind = ERRORS[refusal.status][0] if refusal.status in ERRORS else "invalid_request_error"
+        return {"type": "error", "error": {"type": kind, "message": refusal.message}}
     return {"error": {"message": refusal.message, "type": "invalid_request_error", "param": refusal.param,
                       "code": refusal.code}}
 
@@ -143,7 +197,7 @@ class LLMServer:
         self.latency = latency  # seconds each successful reply takes, like a model thinking
         self.requests: list[Recorded] = []
         self.cache = PromptCache()
-        self._queue: deque[Reply | Error] = deque()
+        self._queue: deque[Reply | Error | Fault] = deque()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -164,10 +218,10 @@ class LLMServer:
         """For ``OPENAI_BASE_URL``; the SDK appends ``/chat/completions`` or ``/responses``."""
         return self.url + "/v1"
 
-    def script(self, *replies: Reply | Error) -> None:
+    def script(self, *replies: Reply | Error | Fault) -> None:
         """Queue replies; each model request (either API) consumes the next one."""
         for reply in replies:
-            if not isinstance(reply, Reply | Error):
+            if not isinstance(reply, Reply | Error | Fault):
                 raise TypeError(f"not a scripted reply: {reply!r}")
         with self._lock:
             self._queue.extend(replies)
@@ -222,7 +276,7 @@ class LLMServer:
             if api == "anthropic":
                 return {"input_tokens": fresh, "output_tokens": out, "cache_read_input_tokens": reply.cached,
                         "cache_creation_input_tokens": 0}
-            return {"input": fresh + reply.cached, "cached": reply.cached, "output": out}
+            return {"input": fresh + reply.cached, "cached": reply.cached, "written": 0, "output": out}
         with self._lock:
             if api == "anthropic":
                 cache = self.cache.anthropic_usage(body)
@@ -232,11 +286,17 @@ class LLMServer:
                                            "ephemeral_5m_input_tokens": cache.written - cache.written_1h}}
             if api == "openai":
                 parts = [body.get("tools") or []] + list(body.get("messages") or [])
-            else:
-                parts = [body.get("instructions"), body.get("tools") or []] + (
-                    [body["input"]] if isinstance(body.get("input"), str) else list(body.get("input") or []))
+            else:  # each content block a part of its own: a block may carry a prompt_cache_breakpoint
+                parts = [body.get("instructions"), body.get("tools") or []]
+                for item in [body["input"]] if isinstance(body.get("input"), str) else list(body.get("input") or []):
+                    content = item.get("content") if isinstance(item, dict) else None
+                    if isinstance(content, list) and content:
+                        parts += [{"role": item.get("role"), **block} if isinstance(block, dict) else block
+                                  for block in content]
+                    else:
+                        parts.append(item)
             cache = self.cache.openai_usage(body, parts)
-            return {"input": cache.total, "cached": cache.read, "output": output}
+            return {"input": cache.total, "cached": cache.read, "written": cache.written, "output": output}
 
     def _render(self, api: str, reply: Reply, body: dict) -> dict:
         """``reply`` as a non-streaming response body of ``api``."""
@@ -253,6 +313,8 @@ class LLMServer:
             for name, arguments in reply.calls:
                 content.append({"type": "tool_use", "id": f"toolu_{self._next_id()}", "name": name,
                                 "input": arguments})
+            if reply.stop == "max_tokens" and reply.calls:
+                content[-1]["cut"] = True  # rendered with its arguments cut short
             with self._lock:
                 if signature is not None:
                     self._signatures[reply.thinking] = signature
@@ -263,13 +325,18 @@ class LLMServer:
             if reply.thinking_tokens is not None:
                 usage["output_tokens_details"] = {"thinking_tokens": reply.thinking_tokens}
             return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": model, "content": content,
-                    "stop_reason": "tool_use" if reply.calls else "end_turn", "stop_sequence": None,
+                    "stop_reason": reply.stop or ("tool_use" if reply.calls else "end_turn"), "stop_sequence": None,
                     "usage": usage}
         arguments_of = [(name, arguments if isinstance(arguments, str) else json.dumps(arguments))
                         for name, arguments in reply.calls]
         if api == "responses":
             output: list[dict] = []
-            if reply.thinking is not None:
+            effort = (body.get("reasoning") or {}).get("effort")
+            # a model that does not reason, or effort none (gpt-5.1 and 5.2 default to it): no reasoning item
+            bare = model.rsplit("/")[-1]
+            reasons = bool(llm_rules.REASONING.search(bare)) and effort != "none" and not (
+                effort is None and llm_rules.REASONS_ONLY_WHEN_ASKED.search(bare))
+            if reply.thinking is not None and reasons:
                 item = {"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text",
                                                                              "text": reply.thinking}]}
                 if "reasoning.encrypted_content" in (body.get("include") or []):
@@ -278,40 +345,58 @@ class LLMServer:
                         self._encrypted[item["id"]] = item["encrypted_content"]
                 output.append(item)
             if reply.text is not None:
+                part = ({"type": "refusal", "refusal": reply.text} if reply.stop == "refusal" else
+                        {"type": "output_text", "text": reply.text, "annotations": []})
                 output.append({"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
-                               "content": [{"type": "output_text", "text": reply.text, "annotations": []}]})
-            for name, arguments in arguments_of:
+                               "content": [part]})
+            cut = reply.stop == "max_tokens"
+            for index, (name, arguments) in enumerate(arguments_of):
                 k = self._next_id()
+                last = index == len(arguments_of) - 1
                 output.append({"type": "function_call", "id": f"fc_{k}", "call_id": f"call_{k}", "name": name,
-                               "arguments": arguments, "status": "completed"})
+                               "arguments": arguments[: len(arguments) * 3 // 5] if cut and last else arguments,
+                               "status": "incomplete" if cut and last else "completed"})
             usage = self._usage(api, reply, body, DEFAULT_OUTPUT_TOKENS)
             return {"id": f"resp_{n}", "object": "response", "created_at": int(time.time()), "model": model,
-                    "status": "completed", "output": output, "error": None, "incomplete_details": None,
+                    "status": "incomplete" if cut else "completed", "output": output, "error": None,
+                    "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
                     "parallel_tool_calls": True, "tool_choice": "auto", "tools": body.get("tools") or [],
                     "store": body.get("store", True),
                     "usage": {"input_tokens": usage["input"], "output_tokens": usage["output"],
                               "total_tokens": usage["input"] + usage["output"],
-                              "input_tokens_details": {"cached_tokens": usage["cached"], "cache_write_tokens": 0},
-                              "output_tokens_details": {"reasoning_tokens": reply.thinking_tokens or 0}}}
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
+                              "input_tokens_details": {"cached_tokens": usage["cached"],
+                                                       "cache_write_tokens": usage["written"]},
+                              "output_tokens_details": {"reasoning_tokens": reply.thinking_tokens or 0 if reasons
+                                                        else 0}}}
+        declined = reply.stop == "refusal"
+        message: dict[str, Any] = {"role": "assistant", "content": None if declined else reply.text,
+                                   "refusal": reply.text if declined else None}
         if reply.calls:
+            if reply.stop == "max_tokens":  # the last call's arguments cut short at the output limit
+                name, arguments = arguments_of[-1]
+                arguments_of[-1] = (name, arguments[: len(arguments) * 3 // 5])
             message["tool_calls"] = [{"id": f"call_{self._next_id()}", "type": "function",
                                       "function": {"name": name, "arguments": arguments}}
                                      for name, arguments in arguments_of]
-        if reply.thinking is not None:
-            message["reasoning_content"] = reply.thinking
+        if reply.thinking is not None or llm_rules.DEEPSEEK_THINKING.search(model.rsplit("/")[-1]):
+            message["reasoning_content"] = reply.thinking or ""  # DeepSeek's thinking mode always sends it
+        if reply.thinking is not None and "/" in model:  # OpenRouter: the reasoning as structured details
+            message["reasoning_details"] = [{"type": "reasoning.text", "text": reply.thinking, "format": "unknown",
+                                             "index": 0}]
         usage = self._usage(api, reply, body, DEFAULT_OUTPUT_TOKENS)
         return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()), "model": model,
                 "choices": [{"index": 0, "message": message, "logprobs": None,
-                             "finish_reason": "tool_calls" if reply.calls else "stop"}],
+                             "finish_reason": "length" if reply.stop == "max_tokens" else
+                             "tool_calls" if reply.calls else "stop"}],
                 "usage": {"prompt_tokens": usage["input"], "completion_tokens": usage["output"],
                           "total_tokens": usage["input"] + usage["output"],
                           "prompt_tokens_details": {"cached_tokens": usage["cached"]},
                           "completion_tokens_details": {"reasoning_tokens": reply.thinking_tokens or 0}}}
 
 
-def server_sent_events(message: dict) -> bytes:
-    """An Anthropic message as the event stream the service sends for ``stream: true``."""
+def anthropic_events(message: dict) -> list[tuple[str, dict]]:
+    """An Anthropic message as the events the service streams for ``stream: true``; a tool call marked "cut"
+    stops partway through its arguments, as one cut at max_tokens does."""
     usage = message["usage"]
     events = [("message_start", {"type": "message_start", "message": {
         **message, "content": [], "stop_reason": None, "stop_sequence": None,
@@ -325,6 +410,8 @@ def server_sent_events(message: dict) -> bytes:
             start, deltas = {"type": "text", "text": ""}, [{"type": "text_delta", "text": block["text"]}]
         else:
             raw = json.dumps(block["input"])
+            if block.get("cut"):
+                raw = raw[: len(raw) * 3 // 5]
             start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             deltas = [{"type": "input_json_delta", "partial_json": raw[: len(raw) // 2]},
                       {"type": "input_json_delta", "partial_json": raw[len(raw) // 2:]}]
@@ -337,7 +424,94 @@ def server_sent_events(message: dict) -> bytes:
                                                                         "stop_sequence": None},
                                      "usage": {"output_tokens": usage["output_tokens"]}}))
     events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def encoded_events(events: list[tuple[str, dict]]) -> bytes:
     return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
+
+
+def server_sent_events(message: dict) -> bytes:
+    """An Anthropic message as the event stream the service sends for ``stream: true``."""
+    return encoded_events(anthropic_events(message))
+
+
+def responses_events(response: dict) -> list[tuple[str, dict]]:
+    """An OpenAI response as the events the Responses API streams for ``stream: true``: created, in_progress,
+    each output item with its parts and deltas, then response.completed or response.incomplete (no [DONE])."""
+    started = {**response, "status": "in_progress", "output": [], "usage": None, "incomplete_details": None}
+    events: list[tuple[str, dict]] = [("response.created", {"response": started}),
+                                      ("response.in_progress", {"response": started})]
+    for index, item in enumerate(response["output"]):
+        at = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "reasoning":
+            events.append(("response.output_item.added", {"output_index": index, "item": {**item, "summary": []}}))
+            for j, part in enumerate(item.get("summary") or []):
+                events += [("response.reasoning_summary_part.added", {**at, "summary_index": j,
+                                                                       "part": {**part, "text": ""}}),
+                           ("response.reasoning_summary_text.delta", {**at, "summary_index": j,
+                                                                       "delta": part["text"]}),
+                           ("response.reasoning_summary_text.done", {**at, "summary_index": j, "text": part["text"]}),
+                           ("response.reasoning_summary_part.done", {**at, "summary_index": j, "part": part})]
+        elif item["type"] == "message":
+            events.append(("response.output_item.added", {"output_index": index,
+                                                          "item": {**item, "status": "in_progress", "content": []}}))
+            for j, part in enumerate(item["content"]):
+                key = "refusal" if part["type"] == "refusal" else "text"
+                kind = "refusal" if key == "refusal" else "output_text"
+                logprobs = {} if key == "refusal" else {"logprobs": []}
+                events += [("response.content_part.added", {**at, "content_index": j, "part": {**part, key: ""}}),
+                           (f"response.{kind}.delta", {**at, "content_index": j, "delta": part[key], **logprobs}),
+                           (f"response.{kind}.done", {**at, "content_index": j, key: part[key], **logprobs}),
+                           ("response.content_part.done", {**at, "content_index": j, "part": part})]
+        else:
+            raw = item["arguments"]
+            events += [("response.output_item.added", {"output_index": index, "item": {
+                           **item, "arguments": "", "status": "in_progress"}}),
+                       ("response.function_call_arguments.delta", {**at, "delta": raw[: len(raw) // 2]}),
+                       ("response.function_call_arguments.delta", {**at, "delta": raw[len(raw) // 2:]}),
+                       ("response.function_call_arguments.done", {**at, "arguments": raw})]
+        events.append(("response.output_item.done", {"output_index": index, "item": item}))
+    events.append((f"response.{response['status']}", {"response": response}))
+    return [(name, {"type": name, "sequence_number": number, **data}) for number, (name, data) in enumerate(events)]
+
+
+def failed_after_200(api: str, streaming: bool, rendered: dict, fault: Fault) -> tuple[bytes, str, bool]:
+    """The body of a 200 that fails (what is sent, its content type, and whether the connection is cut after
+    half of it)."""
+    if api == "responses" and streaming:
+        events = responses_events(rendered)
+        if fault.how == "end_early":  # a whole body, but no terminal event
+            return encoded_events(events[:-1]), "text/event-stream", False
+        if fault.how == "drop":
+            return encoded_events(events), "text/event-stream", True
+        message = ERROR_MESSAGES.get(fault.kind, fault.kind)
+        if fault.how == "failed":
+            failed = {**rendered, "status": "failed", "output": [], "incomplete_details": None,
+                      "error": {"code": fault.kind, "message": message}}
+            last = ("response.failed", {"type": "response.failed", "sequence_number": 2, "response": failed})
+        else:
+            last = ("error", {"type": "error", "sequence_number": 2, "code": fault.kind, "message": message,
+                              "param": None})
+        return encoded_events(events[:2] + [last]), "text/event-stream", False
+    if api == "anthropic" and streaming and fault.how == "end_early":  # a whole body, stopping inside a tool call
+        events = anthropic_events(rendered)
+        last_delta = max(i for i, (name, _) in enumerate(events) if name == "content_block_delta")
+        return encoded_events(events[:last_delta]), "text/event-stream", False
+    if fault.how in ("failed", "end_early"):
+        fault = Fault("error_event" if fault.how == "failed" else "drop", fault.kind, fault.reply)
+    if api == "anthropic" and streaming:
+        events = anthropic_events({**rendered, "content": [b for b in rendered["content"] if not b.get("cut")]})
+        if fault.how == "error_event":
+            message = ERROR_MESSAGES.get(fault.kind, fault.kind)
+            error = {"type": "error", "error": {"type": fault.kind, "message": message}}
+            return encoded_events(events[:2] + [("error", error)]), "text/event-stream", False
+        return encoded_events(events), "text/event-stream", True
+    if fault.how == "error_event":  # a JSON body that is an error, as OpenAI-compatible gateways send with a 200
+        body = {"error": {"message": ERROR_MESSAGES.get(fault.kind, fault.kind), "type": fault.kind, "param": None,
+                          "code": fault.kind}}
+        return json.dumps(body).encode(), "application/json", False
+    return json.dumps(rendered).encode(), "application/json", True
 
 
 def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
@@ -358,13 +532,14 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 body = raw.decode("utf-8", "replace")
             request = Recorded(api, path, {k.lower(): v for k, v in self.headers.items()}, body)
             streaming = isinstance(body, dict) and bool(body.get("stream"))
-            valid = api is not None and isinstance(body, dict) and (api == "anthropic" or not streaming)
+            valid = api is not None and isinstance(body, dict) and (api != "openai" or not streaming)
             refusal = server._check(api, body) if valid else None
             reply = server._record(request, consume=valid and refusal is None)
             if api is None:
                 return self._error(request, 404, f"LLMServer does not serve {path}")
             if not valid:
-                return self._error(request, 400, "LLMServer wants a JSON request body (streamed only on /v1/messages)")
+                return self._error(request, 400, "LLMServer wants a JSON request body (not streamed on "
+                                                 "/v1/chat/completions)")
             if refusal is not None:
                 request.refusal = refusal.message
                 return self._send(request, refusal.status, refusal_body(api, refusal))
@@ -373,9 +548,15 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             if isinstance(reply, Error):
                 body = reply.body if reply.body is not None else error_body(api, reply.status)
                 return self._send(request, reply.status, body, reply.headers)
+            if isinstance(reply, Fault):
+                data, content_type, cut = failed_after_200(api, streaming, server._render(api, reply.reply, body),
+                                                           reply)
+                return self._send_bytes(request, 200, data, content_type, cut=cut)
             time.sleep(server.latency)
             rendered = server._render(api, reply, body)
             request.usage = rendered["usage"]
+            if streaming and api == "responses":
+                return self._send_bytes(request, 200, encoded_events(responses_events(rendered)), "text/event-stream")
             if streaming:
                 return self._send_bytes(request, 200, server_sent_events(rendered), "text/event-stream")
             return self._send(request, 200, rendered)
@@ -387,7 +568,7 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             self._send_bytes(request, status, json.dumps(body).encode(), "application/json", headers)
 
         def _send_bytes(self, request: Recorded, status: int, data: bytes, content_type: str,
-                        headers: dict | None = None) -> None:
+                        headers: dict | None = None, cut: bool = False) -> None:
             request.status = status
             self.send_response(status)
             self.send_header("Content-Type", content_type)
@@ -396,6 +577,23 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             for key, value in (headers or {}).items():
                 self.send_header(key, value)
             self.end_headers()
+            if cut:  # the promised length never arrives: the client sees the connection close mid-body
+                self.wfile.write(data[: len(data) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             self.wfile.write(data)
 
     return Handler
+
+
+@contextlib.contextmanager
+def serving_both_apis(monkeypatch):
+    """An LLMServer that the SDKs' own variables point at, with test keys (a pytest monkeypatch sets them)."""
+    with LLMServer() as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url())
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url())
+        yield server

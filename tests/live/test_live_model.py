@@ -1,6 +1,6 @@
 """One experiment on the test track against the real service named by AUTORESEARCH_LIVE_MODEL
 (PROVIDER:MODEL), with the key from the SDK's environment variable. Run it with `make live-check
-MODEL=anthropic:claude-opus-4-8`; without a model or a key it is skipped, saying why. It costs a few
+MODEL=anthropic:claude-opus-5-5`; without a model or a key it is skipped, saying why. It costs a few
 cents and needs the internet, so plain `pytest` and CI never run it."""
 
 import json

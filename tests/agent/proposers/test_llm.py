@@ -10,27 +10,40 @@ from pathlib import Path
 
 import pytest
 
+from agent.llm.models import MODELS as TABLE
 from agent.llm.pricing import PriceTable
-from agent.llm.select import conversation_factory
+from agent.llm.select import conversation_factory, parse_model
 from agent.loop import LoopSettings, LoopStopped, run_cost, run_loop
 from agent.proposers.base import ProposerError
 from agent.proposers.hybrid import HybridProposer
 from agent.proposers.llm import LLMProposer
 from agent.proposers.optuna_search import OptunaProposer
 from agent.proposers.proposing import Proposing, read_program
+from agent.proposers.toolbox import ToolBox
 from agent.recording.ledger import Ledger
 from agent.recording.proposal_failures import read_failures
+from agent.recording.record import ExperimentStatus
 from agent.recording.transcript import Transcript
 from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
-from tests.helpers.llm_server import LLMServer, error, tool_call, tool_calls
+from tests.helpers.llm_server import (
+    cut_tool_call,
+    dropped_connection,
+    error,
+    refusal,
+    serving_both_apis,
+    stream_ended_early,
+    stream_error,
+    tool_call,
+    tool_calls,
+)
 from tests.helpers.submissions import reasoned
 
 ROOT = Path(__file__).resolve().parents[3]
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
 CHANGE = reasoned({"description": "WARMDOWN_RATIO 0.5 -> 0.4",
                    "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.4 ")}]})
-MODELS = {"anthropic": "anthropic:claude-sonnet-4-5", "opus": "anthropic:claude-opus-4-8", "openai": "openai:gpt-5.6",
+MODELS = {"anthropic": "anthropic:claude-opus-4-5", "opus": "anthropic:claude-opus-4-8", "openai": "openai:gpt-5.6",
           "compatible": "openai-compatible:qwen3-coder"}
 
 
@@ -53,11 +66,7 @@ def workspace(baseline_workspace, tmp_path):
 
 @pytest.fixture
 def server(monkeypatch):
-    with LLMServer() as server:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url())
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url())
+    with serving_both_apis(monkeypatch) as server:
         yield server
 
 
@@ -110,7 +119,9 @@ def test_reads_train_py_then_submits_a_change(workspace, server, provider):
     assert tools == {"read_file", "list_experiments", "read_run_log", "show_diff", "write_notes", "submit_experiment"}
     second = server.requests[1].body
     if provider in ("anthropic", "opus"):
-        assert first["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+        # Opus 4.5 caches nothing under 4096 tokens: the system prompt alone is not marked, train.py after it is
+        assert ("cache_control" in first["system"][0]) is (provider == "opus")
+        assert first["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
         assert second["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
         assert second["messages"][1]["content"][0]["type"] == "thinking"  # sent back, signature included
         assert server.requests[1].usage["cache_read_input_tokens"] > 0  # the system prompt and tools were read
@@ -180,12 +191,12 @@ def test_a_crash_is_fixed_and_trained_under_the_same_experiment(workspace, serve
 
 
 def test_the_cost_cap_ends_the_run_after_the_experiment(workspace, server):
-    expensive = tool_call("submit_experiment", CHANGE, usage=(400_000, 20_000))  # $1.50 on claude-sonnet-4-5
+    expensive = tool_call("submit_experiment", CHANGE, usage=(400_000, 20_000))  # $2.50 on claude-opus-4-5
     server.script(expensive, tool_call("submit_experiment", CHANGE))
     why, _ = loop(workspace, llm_proposer(workspace), experiments=5, max_cost_usd=1.0)
-    assert "reached the cost cap of $1.00 (spent $1.50)" in why
+    assert "reached the cost cap of $1.00 (spent $2.50)" in why
     records = Ledger(workspace.dir).records
-    assert len(records) == 2 and records[1].llm.cost_usd == pytest.approx(1.5)
+    assert len(records) == 2 and records[1].llm.cost_usd == pytest.approx(2.5)
     assert server.pending == 1
 
 
@@ -228,7 +239,7 @@ def test_hybrid_shares_experiments_between_optuna_and_the_llm(workspace, server)
 def test_a_missing_key_or_model_is_a_clear_error(workspace, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     result = subprocess.run([sys.executable, "-m", "agent.cli", "run", "--tag", "llm", "--proposer", "llm",
-                             "--model", "anthropic:claude-sonnet-4-5", "--workspaces", str(workspace.dir.parent)],
+                             "--model", "anthropic:claude-opus-4-5", "--workspaces", str(workspace.dir.parent)],
                             capture_output=True, text=True, cwd=ROOT, env=dict(os.environ))
     assert result.returncode == 2 and "set ANTHROPIC_API_KEY" in result.stdout
     bad = subprocess.run([sys.executable, "-m", "agent.cli", "run", "--tag", "llm", "--proposer", "llm",
@@ -275,8 +286,8 @@ def test_failed_proposals_spend_counts_towards_the_cap(workspace, server):
         loop(workspace, llm_proposer(workspace, max_tool_calls=1), experiments=3)
     failed = read_failures(workspace.dir)
     assert len(failed) == 5 and all(f.usage["calls"] == 1 for f in failed)
-    assert sum(f.usage["cost_usd"] for f in failed) == pytest.approx(5 * (0.3 + 0.015))
-    assert run_cost(Ledger(workspace.dir)) == pytest.approx(5 * 0.315)
+    assert sum(f.usage["cost_usd"] for f in failed) == pytest.approx(5 * (0.5 + 0.025))  # Opus 4.5: $5 in, $25 out
+    assert run_cost(Ledger(workspace.dir)) == pytest.approx(5 * 0.525)
 
 
 def propose(workspace, proposer, tmp_path):
@@ -351,3 +362,168 @@ def test_every_call_is_validated_by_its_argument_model_through_each_sdk(workspac
     assert all("Call it again with corrected arguments" in e for e in errors[:3])
     assert proposal.description == CHANGE["description"] and proposal.meta["reflections"] == 1
     assert proposal.applied_to == workspace.file_at("train.py") and "WARMDOWN_RATIO = 0.4" in proposal.source
+
+
+FINAL_LR = reasoned({"description": "FINAL_LR_FRAC 0.0 -> 0.05", "edits": [
+    {"old_string": "FINAL_LR_FRAC = 0.0", "new_string": "FINAL_LR_FRAC = 0.05"}]})
+
+
+def test_a_night_of_provider_faults_runs_every_experiment_it_was_asked_for(workspace, server):
+    """An overload error after the 200, a connection closed mid-stream, a tool call cut at max_tokens and a
+    refusal: each costs at most its proposal, never the night or the runs in flight."""
+    server.script(stream_error("overloaded_error"), tool_call("submit_experiment", CHANGE),
+                  refusal("I won't help with that."),
+                  dropped_connection(), cut_tool_call("submit_experiment", FINAL_LR),
+                  tool_call("submit_experiment", FINAL_LR))
+    why, messages = loop(workspace, llm_proposer(workspace), experiments=2)
+    assert why.startswith("ran 2 experiment(s)"), (why, messages)
+    records = Ledger(workspace.dir).records
+    assert [r.description for r in records[1:]] == [CHANGE["description"], FINAL_LR["description"]]
+    assert server.pending == 0 and server.refusals == []
+    first = [e for e in events(workspace, "0001") if e["type"] == "retry"]
+    assert len(first) == 1 and first[0]["status"] == 200 and "overloaded" in first[0]["error"]
+    second = events(workspace, records[2].id)  # the refused proposal took 0002
+    assert [e["error"].split(":")[0] for e in second if e["type"] == "retry"] == ["APIConnectionError"]
+    cut = [e["content"] for e in second if e["type"] == "tool_result" and e["is_error"]]
+    assert len(cut) == 1 and "cut at the output limit" in cut[0]  # never run with its partial arguments
+    failed = read_failures(workspace.dir)
+    assert len(failed) == 1 and "declined" in failed[0].reason and failed[0].usage["calls"] == 1
+    assert failed[0].usage["cost_usd"] > 0
+
+
+def test_a_stream_error_the_service_calls_permanent_fails_only_the_proposal(workspace, server, tmp_path):
+    server.script(stream_error("invalid_request_error"))
+    err, seen = propose(workspace, llm_proposer(workspace, "opus"), tmp_path)
+    assert isinstance(err, ProposerError) and "invalid_request_error" in str(err)
+    assert len(server.requests) == 1  # not retried
+
+
+def test_anything_else_that_breaks_a_proposal_fails_it_with_its_spend(workspace, server, tmp_path, monkeypatch):
+    """A fault no rule knows (here: the toolbox breaks while answering a read) fails that proposal with what it
+    spent; the loop goes on (ProposerError, not a crash)."""
+    server.script(tool_call("read_file", {"path": "train.py"}, usage=(10_000, 100)))
+
+    def broken(self, call):
+        raise RuntimeError("disk went away")
+
+    monkeypatch.setattr(ToolBox, "run", broken)
+    err, seen = propose(workspace, llm_proposer(workspace, "opus"), tmp_path)
+    assert isinstance(err, ProposerError) and "RuntimeError: disk went away" in str(err)
+    assert err.usage["calls"] == 1 and err.usage["cost_usd"] > 0
+    assert any(e["type"] == "proposal_error" for e in seen)
+
+
+def test_blank_text_is_never_sent_back(workspace, server, tmp_path):
+    server.script(tool_call("read_file", {"path": "train.py"}, text="  \n "), tool_call("submit_experiment", CHANGE))
+    proposal, _ = propose(workspace, llm_proposer(workspace, "opus"), tmp_path)
+    assert proposal.description == CHANGE["description"] and server.refusals == []
+    sent_back = server.requests[1].body["messages"][1]["content"]
+    assert [b["type"] for b in sent_back] == ["tool_use"]
+
+
+def test_a_forgotten_lesson_is_asked_for_once_then_the_change_goes_ahead(workspace, server, tmp_path):
+    """An experiment was decided and no lesson of it exists: the first submission without one is reminded, the
+    second goes through and its record says the lesson was not given."""
+    without = {**CHANGE, "lesson": ""}
+    server.script(tool_call("submit_experiment", without), tool_call("submit_experiment", without))
+    proposer, ledger = llm_proposer(workspace, "opus"), Ledger(workspace.dir)
+    context = Proposing(workspace, ledger, proposer).context("0002", ledger.best(), read_program(workspace),
+                                                             workspace.file_at("train.py"))
+    context.history.append(ledger.best().model_copy(update={"id": "0001", "proposer": "optuna",
+                                                            "status": ExperimentStatus.DISCARD}))
+    transcript = Transcript(tmp_path / "proposal.jsonl")
+    proposal = proposer.propose(context, transcript)
+    reminders = [e["content"] for e in transcript.events() if e["type"] == "tool_result" and e["is_error"]]
+    assert len(reminders) == 1 and "the lesson of experiment 0001 is due" in reminders[0]
+    assert proposal.lesson_for == "0001" and proposal.lesson == "(not given)"
+
+
+def test_the_first_blocks_are_cached_for_an_hour_above_the_models_minimum(workspace, server, tmp_path):
+    """System prompt and train.py each behind a 1-hour breakpoint, the newest message a 5-minute one; on
+    Opus 4.6 (4096-token minimum) the system prompt alone is too short to be marked. A second proposal
+    (another conversation) reads both 1-hour stretches from the cache."""
+    server.script(tool_call("submit_experiment", CHANGE), tool_call("submit_experiment", CHANGE))
+    factory = conversation_factory("anthropic:claude-opus-4-6")
+    for _ in range(2):
+        proposal, seen = propose(workspace, LLMProposer(factory, workspace.dir, PriceTable(), retry_base_s=0.01),
+                                 tmp_path)
+        assert not isinstance(proposal, Exception), proposal
+    first, second = server.requests[0].body, server.requests[1].body
+    assert "cache_control" not in first["system"][0]
+    blocks = first["messages"][0]["content"]
+    assert blocks[0]["text"].startswith("train.py at the best commit")
+    assert blocks[0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert blocks[1]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
+    params = [e["params"] for e in seen if e["type"] == "assistant"][0]
+    assert any(p.startswith("system: not placed") and "4096" in p for p in params["cache_breakpoints"])
+    usage = server.requests[1].usage
+    assert usage["cache_read_input_tokens"] > 4096 and usage["cache_creation"]["ephemeral_1h_input_tokens"] == 0
+    assert second["messages"][0]["content"][0]["text"] == blocks[0]["text"]
+
+
+def test_a_refused_effort_or_configuration_ends_run_in_seconds_before_anything_trains(workspace, server):
+    command = [sys.executable, "-m", "agent.cli", "run", "--tag", "llm", "--proposer", "llm", "--max-experiments",
+               "3", "--workspaces", str(workspace.dir.parent)]
+    logs = sorted((workspace.dir / "logs").glob("*"))
+    static = subprocess.run(command + ["--model", "anthropic:claude-opus-4-6", "--effort", "xhigh"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert static.returncode == 2 and "--effort xhigh is refused by claude-opus-4-6: it takes low, medium, high, " \
+                                       "max" in static.stdout.replace("\n", " ")
+    assert server.requests == []
+    server.script(error(400, body={"type": "error", "error": {
+        "type": "invalid_request_error", "message": "thinking.type.adaptive is not supported for this model"}}))
+    refused = subprocess.run(command + ["--model", "anthropic:claude-opus-5-5"], capture_output=True, text=True,
+                             cwd=ROOT, timeout=60)
+    shown = refused.stdout.replace("\n", " ")
+    assert refused.returncode == 2 and "refused the night's configuration" in shown and "Fix:" in shown
+    assert len(server.requests) == 1 and sorted((workspace.dir / "logs").glob("*")) == logs  # nothing trained
+
+
+CURRENT_MODELS = [f"{row.provider}:{row.name}" for row in TABLE if not row.retired]
+
+
+@pytest.mark.parametrize("model", CURRENT_MODELS)
+def test_every_current_model_of_the_table_proposes_reasons_and_hits_the_cache(workspace, server, tmp_path, model):
+    """Each row as the service takes it: nothing refused (thinking, effort, output limit, caching), the reasoning
+    in the transcript, the second request reading the first one's prefix from the cache, the spend priced."""
+    info = parse_model(model)[1]
+    server.script(tool_call("read_file", {"path": "train.py"}, thinking="The schedule first."),
+                  tool_call("submit_experiment", CHANGE))
+    proposer = LLMProposer(conversation_factory(model, cache_key="llm"), workspace.dir, PriceTable(),
+                           retry_base_s=0.01, outage_window_s=10)
+    proposal, seen = propose(workspace, proposer, tmp_path)
+    assert not isinstance(proposal, Exception), proposal
+    assert server.refusals == [] and server.pending == 0
+    thoughts = [e["text"] for e in seen if e["type"] == "thinking"]
+    assert thoughts == (["The schedule first."] if info.thinking != "none" or info.reasoning else [])
+    second = server.requests[1].usage
+    read = (second["cache_read_input_tokens"] if info.provider == "anthropic"
+            else second["input_tokens_details"]["cached_tokens"])
+    assert read > 4096, second  # at least system prompt and train.py, whatever the model's minimum
+    assert proposal.usage["cost_usd"] > 0
+
+
+def test_a_stream_that_ends_inside_a_tool_call_is_retried_never_taken_whole(workspace, server, tmp_path):
+    """A body that stops after part of a submission (no message_delta, no message_stop) is incomplete, not a
+    shorter submission: the call is retried and the whole one is taken."""
+    two_edits = reasoned({"description": "two changes", "edits": [
+        {"old_string": "FINAL_LR_FRAC = 0.0", "new_string": "FINAL_LR_FRAC = 0.05"},
+        {"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.4 ")}]})
+    server.script(stream_ended_early(tool_call("submit_experiment", two_edits)),
+                  tool_call("submit_experiment", two_edits))
+    proposal, seen = propose(workspace, llm_proposer(workspace, "opus"), tmp_path)
+    assert not isinstance(proposal, Exception), proposal
+    assert len(proposal.edits) == 2 and server.pending == 0
+    retries = [e["error"] for e in seen if e["type"] == "retry"]
+    assert len(retries) == 1 and "ended before the message was complete" in retries[0]
+
+
+def test_the_spend_of_a_proposal_cut_by_a_night_ending_error_is_recorded(workspace, server):
+    credit = {"type": "error", "error": {"type": "invalid_request_error",
+                                         "message": "Your credit balance is too low to access the Anthropic API."}}
+    server.script(tool_call("read_file", {"path": "train.py"}, usage=(100_000, 1_000)), error(400, body=credit))
+    with pytest.raises(LoopStopped, match="no credit left"):
+        loop(workspace, llm_proposer(workspace), experiments=2)
+    failed = read_failures(workspace.dir)
+    assert len(failed) == 1 and failed[0].usage["calls"] == 1
+    assert run_cost(Ledger(workspace.dir)) == pytest.approx(0.5 + 0.025)  # Opus 4.5: $5 in, $25 out

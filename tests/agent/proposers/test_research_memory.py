@@ -122,7 +122,7 @@ class Researcher:
 
 def first_user_text(body: dict) -> str:
     content = body["messages"][0]["content"]
-    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+    return content if isinstance(content, str) else "\n\n".join(b.get("text", "") for b in content)
 
 
 def transcript_events(workspace, experiment_id):
@@ -140,7 +140,7 @@ def night(test_track, tmp_path_factory):
     with LLMServer() as server, pytest.MonkeyPatch.context() as env:
         env.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
         env.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url())
-        proposer = LLMProposer(conversation_factory("anthropic:claude-sonnet-4-5"), workspace.dir, PriceTable(),
+        proposer = LLMProposer(conversation_factory("anthropic:claude-opus-4-5"), workspace.dir, PriceTable(),
                                retry_base_s=0.01, outage_window_s=10)
         researcher = Researcher(proposer, server, workspace, plan)
         run_loop(workspace, researcher, SyntheticRunner(GAINS, crashes=("DEPTH = 64",)),

@@ -49,7 +49,7 @@ def reported(test_track, tmp_path_factory):
         server.script(tool_call("read_file", {"path": "train.py"}, thinking=HOSTILE_THOUGHT, usage=(1000, 200)),
                       tool_call("write_notes", {"text": NOTES}, usage=(1000, 200)),
                       tool_call("submit_experiment", change, usage=(1000, 200)))
-        llm = LLMProposer(conversation_factory("anthropic:claude-sonnet-4-5"), workspace.dir, PriceTable(),
+        llm = LLMProposer(conversation_factory("anthropic:claude-opus-4-5"), workspace.dir, PriceTable(),
                           retry_base_s=0.01)
         hybrid = HybridProposer(llm, OptunaProposer(workspace.dir / "optuna.journal", seed=1), 0.5)
         # Proposed after each result (not ahead of it), so the LLM's proposal owes the lesson of Optuna's.
