@@ -26,6 +26,7 @@ from agent.judging.evaluator import EvaluationFailed
 from agent.judging.noise import CLOSE, CRASH, DISCARD, KEEP, Judgement
 from agent.judging.simplify import simplify_or_discard
 from agent.judging.verify import Untrusted, score_runs, trusted, verification_evidence
+from agent.llm.types import Usage
 from agent.proposers.base import Proposer, Running
 from agent.proposers.edits import EditRejected
 from agent.proposers.night_facts import NightFacts
@@ -80,6 +81,8 @@ class Experiment:
     rebased_from: list[RebasedFrom] = field(default_factory=list)
     earlier_run_seconds: float = 0.0  # training on parents that stopped being the best
     thread_id: int | None = None      # the thread that runs its steps
+    spend: Usage = field(default_factory=Usage)  # the proposal being made: what it has spent so far
+    holds_slot_from: float | None = None  # time.monotonic() once it was both proposed and admitted
 
     def admit(self, why_not: str | None = None) -> None:
         self.abandoned, self.admitted_at = why_not, time.monotonic()
@@ -87,6 +90,9 @@ class Experiment:
 
     def running(self) -> Running | None:
         """What a proposal made meanwhile is told about it."""
+        if self.obtained is None and self.phase == PROPOSING and self.best is not None:
+            return Running(self.id, "being proposed now, in a conversation of its own (its change is not known "
+                                    "yet)", None)
         if self.obtained is None or self.obtained.base_commit is None:
             return None
         proposal = self.obtained.proposal
@@ -105,7 +111,7 @@ class Steps:
                                                                                  settings, shared)
         self.ledger = shared.ledger
         self.moved, self.others, self.floor_ready = moved, others, floor_ready
-        self.proposing = Proposing(workspace, self.ledger, proposer, shared.proposer_lock)
+        self.proposing = Proposing(workspace, self.ledger, proposer, shared.proposer_lock, shared.lock)
         self.training = Training(workspace, runner, settings, shared)
         self.fixing = Fixing(self.training, proposer, shared)
 
@@ -148,10 +154,12 @@ class Steps:
             self.proposing.abandon(experiment.id, experiment.obtained, experiment.transcript, experiment.abandoned)
             return False
         experiment.obtained.wait_seconds = max(0.0, proposed - experiment.admitted_at)
+        experiment.holds_slot_from = max(proposed, experiment.admitted_at)
         return True
 
     def _propose_on_best(self, experiment: Experiment) -> None:
-        with self.shared.proposer_lock:  # the best and what is in flight as they are when its turn comes
+        # the best and what is in flight as they are when its conversation opens
+        with self.shared.conversations.held(experiment.id, self.shared.check), self.shared.proposer_turn():
             with self.shared.lock:
                 best, head = self.ledger.best(), self.workspace.head()
                 train_source = self.workspace.file_at("train.py", head)
@@ -160,8 +168,10 @@ class Steps:
                 experiment.obtained = self.proposing.baseline(train_source, experiment.transcript)
                 return
             others = [r for r in self.others(experiment) if r is not None]
+            experiment.spend = Usage()
             experiment.obtained = self.proposing.propose(experiment.id, best, train_source, experiment.program,
-                                                         experiment.transcript, experiment.facts, others)
+                                                         experiment.transcript, experiment.facts, others,
+                                                         experiment.spend)
 
     def commit(self, experiment: Experiment) -> None:
         """Committed on the best (re-applied, or proposed again, if the best moved since the proposal) and its
@@ -395,6 +405,7 @@ class Steps:
             val_bpb=record.val_bpb, best_before=experiment.best.val_bpb if experiment.best else None,
             runs=[r.model_dump(exclude_unset=True) for r in record.runs],
             evidence=record.evidence.model_dump(exclude_unset=True))
+        self.proposing.claims.drop(record.id)  # the ledger says it was tried now
         if experiment.best is not None:
             with self.shared.proposer_lock:
                 self.proposer.observe(record.id, record.proposal, record)

@@ -6,8 +6,11 @@ until a limit is reached. K is --parallel, else the runner's slots (one per GPU 
 runner).
 
 The main thread schedules; every experiment runs its steps in a thread of its own
-(agent/experiment.py). A new experiment starts whenever fewer than K are proposing, waiting or
-training; with `overlap`, one more may be proposing while K train. Experiments being judged
+(agent/experiment.py). Up to N proposals are made at once, each in a conversation of its own
+(--proposers, else as many as keep the slots fed at the measured proposal and run times: see
+agent/proposers/conversations.py). A new experiment starts whenever fewer than K are proposing,
+waiting or training; with `overlap`, up to N more may be proposed ahead while K train, and a free
+slot takes the oldest proposal made ahead. Experiments being judged
 (close-call re-runs, implausible-fall re-runs, verification of a would-be keep, a re-run on a newer
 best) do not hold a place when K > 1: their runs queue at the runner as work of their own, so a
 slot is not left idle while one experiment verifies. With one slot they do, so that the next
@@ -38,6 +41,7 @@ from agent.experiment import JUDGING, PROPOSING, READY, Experiment, Steps
 from agent.judging.noise import wants_noise_floor
 from agent.llm.types import ProviderFatal, ProviderUnavailable
 from agent.proposers.base import Proposer, ProposerError, Running
+from agent.proposers.conversations import Pace
 from agent.proposers.edits import EditRejected
 from agent.proposers.night_facts import NightFacts
 from agent.proposers.proposing import read_program
@@ -77,6 +81,7 @@ class Loop:
                            self.floor_ready)
         self.changed = threading.Condition()   # guards `active` and wakes the scheduler
         self.active: dict[str, tuple[Experiment, Future]] = {}
+        self.pace = Pace(self.ledger.records)
         self.floor: Future | None = None
         self.done, self.failures, self.paused_until = 0, 0, 0.0
         self.halted: LoopStopped | None = None  # raised once the experiments in flight are recorded
@@ -130,17 +135,28 @@ class Loop:
             active = [experiment for experiment, _ in self.active.values()]
             if self.ledger.best() is None:  # the baseline runs alone: everything else needs a best
                 return may_start and not active and self._start(started, admitted=True)
+            conversations = self._conversations(active)
             holding = sum(1 for e in active if e.admitted.is_set() and (e.phase != JUDGING or self.slots == 1))
-            waiting = sorted((e for e in active if not e.admitted.is_set()), key=lambda e: e.id)
+            ahead = sorted((e for e in active if not e.admitted.is_set()), key=lambda e: (e.phase != READY, e.id))
+            # an admitted experiment still READY is being committed, and proposes again if its edits no longer apply
+            proposing = sum(1 for e in active if e.phase == PROPOSING or e.phase == READY and e.admitted.is_set())
             if holding < self.slots:
-                if waiting:
-                    waiting[0].admit()
+                if ahead:  # the oldest proposal made ahead, one that is ready first
+                    ahead[0].admit()
                     return True
-                return may_start and self._start(started, admitted=True)
-            if may_start and self.settings.overlap and not waiting and not any(e.phase in (PROPOSING, READY)
-                                                                               for e in active):
+                return may_start and proposing < conversations and self._start(started, admitted=True)
+            if may_start and self.settings.overlap and len(ahead) < conversations and proposing < conversations:
                 return self._start(started, admitted=False)
             return False
+
+    def _conversations(self, active: list[Experiment]) -> int:
+        """How many proposals may be made at once now: --proposers, else what keeps the slots fed."""
+        for experiment in active:
+            if experiment.obtained is not None and experiment.best is not None:
+                self.pace.proposed(experiment.id, experiment.obtained.propose_seconds)
+        wanted = min(self.settings.proposers or self.pace.needed(self.slots), self.slots)
+        self.shared.conversations.limit = wanted
+        return wanted
 
     def _room(self) -> bool:
         """Whether there is room on disk for one more run; if not, the loop stops once those in flight end."""
@@ -227,6 +243,8 @@ class Loop:
         if error is None:
             if record is not None:
                 self.done, self.failures = self.done + 1, 0
+                if experiment.holds_slot_from is not None:
+                    self.pace.ran(time.monotonic() - experiment.holds_slot_from)
                 self.say(f"{record.id} {record.status.value:<8} {_bpb(record)}  {record.description}"
                          + (f"  (${record.llm.cost_usd:.4f})" if record.llm.cost_usd else ""))
         elif isinstance(error, (ProposerError, EditRejected)):
@@ -267,11 +285,12 @@ class Loop:
         return None
 
     def _spent(self) -> float:
-        """The run's LLM spend, with that of proposals in flight that are not recorded yet."""
+        """The run's LLM spend, with that of proposals made and not recorded yet, and of those being made."""
         with self.changed:
             pending = [e.obtained.proposal.usage.get("cost_usd", 0.0) for e, _ in self.active.values()
                        if e.obtained is not None and e.abandoned is None and not self.ledger.has(e.id)]
-        return run_cost(self.ledger) + sum(pending)
+            talking = [e.spend.cost_usd for e, _ in self.active.values() if e.obtained is None]
+        return run_cost(self.ledger) + sum(pending) + sum(talking)
 
     def _abandon_waiting(self, why: str) -> None:
         """Experiments proposed but not yet admitted will not train: a limit was reached."""

@@ -102,12 +102,13 @@ class ProgressObserver:
         self._set(experiment_id, Phase(experiment_id=experiment_id, phase="proposing", detail=f"with {proposer}",
                                        since=time.time()))
 
-    def tool_calls(self, experiment_id: str, proposer: str, count: int) -> None:
+    def tool_calls(self, experiment_id: str, proposer: str, count: int, last: str = "") -> None:
         with self._lock:
             phase = self.phases.get(experiment_id)
             if phase is None or phase.phase != "proposing":
                 return
-            phase.detail = f"with {proposer}, {count} tool call{'s' if count != 1 else ''}"
+            phase.detail = f"with {proposer}, {count} tool call{'s' if count != 1 else ''}" + (
+                f", the last {last}" if last else "")
             self._changed(experiment_id, quiet=True)
 
     def proposed(self, experiment_id: str) -> None:
@@ -257,7 +258,7 @@ class _CountingTranscript(Transcript):
         super().event(type_, **fields)
         if type_ == "tool_call":
             self._calls += 1
-            self._on_tool_call(self._calls)
+            self._on_tool_call(self._calls, str(fields.get("name", ""))[:40])
 
 
 class ObservedProposer:
@@ -274,7 +275,7 @@ class ObservedProposer:
         experiment_id = context.experiment_id
         self._observer.proposing(experiment_id, self.label)
         counting = _CountingTranscript(
-            transcript, lambda count: self._observer.tool_calls(experiment_id, self.label, count))
+            transcript, lambda count, last: self._observer.tool_calls(experiment_id, self.label, count, last))
         try:
             return self._proposer.propose(context, counting)
         finally:

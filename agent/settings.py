@@ -30,6 +30,8 @@ class LoopSettings(BaseModel):
     max_cost_usd: float | None = Field(None, description="Stop once the LLM spend of the tag reaches this.")
     outage_poll_seconds: float = internal(60.0)     # while the LLM provider is down, try again this often
     overlap: bool = Field(True, description="Propose the next experiment while the current one trains.")
+    proposers: int | None = Field(None, ge=1, description="Proposals (LLM conversations) made at once (default: "
+                                  "as many as keep the training slots fed at the measured proposal and run times)")
     parallel: int | None = Field(None, ge=1, description="Experiments in flight at once (default: the runner's "
                                                          "slots, one per GPU for the local runner).")
     seed: int = Field(42, description="The baseline's seed; each later run gets one not used before.")

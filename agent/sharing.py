@@ -2,8 +2,9 @@
 
 Every experiment in flight runs its steps in a thread of its own. GitPython is not thread-safe and
 the ledger, the notes and the in-flight markers are single files, so everything that touches them
-holds `lock`; proposers are asked and told by one thread at a time (`proposer_lock`), and a
-proposal is made under that lock only, so the workspace stays usable while a model thinks. Seeds
+holds `lock`. Up to `conversations.limit` proposals are made at once, never under `lock`, so the
+workspace stays usable while a model thinks; with one at a time, proposers are also asked and told by
+one thread at a time (`proposer_turn`). Seeds
 come from one counter, so that no two runs in flight share one. Would-be keeps land one at a time
 (`lane`).
 """
@@ -11,8 +12,10 @@ come from one counter, so that no two runs in flight share one. Would-be keeps l
 from __future__ import annotations
 
 import threading
+from contextlib import nullcontext
 
 from agent.judging.noise import fresh_seed
+from agent.proposers.conversations import Conversations
 from agent.recording.ledger import Ledger
 from agent.recording.record import InFlight, RunEntry
 
@@ -25,7 +28,8 @@ class Shared:
     def __init__(self, ledger: Ledger, base_seed: int):
         self.ledger = ledger
         self.lock = threading.RLock()            # the workspace repository, the ledger, notes, in-flight markers
-        self.proposer_lock = threading.RLock()   # proposers are asked and told one at a time
+        self.proposer_lock = threading.RLock()   # proposers are told (and, one at a time, asked) under it
+        self.conversations = Conversations()
         self.stopping = threading.Event()
         self.base_seed = base_seed
         self._last_seed: int | None = None
@@ -34,6 +38,11 @@ class Shared:
     def check(self) -> None:
         if self.stopping.is_set():
             raise Stopping("the loop is stopping")
+
+    def proposer_turn(self):
+        """The proposer lock while proposals are made one at a time: a proposer that keeps state between its
+        proposals is then never asked while it is told. Several conversations at once do not wait for it."""
+        return self.proposer_lock if self.conversations.limit == 1 else nullcontext()
 
     def begin(self, in_flight: InFlight) -> None:
         """Writes (or updates) the in-flight marker, unless the loop is stopping (it records the experiment)."""

@@ -18,10 +18,19 @@
    steady rate over K=1 and efficiency = speed-up / K (the goal: >= 0.95 up to K=64); and how
    the slots spent the steady window: idle (the loop's own cost) and re-running would-be keeps
    on a newer best (the keep rule's). The baseline runs alone and is not counted.
-2. real training: the local runner on the test track, K=1 and K=2, experiments per hour.
+2. a proposer that takes time (--latency P): the same simulation, but proposals come from the real LLM
+   proposer talking to the loopback LLM server (tests/helpers/llm_server.py), which answers each request
+   after P seconds with a change of one setting (tests/helpers/llm_responders.py), so one proposal takes
+   about P. The loop chooses how many conversations to open at once (no --proposers). For each K in
+   --latency-ks, --rounds x K experiments: steady experiments/hour, efficiency against the ideal K x 3600 / R
+   (every slot always running), the slots' idle share, the most conversations open at once, proposals
+   wasted (changes refused because another conversation had them, proposals made and never run) and the
+   waits on the shared rate limiter.
+3. real training: the local runner on the test track, K=1 and K=2, experiments per hour.
 
     .venv/bin/python benchmarks/parallel.py [--ks 1,8,32,64] [--sleep 20] [--experiments 768]
                                             [--single 12] [--real 6] [--profile K] [--cache DIR]
+                                            [--latency 4 --latency-ks 8,16,32,64 --rounds 8]
 
 --profile K runs the simulation once more at K with a profiler of each thread's CPU time (waiting
 and sleeping count nothing) and prints where the loop's own time goes.
@@ -126,6 +135,7 @@ class Measured:
     decided: list[float]    # time.monotonic() of each decision after the baseline's, in order
     idle: float = 0.0       # share of the K slots' time in the steady window with no run
     rebased: float = 0.0    # share of it spent re-running would-be keeps on a newer best
+    proposing: Proposing | None = None
 
     @property
     def per_hour(self) -> float:
@@ -165,8 +175,19 @@ class Measured:
         self.rebased = sum(inside(span) for span in spans if ".rebase" in span.name) / total
 
 
+@dataclass
+class Proposing:
+    """How the proposals of a simulation with a slow proposer went."""
+    most_at_once: int = 0     # conversations open at the same moment, at most
+    refused: int = 0          # submissions refused because another conversation had the same change
+    abandoned: int = 0        # proposals made that never ran
+    failed: int = 0           # proposals that failed
+    limiter_waits: int = 0    # requests that waited for the shared rate limiter
+    limiter_wait_s: float = 0.0
+
+
 def simulate(k: int, sleep: float, experiments: int, spec: dict, profile: bool = False,
-             seed: int | None = None) -> Measured:
+             seed: int | None = None, latency: float = 0.0) -> Measured:
     settings = LoopSettings(max_experiments=experiments + 1, parallel=k, noise_seeds=0, min_delta=MIN_DELTA,
                             grace_seconds=60)
     root = Path(tempfile.mkdtemp(prefix=f"parallel-{k}-"))
@@ -183,8 +204,12 @@ def simulate(k: int, sleep: float, experiments: int, spec: dict, profile: bool =
     if profile:
         _profile_threads(profiles)
     started = time.monotonic()
+    proposing = Proposing()
     try:
-        run_loop(workspace, RandomSettings(seed=k if seed is None else seed), runner, settings, say=say)
+        if latency:
+            proposing = _with_slow_proposer(workspace, runner, settings, say, latency, k if seed is None else seed)
+        else:
+            run_loop(workspace, RandomSettings(seed=k if seed is None else seed), runner, settings, say=say)
     finally:
         if profile:
             threading.Thread.run = _THREAD_RUN
@@ -196,7 +221,29 @@ def simulate(k: int, sleep: float, experiments: int, spec: dict, profile: bool =
     measured = Measured(k, len(done), ended - baseline_end, len(runner.spans), sum(r.status == "keep" for r in done),
                         decided)
     measured.share_slots(runner.spans)
+    measured.proposing = proposing
     return measured
+
+
+def _with_slow_proposer(workspace, runner, settings, say, latency: float, seed: int) -> Proposing:
+    """run_loop with the real LLM proposer against the loopback server answering after `latency` seconds."""
+    from agent.llm.pricing import PriceTable
+    from agent.llm.select import conversation_factory
+    from agent.proposers.llm import LLMProposer
+    from agent.recording.proposal_failures import read_failures
+    from tests.helpers.llm_responders import SettingChanges
+    from tests.helpers.llm_server import LLMServer
+
+    with LLMServer(latency=latency, responder=SettingChanges(seed=seed)) as server:
+        os.environ.update(ANTHROPIC_API_KEY="sk-ant-benchmark", ANTHROPIC_BASE_URL=server.anthropic_base_url())
+        proposer = LLMProposer(conversation_factory("anthropic:claude-opus-5-5"), workspace.dir, PriceTable())
+        run_loop(workspace, proposer, runner, settings, say=say)
+        most = server.most_at_once
+    failures = read_failures(workspace.dir)
+    refused = sum(1 for path in (workspace.dir / "transcripts").glob("*.jsonl")
+                  for line in path.read_text().splitlines() if '"tool_result"' in line and "refused, nothing" in line)
+    return Proposing(most, refused, sum(f.kind == "abandoned" for f in failures),
+                     sum(f.kind != "abandoned" for f in failures), proposer.limits.waits, proposer.limits.waited_s)
 
 
 _THREAD_RUN = threading.Thread.run
@@ -263,6 +310,12 @@ def main() -> None:
                                                             "(0: skip)")
     parser.add_argument("--profile", type=int, default=0, help="profile the simulation at this K")
     parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds the LLM proposer's model takes per "
+                                                                   "request (0: skip that part)")
+    parser.add_argument("--latency-ks", default="8,16,32,64", help="slots of the simulation with --latency")
+    parser.add_argument("--latency-sleep", type=float, default=None, help="run seconds with --latency (default: "
+                                                                          "--sleep)")
+    parser.add_argument("--rounds", type=int, default=8, help="experiments per slot with --latency")
     args = parser.parse_args()
     from rich.console import Console
     from rich.table import Table
@@ -278,7 +331,7 @@ def main() -> None:
                    "speed-up", "efficiency", "idle", "re-based"):
         table.add_column(column, justify="right")
     single = None
-    for k in (int(x) for x in args.ks.split(",")):
+    for k in (int(x) for x in args.ks.split(",") if x):
         measured = simulate(k, args.sleep, args.single if k == 1 else args.experiments, spec)
         single = single or measured.steady_per_hour / k
         speedup = measured.steady_per_hour / single
@@ -294,6 +347,27 @@ def main() -> None:
 
     if args.profile:
         simulate(args.profile, args.sleep, args.experiments, spec, profile=True)
+
+    if args.latency:
+        sleep = args.latency_sleep or args.sleep
+        table = Table(title=f"a proposer of {args.latency:g} s: the real LLM proposer, the loopback server, runs "
+                            f"of {sleep:g} s (R/P = {sleep / args.latency:g}), conversations chosen by the loop")
+        for column in ("K", "experiments", "wall s", "steady experiments/hour", "ideal", "efficiency", "idle",
+                       "re-based", "most conversations", "refused", "abandoned", "failed", "limiter waits"):
+            table.add_column(column, justify="right")
+        for k in (int(x) for x in args.latency_ks.split(",")):
+            measured = simulate(k, sleep, args.rounds * k, spec, latency=args.latency)
+            ideal = k * 3600 / sleep
+            p = measured.proposing
+            table.add_row(str(k), str(measured.experiments), f"{measured.wall:.0f}",
+                          f"{measured.steady_per_hour:,.0f}", f"{ideal:,.0f}",
+                          f"{measured.steady_per_hour / ideal:.2f}", f"{measured.idle:.1%}",
+                          f"{measured.rebased:.1%}", str(p.most_at_once),
+                          str(p.refused), str(p.abandoned), str(p.failed),
+                          f"{p.limiter_waits} ({p.limiter_wait_s:.1f} s)")
+            console.print(f"K={k}: {measured.experiments} experiments in {measured.wall:.1f} s "
+                          f"(load average {os.getloadavg()[0]:.1f})")
+        console.print(table)
 
     if args.real:
         table = Table(title=f"real training: test track, local runner, {args.real} experiments after the baseline")

@@ -30,6 +30,7 @@ from agent.llm.types import (
     ToolSpec,
     Usage,
     estimated_tokens,
+    rate_headers,
 )
 
 # The system prompt and tools are the same for every experiment of a night: cached for an hour, they
@@ -103,7 +104,7 @@ class AnthropicConversation:
             except Exception as error:
                 error.spent = _spent_so_far(stream)  # a stream cut after message_start was billed its input
                 raise
-            request_id = stream.request_id
+            request_id, limits = stream.request_id, rate_headers(stream.response.headers)
         if reply.stop_reason is None:  # the body ended before message_delta: whatever arrived is incomplete
             failure = FailedAfterAnswer("anthropic", "api_error", "the stream ended before the message was complete")
             failure.spent = _usage(reply.usage)
@@ -119,7 +120,8 @@ class AnthropicConversation:
             tool_calls=[ToolCall(b.id, b.name, b.input if isinstance(b.input, dict) else {UNPARSED: b.input})
                         for b in reply.content if b.type == "tool_use"],
             usage=_usage(reply.usage), stop_reason=reply.stop_reason, service_model=reply.model,
-            request_id=request_id, params={**self.options(), "stream": True, "cache_breakpoints": breakpoints})
+            request_id=request_id, params={**self.options(), "stream": True, "cache_breakpoints": breakpoints},
+            rate_headers=limits)
 
     def add_tool_results(self, results: list[ToolResult], note: str | None = None) -> None:
         """One user message answering every tool call of the last turn, tool results first."""

@@ -34,6 +34,7 @@ from agent.llm.types import (
     ToolSpec,
     Usage,
     estimated_tokens,
+    rate_headers,
 )
 
 TRIMMED = "[cut to fit the context window]"
@@ -121,7 +122,7 @@ class ResponsesConversation:
                                               tools=self.tools, stream=True, **options)
         reply, done = None, []
         with stream:
-            request_id = stream.response.headers.get("x-request-id")
+            request_id, limits = stream.response.headers.get("x-request-id"), rate_headers(stream.response.headers)
             try:
                 for event in stream:
                     if event.type == "response.output_item.done":
@@ -165,7 +166,7 @@ class ResponsesConversation:
             tool_calls=[ToolCall(item.call_id, item.name, _arguments(item.arguments))
                         for item in output if item.type == "function_call"],
             usage=_responses_usage(reply.usage), stop_reason="refusal" if refusals else stop,
-            service_model=reply.model, request_id=request_id, params=params)
+            service_model=reply.model, request_id=request_id, params=params, rate_headers=limits)
 
     def add_tool_results(self, results: list[ToolResult], note: str | None = None) -> None:
         self.input.extend({"type": "function_call_output", "call_id": r.call_id, "output": _error_text(r) or "(empty)"}
@@ -237,7 +238,7 @@ class ChatConversation:
                         output_tokens=usage.completion_tokens if usage else 0,
                         cache_read_tokens=cached, thinking_tokens=thinking, calls=1),
             stop_reason="refusal" if declined else reply.choices[0].finish_reason, service_model=reply.model,
-            request_id=raw.headers.get("x-request-id"), params=self.options())
+            request_id=raw.headers.get("x-request-id"), params=self.options(), rate_headers=rate_headers(raw.headers))
 
     def _error_answer(self, raw) -> FailedAfterAnswer:
         """A 200 without choices: gateways put the upstream error in the body (its type or code names it)."""

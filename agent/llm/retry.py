@@ -19,6 +19,7 @@ import httpx
 import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
+from agent.llm.rate_limits import RateLimiter
 from agent.llm.types import ContextTooLong, FailedAfterAnswer, ProviderFatal, ProviderUnavailable, RequestRefused
 
 try:  # the SDKs moved to httpx2; an older SDK raises httpx's errors while it reads a stream
@@ -89,7 +90,10 @@ def retry_after_seconds(error: BaseException) -> float | None:
 
 
 def call_with_retries(call: Callable, provider: str, on_retry: Callable[[dict], None], *,
-                      outage_window_s: float = 1800.0, base_s: float = 1.0, max_wait_s: float = 60.0):
+                      outage_window_s: float = 1800.0, base_s: float = 1.0, max_wait_s: float = 60.0,
+                      limiter: RateLimiter | None = None):
+    """call() until it answers; with a limiter, every attempt waits for the key's shared limits and tells them
+    what it met, so that the conversations sharing the key back off together."""
     def wait(state: RetryCallState) -> float:
         hinted = retry_after_seconds(state.outcome.exception())
         backoff = min(max_wait_s, base_s * 2 ** (state.attempt_number - 1))
@@ -104,7 +108,7 @@ def call_with_retries(call: Callable, provider: str, on_retry: Callable[[dict], 
     retrying = Retrying(retry=retry_if_exception(is_transient), wait=wait, before_sleep=before_sleep,
                         stop=stop_after_delay(outage_window_s), reraise=True)
     try:
-        return retrying(call)
+        return retrying(call if limiter is None else lambda: limited(call, limiter))
     except Exception as error:
         if is_transient(error):
             raise ProviderUnavailable(f"{provider} did not answer for {outage_window_s:.0f} s "
@@ -115,6 +119,20 @@ def call_with_retries(call: Callable, provider: str, on_retry: Callable[[dict], 
             too_long = any(marker in str(error).lower() for marker in TOO_LONG)
             raise (ContextTooLong if too_long else RequestRefused)(str(error)) from error
         raise
+
+
+def limited(call: Callable, limiter: RateLimiter):
+    limiter.acquire()
+    try:
+        turn = call()
+    except Exception as error:
+        response = getattr(error, "response", None)
+        limiter.refused(getattr(error, "status_code", None), response.headers if response is not None else {})
+        raise
+    finally:
+        limiter.release()
+    limiter.answered(turn.rate_headers, turn.usage.input_tokens + turn.usage.output_tokens)
+    return turn
 
 
 def classify(provider: str, error) -> Exception:

@@ -65,6 +65,13 @@ class AssistantTurn:
     service_model: str | None = None  # the model as the service named it in its reply
     request_id: str | None = None
     params: dict = field(default_factory=dict)  # the request's parameters other than its content (never keys)
+    rate_headers: dict = field(default_factory=dict)  # what the reply's headers say of the key's rate limits
+
+
+def rate_headers(headers) -> dict:
+    """The rate-limit headers of a reply (Anthropic's, OpenAI's, Retry-After), lower-cased."""
+    return {k.lower(): v for k, v in headers.items()
+            if k.lower().startswith(("anthropic-ratelimit-", "x-ratelimit-", "retry-after"))}
 
 
 class ProviderFatal(Exception):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from agent.llm.types import Usage
 from agent.proposers.edits import Edit
 from agent.proposers.night_facts import NightFacts
 from agent.proposers.policy import checked_source
@@ -32,6 +34,9 @@ class ProposalContext:
     experiment_id: str
     running: list[Running] = field(default_factory=list)  # every other experiment in flight
     facts: NightFacts = field(default_factory=NightFacts)  # budget left and the keep rule's settings
+    # claim(source, edits): claims the change for this experiment; why not, when another experiment has it
+    claim: Callable[[str, list[Edit]], str | None] = lambda source, edits: None
+    spend: Usage = field(default_factory=Usage)  # what the proposal has spent so far, while it is being made
 
 
 @dataclass

@@ -1,7 +1,10 @@
 """Hybrid: Optuna tunes the numeric hyperparameters on a share of the experiments, the LLM
-proposes code changes on the rest. The share is kept over the run's whole history."""
+proposes code changes on the rest. The share is kept over the run's whole history, the proposals in
+flight and those being made at the same moment in other conversations."""
 
 from __future__ import annotations
+
+import threading
 
 from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerError
 from agent.recording.record import ExperimentRecord
@@ -16,17 +19,30 @@ class HybridProposer:
             raise ValueError(f"the Optuna share must be between 0 and 1, got {optuna_share}")
         self.by_name = {llm.name: llm, optuna.name: optuna}
         self.llm, self.optuna, self.share = llm, optuna, optuna_share
+        self._choosing = threading.Lock()
+        self._open: dict[str, str] = {}  # experiment being proposed -> the proposer it went to
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
-        proposed = [r.proposer for r in context.history if r.proposer in self.by_name]
-        proposed += [r.proposer for r in context.running if r.proposer in self.by_name]  # proposed, still training
-        by_optuna = proposed.count(self.optuna.name)
-        chosen = self.optuna if by_optuna < self.share * (len(proposed) + 1) else self.llm
-        transcript.event("reasoning", text=f"hybrid: {by_optuna} of {len(proposed)} proposals so far came from "
-                                           f"Optuna (share {self.share:.0%}); this one goes to {chosen.name}")
-        proposal = chosen.propose(context, transcript)
+        chosen = self._choose(context, transcript)
+        try:
+            proposal = chosen.propose(context, transcript)
+        finally:
+            with self._choosing:
+                self._open.pop(context.experiment_id, None)
         proposal.meta["proposer"] = chosen.name
         return proposal
+
+    def _choose(self, context: ProposalContext, transcript: Transcript):
+        with self._choosing:
+            proposed = [r.proposer for r in context.history if r.proposer in self.by_name]
+            proposed += [r.proposer for r in context.running if r.proposer in self.by_name]  # still training
+            proposed += list(self._open.values())  # being proposed in other conversations now
+            by_optuna = proposed.count(self.optuna.name)
+            chosen = self.optuna if by_optuna < self.share * (len(proposed) + 1) else self.llm
+            self._open[context.experiment_id] = chosen.name
+        transcript.event("reasoning", text=f"hybrid: {by_optuna} of {len(proposed)} proposals so far came from "
+                                           f"Optuna (share {self.share:.0%}); this one goes to {chosen.name}")
+        return chosen
 
     def fix(self, crashed: Crashed, crashed_source: str, transcript: Transcript) -> Proposal:
         owner = self.by_name.get(crashed.proposer or "")

@@ -3,7 +3,9 @@
 System prompt = the research program + the service's fixed rules. First user message = train.py at
 the best commit, then the state of the run. The model reads with the read-only tools and ends its turn
 with a valid submit_experiment. Every tool call is validated against its argument model; a malformed
-call or an invalid submission comes back as a tool error (at most MAX_REFLECTIONS invalid submissions).
+call or an invalid submission comes back as a tool error (at most MAX_REFLECTIONS invalid submissions),
+and so does a change another experiment has claimed (several conversations may be open at once; they
+share one rate limiter, the key's).
 A turn cut at its output limit has its tool calls answered with an error, never run. Each tool result
 tells the model how many calls are left; the proposal fails at max_tool_calls calls or past its token
 budget. A refused request or a refusal by the model fails the proposal (a context that is too long is
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from agent.llm.pricing import PriceTable
+from agent.llm.rate_limits import RateLimiter
 from agent.llm.retry import call_with_retries
 from agent.llm.tools import SUBMIT, TOOLS, BadToolCall, parse_arguments
 from agent.llm.types import (
@@ -101,22 +105,31 @@ class LLMProposer:
         self.max_tool_calls = max_tool_calls
         self.max_proposal_tokens = max_proposal_tokens  # input + output tokens of one proposal, all calls
         self.outage_window_s, self.retry_base_s = outage_window_s, retry_base_s
+        self.limits = RateLimiter(base_pause_s=retry_base_s)  # one key: shared by every conversation at once
         self.sessions: dict[str, tuple[Conversation, ToolBox]] = {}  # per experiment, for its fixes
+        self._lessons: dict[str, str] = {}  # experiment proposing -> the experiment whose lesson it was asked for
+        self._lessons_lock = threading.Lock()
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
         conversation = self.open_conversation()
         system = system_prompt(context.program_text, self.max_tool_calls, context.facts)
-        user = state_message(context, read_notes(self.workspace_dir))
+        notes = read_notes(self.workspace_dir)
+        user = state_message(context, notes)
         conversation.start(system, user, TOOLS)
         transcript.event("llm_request", provider=conversation.provider, model=conversation.model,
                          program=context.program_name, system_sha256=hashlib.sha256(system.encode()).hexdigest(),
                          system=system, user="\n\n".join(user), tools=[t.name for t in TOOLS])
         files = {"train.py": context.train_source, "prepare.py": _read(self.workspace_dir / "prepare.py"),
                  "program.md": context.program_text, "track.json": json.dumps(context.track, indent=2)}
-        toolbox = ToolBox(self.workspace_dir, files, context.history)
+        toolbox = ToolBox(self.workspace_dir, files, context.history, notes.text)
         self.sessions[context.experiment_id] = (conversation, toolbox)
-        due = lesson_due(context.history, [r.id for r in context.running])
-        return self._converse(conversation, toolbox, context.train_source, transcript, due.id if due else None)
+        lesson_for = self._lesson_to_ask(context)
+        try:
+            return self._converse(conversation, toolbox, context.train_source, transcript, lesson_for, context.claim,
+                                  context.spend)
+        except BaseException:
+            self._lessons.pop(context.experiment_id, None)
+            raise
 
     def fix(self, crashed: Crashed, crashed_source: str, transcript: Transcript) -> Proposal:
         """A fix for a fixable crash, in the conversation that proposed the change."""
@@ -131,12 +144,24 @@ class LLMProposer:
 
     def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
         self.sessions.pop(experiment_id, None)
+        self._lessons.pop(experiment_id, None)  # its lesson is in its record now, or was never drawn
+
+    def _lesson_to_ask(self, context: ProposalContext) -> str | None:
+        """The experiment whose lesson this proposal is asked for: the newest decided one, unless another open
+        conversation was asked for it already."""
+        with self._lessons_lock:
+            due = lesson_due(context.history, [r.id for r in context.running])
+            if due is None or due.id in self._lessons.values():
+                return None
+            self._lessons[context.experiment_id] = due.id
+            return due.id
 
     def _converse(self, conversation: Conversation, toolbox: ToolBox, base_source: str,
-                  transcript: Transcript, lesson_for: str | None) -> Proposal:
-        usage = Usage()
+                  transcript: Transcript, lesson_for: str | None, claim=None, usage: Usage | None = None) -> Proposal:
+        usage = usage if usage is not None else Usage()  # the caller's, to see the spend while it grows
         try:
-            return self._tool_loop(conversation, toolbox, base_source, transcript, usage, lesson_for)
+            return self._tool_loop(conversation, toolbox, base_source, transcript, usage, lesson_for,
+                                   claim or (lambda source, edits: None))
         except ProposerError as err:
             err.usage = usage.as_dict()
             raise
@@ -150,7 +175,7 @@ class LLMProposer:
             raise ProposerError(f"the proposal broke off ({type(err).__name__}: {err})", usage.as_dict()) from err
 
     def _tool_loop(self, conversation: Conversation, toolbox: ToolBox, base_source: str, transcript: Transcript,
-                   usage: Usage, lesson_for: str | None) -> Proposal:
+                   usage: Usage, lesson_for: str | None, claim) -> Proposal:
         calls, reflections, reminded = 0, 0, False
         while True:
             if usage.input_tokens + usage.output_tokens > self.max_proposal_tokens:
@@ -185,7 +210,7 @@ class LLMProposer:
                 elif calls > self.max_tool_calls:
                     result = ToolResult(call.id, "not run: no tool calls are left", True)
                 elif call.name == SUBMIT:
-                    result, accepted = self._submit(call, base_source, lesson_for, lesson_optional=reminded)
+                    result, accepted = self._submit(call, base_source, lesson_for, claim, lesson_optional=reminded)
                     reminded = reminded or result.content.startswith(LESSON_REMINDER)
                     if accepted is None:
                         reflections += 1
@@ -221,7 +246,8 @@ class LLMProposer:
                 turn = call_with_retries(lambda: self._charged_step(conversation, transcript, usage),
                                          conversation.provider,
                                          on_retry=lambda info: transcript.event("retry", **info),
-                                         outage_window_s=self.outage_window_s, base_s=self.retry_base_s)
+                                         outage_window_s=self.outage_window_s, base_s=self.retry_base_s,
+                                         limiter=self.limits)
                 break
             except ContextTooLong as err:
                 transcript.event("refused", reason=str(err), trimmed=trimmed)
@@ -252,7 +278,7 @@ class LLMProposer:
                 transcript.event("failed_call_spend", usage=spent.as_dict(), error=f"{type(error).__name__}")
             raise
 
-    def _submit(self, call: ToolCall, base_source: str, lesson_for: str | None,
+    def _submit(self, call: ToolCall, base_source: str, lesson_for: str | None, claim,
                 lesson_optional: bool = False) -> tuple[ToolResult, Proposal | None]:
         try:
             arguments = parse_arguments(call)
@@ -276,6 +302,8 @@ class LLMProposer:
         except Exception as err:  # noqa: BLE001 - whatever the edits did to the checks, the model is told
             return ToolResult(call.id, f"rejected, nothing was committed: the edits could not be checked "
                                        f"({type(err).__name__}: {err})", True), None
+        if taken := claim(source, edits):
+            return ToolResult(call.id, f"refused, nothing was committed: {taken}", True), None
         return (ToolResult(call.id, "accepted: the change is committed and trained now"),
                 Proposal(description.splitlines()[0][:200], edits, hypothesis=arguments.hypothesis.strip(),
                          expected=arguments.expected.strip(),

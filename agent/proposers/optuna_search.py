@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import math
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,8 +120,11 @@ class OptunaProposer:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.study = optuna.create_study(study_name="autoresearch", storage=storage, direction="minimize",
                                          load_if_exists=True)
-        # Seeded by how far the study got, so that a resumed run does not replay the same proposals.
-        self.study.sampler = optuna.samplers.TPESampler(seed=seed + len(self.study.trials))
+        # Seeded by how far the study got, so that a resumed run does not replay the same proposals. Trials
+        # still training count as results as bad as the worst so far (constant_liar), as Optuna advises for
+        # parallel trials, so that trials asked while others train do not pile up in one place.
+        self.study.sampler = optuna.samplers.TPESampler(seed=seed + len(self.study.trials), constant_liar=True)
+        self._lock = threading.Lock()  # asked and told from the threads of several experiments
         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             self.study.tell(trial.number, state=TrialState.FAIL)  # asked before an interruption
         if not self.study.trials:
@@ -131,6 +135,10 @@ class OptunaProposer:
                 self.study.enqueue_trial(fixed, skip_if_exists=True)
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
+        with self._lock:
+            return self._propose(context, transcript)
+
+    def _propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
         space = search_space(context.train_source)
         if not space:
             raise ProposerError("the hyperparameter block holds no numeric values to tune")
@@ -166,10 +174,11 @@ class OptunaProposer:
         if trial is None:
             return
         judged = record is not None and record.status in (ExperimentStatus.KEEP, ExperimentStatus.DISCARD)
-        if judged and record.val_bpb is not None:
-            self.study.tell(trial, record.val_bpb)
-        else:
-            self.study.tell(trial, state=TrialState.FAIL)
+        with self._lock:
+            if judged and record.val_bpb is not None:
+                self.study.tell(trial, record.val_bpb)
+            else:
+                self.study.tell(trial, state=TrialState.FAIL)
 
 
 def _changed_line(old: str, new: str) -> tuple[str, str]:

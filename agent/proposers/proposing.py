@@ -2,7 +2,9 @@
 other experiments are in flight (told what they are), re-applied to a newer best when one was
 kept meanwhile. Every proposal's edits are applied and policy-checked once against the train.py
 they are for, and the checked source travels with the proposal (Proposal.checked_against).
-Proposers are asked and told by one thread at a time (the loop's proposer lock)."""
+Up to `conversations.limit` proposals are made at once; each change is claimed (agent/proposers/claims.py),
+so that no two experiments run the same one. With one at a time, proposers are asked and told by one
+thread at a time (the loop's proposer lock), as a proposer that keeps state between proposals expects."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ import hashlib
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from agent.llm.types import ProviderFatal, ProviderUnavailable
+from agent.llm.types import ProviderFatal, ProviderUnavailable, Usage
 from agent.proposers.base import Proposal, ProposalContext, Proposer, ProposerError, Running
+from agent.proposers.claims import Claims
 from agent.proposers.edits import EditRejected
 from agent.proposers.night_facts import NightFacts
 from agent.recording.ledger import Ledger
@@ -49,18 +53,29 @@ class Obtained:
 
 
 class Proposing:
-    def __init__(self, workspace: Workspace, ledger: Ledger, proposer: Proposer, proposer_lock=None):
+    def __init__(self, workspace: Workspace, ledger: Ledger, proposer: Proposer, proposer_lock=None,
+                 repository_lock=None):
         self.workspace, self.ledger, self.proposer = workspace, ledger, proposer
         self.proposer_lock = proposer_lock or threading.RLock()  # the loop's, shared by its threads
+        self.repository_lock = repository_lock or threading.RLock()
+        self.claims = Claims(lambda: list(self.ledger.records), self._train_source_at)
+
+    def _train_source_at(self, commit: str) -> str:
+        with self.repository_lock:
+            return self.workspace.file_at("train.py", commit)
 
     def baseline(self, train_source: str, transcript: Transcript) -> Obtained:
         transcript.event("proposal", proposer="baseline", description="baseline: train.py as created", edits=[])
         return Obtained(Proposal("baseline", []), train_source, None)
 
     def propose(self, experiment_id: str, best: ExperimentRecord, train_source: str, program: Program,
-                transcript: Transcript, facts: NightFacts, running: list[Running]) -> Obtained:
-        """A fresh proposal against the best (train_source), told which experiments are in flight."""
+                transcript: Transcript, facts: NightFacts, running: list[Running],
+                spend: Usage | None = None) -> Obtained:
+        """A fresh proposal against the best (train_source), told which experiments are in flight; spend: what
+        it spends, as it spends it."""
         context = self.context(experiment_id, best, program, train_source, facts, running)
+        if spend is not None:
+            context.spend = spend
         transcript.event("proposal_started", proposer=self.proposer.name, parent=best.commit, program=program.name,
                          program_sha256=program.sha256, while_running=[r.id for r in running])
         proposal, seconds = self.validated(context, transcript)
@@ -83,6 +98,7 @@ class Proposing:
                         obtained.wait_seconds)
 
     def told_unused(self, experiment_id: str, obtained: Obtained) -> None:
+        self.claims.drop(experiment_id)
         with self.proposer_lock:
             self.proposer.observe(experiment_id, obtained.proposal.meta, None)
 
@@ -90,32 +106,38 @@ class Proposing:
                 facts: NightFacts | None = None, running: list[Running] = ()) -> ProposalContext:
         return ProposalContext(track=self.workspace.track, program_name=program.name, program_text=program.text,
                                train_source=train_source, best=best, history=list(self.ledger.records),
-                               experiment_id=experiment_id, running=list(running), facts=facts or NightFacts())
+                               experiment_id=experiment_id, running=list(running), facts=facts or NightFacts(),
+                               claim=partial(self.claims.claim, experiment_id, best.commit))
 
     def validated(self, context: ProposalContext, transcript: Transcript) -> tuple[Proposal, float]:
-        """A proposal whose edits apply to context.train_source and pass the policy, and the seconds it took."""
-        with self.proposer_lock:
-            started = time.monotonic()
-            try:
-                proposal = self.proposer.propose(context, transcript)
-            except (ProposerError, ProviderFatal, ProviderUnavailable):
-                raise
-            except Exception as err:  # noqa: BLE001 - a proposer's own fault costs its proposal, never the night
-                raise ProposerError(f"{self.proposer.name} broke off ({type(err).__name__}: {err})") from err
-            seconds = time.monotonic() - started
-            transcript.event("proposal", proposer=self.proposer.name, description=proposal.description,
-                             edits=[vars(e) for e in proposal.edits], meta=proposal.meta, **proposal.research_fields())
-            try:
-                proposal.checked_against(context.train_source)
-            except EditRejected as err:
-                transcript.event("edit_rejected", message=str(err))
+        """A proposal whose edits apply to context.train_source, pass the policy and make a change no other
+        experiment has claimed, and the seconds it took. The caller holds its conversation's place."""
+        started = time.monotonic()
+        try:
+            proposal = self.proposer.propose(context, transcript)
+        except (ProposerError, ProviderFatal, ProviderUnavailable):
+            raise
+        except Exception as err:  # noqa: BLE001 - a proposer's own fault costs its proposal, never the night
+            raise ProposerError(f"{self.proposer.name} broke off ({type(err).__name__}: {err})") from err
+        seconds = time.monotonic() - started
+        transcript.event("proposal", proposer=self.proposer.name, description=proposal.description,
+                         edits=[vars(e) for e in proposal.edits], meta=proposal.meta, **proposal.research_fields())
+        try:
+            source = proposal.checked_against(context.train_source)
+            if taken := context.claim(source, proposal.edits):
+                raise EditRejected(f"refused: {taken}")
+        except EditRejected as err:
+            transcript.event("edit_rejected", message=str(err))
+            self.claims.drop(context.experiment_id)
+            with self.proposer_lock:
                 self.proposer.observe(context.experiment_id, proposal.meta, None)
-                raise
+            raise
         return proposal, seconds
 
     def abandon(self, experiment_id: str, obtained: Obtained | None, transcript: Transcript, why: str) -> None:
         """Drops a proposal that will not run; if it was made, it is recorded with its spend (it was paid for)."""
         transcript.event("proposal_abandoned", reason=why)
+        self.claims.drop(experiment_id)
         if obtained is not None and obtained.base_commit is not None:
             record_failure(self.workspace.dir, FailedProposal(experiment_id=experiment_id, kind="abandoned",
                                                               reason=why, usage=obtained.proposal.usage))

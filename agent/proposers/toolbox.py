@@ -19,7 +19,7 @@ from agent.llm.tools import (
     parse_arguments,
 )
 from agent.llm.types import ToolCall, ToolResult
-from agent.recording.notes import NOTES_LIMIT, NotesFull, write_notes
+from agent.recording.notes import NOTES_LIMIT, NotesChanged, NotesFull, write_notes
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import filter_records, lessons_by_id, reasoning
 from agent.running.logview import last_lines
@@ -64,8 +64,10 @@ def history_table(records: list[ExperimentRecord], limit: int = 30,
 class ToolBox:
     """Answers the tools against one workspace's state."""
 
-    def __init__(self, workspace_dir: Path, files: dict[str, str], records: list[ExperimentRecord]):
+    def __init__(self, workspace_dir: Path, files: dict[str, str], records: list[ExperimentRecord],
+                 notes_read: str | None = None):
         self.dir, self.files, self.records = workspace_dir, files, records
+        self.notes_read = notes_read  # the notes as this conversation last saw them
         self.answers = {ReadFileArgs: self._read_file, ListExperimentsArgs: self._list_experiments,
                         ReadRunLogArgs: self._read_run_log, ShowDiffArgs: self._show_diff,
                         WriteNotesArgs: self._write_notes}
@@ -104,9 +106,13 @@ class ToolBox:
 
     def _write_notes(self, arguments: WriteNotesArgs) -> str:
         try:
-            written = write_notes(self.dir, arguments.text)
+            written = write_notes(self.dir, arguments.text, self.notes_read)
+        except NotesChanged as err:
+            self.notes_read = err.current  # seen now, in the error
+            raise LookupError(str(err)) from err
         except NotesFull as err:
             raise LookupError(str(err)) from err
+        self.notes_read = written.text
         return f"notes.md now holds {written.size} of {NOTES_LIMIT} bytes; every later conversation sees it"
 
     def _record(self, experiment_id: str) -> ExperimentRecord:

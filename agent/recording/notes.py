@@ -31,6 +31,17 @@ class NotesFull(ValueError):
     """The notes would grow past NOTES_LIMIT; the message says by how much and what to do."""
 
 
+class NotesChanged(ValueError):
+    """Someone wrote the notes after the writer read them; the message holds them as they are now."""
+
+    def __init__(self, current: str):
+        super().__init__(
+            "notes.md changed since you read it (another conversation or the user wrote it); nothing was written. "
+            "It now reads:\n" + (current or "(empty)") + "\nCall write_notes again with the complete text, keeping "
+            "what is there that still holds")
+        self.current = current
+
+
 class Notes(BaseModel):
     text: str
     size: int   # bytes
@@ -62,14 +73,18 @@ def _locked(workspace_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def write_notes(workspace_dir: Path, text: str) -> Notes:
-    """Replaces the notes; refused (nothing written) past NOTES_LIMIT."""
+def write_notes(workspace_dir: Path, text: str, read: str | None = None) -> Notes:
+    """Replaces the notes; refused (nothing written) past NOTES_LIMIT, and, when the writer says what it read,
+    if they are no longer that (several conversations write them: none may overwrite what it never saw)."""
     size = len(text.encode("utf-8"))
     if size > NOTES_LIMIT:
         raise NotesFull(f"the notes would be {size} bytes, over the limit of {NOTES_LIMIT}; nothing was written. "
                         "Rewrite them shorter: merge related points, drop what is settled or already in the "
                         "history, and call write_notes again with the whole shorter text")
     with _locked(workspace_dir):
+        current = read_notes(workspace_dir).text
+        if read is not None and current != read:
+            raise NotesChanged(current)
         write_text_atomic(notes_path(workspace_dir), text)
     return Notes(text=text, size=size)
 

@@ -69,6 +69,8 @@ def in_flight_lines(workspace: Workspace) -> list[Text]:
     phases = read_phases(workspace.dir)
     markers = read_in_flight(workspace.dir)
     lines = []
+    if conversations := sum(1 for phase in phases if phase.phase == "proposing"):
+        lines.append(shown(f"conversations open: {conversations} (each proposing one experiment, as shown below)"))
     for current in markers:
         elapsed = time.time() - parse_time(current.started)
         lines.append(shown(f"running: {current.id} {bounded(current.description)} ({elapsed:.0f} s)"))

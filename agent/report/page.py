@@ -160,14 +160,22 @@ def experiments_table(records: list[ExperimentRecord]) -> str:
 
 
 def in_flight_section(in_flight: list[InFlight], doing: dict[str, list[str]]) -> str:
-    """The experiments still running when the report was written (mid-night), each with what it was doing."""
-    if not in_flight:
+    """The experiments still running when the report was written (mid-night), each with what it was doing, and
+    the conversations open then, each proposing an experiment not committed yet."""
+    committed = {m.id for m in in_flight}
+    proposing = {key: lines for key, lines in doing.items() if key not in committed
+                 and any(" proposing " in line for line in lines)}
+    if not in_flight and not proposing:
         return ""
     rows = "".join(f"<tr><td>{escape(m.id)}</td><td>{escape(m.started)}</td><td>{escape(m.description)}</td>"
                    f"<td>{'<br>'.join(escape(line) for line in doing.get(m.id, [])) or '-'}</td></tr>"
                    for m in in_flight)
-    return (f"<h2>In flight when this report was written ({len(in_flight)})</h2><table><tr><th>id</th>"
-            f"<th>started</th><th>change</th><th>doing</th></tr>{rows}</table>")
+    rows += "".join(f"<tr><td>{escape(key)}</td><td>-</td><td>(being proposed)</td>"
+                    f"<td>{'<br>'.join(escape(line) for line in lines)}</td></tr>"
+                    for key, lines in sorted(proposing.items()))
+    open_ = f", and {len(proposing)} conversation(s) open, each proposing one" if proposing else ""
+    return (f"<h2>In flight when this report was written ({len(in_flight)}){open_}"
+            f"</h2><table><tr><th>id</th><th>started</th><th>change</th><th>doing</th></tr>{rows}</table>")
 
 
 def event_html(e: dict) -> str:

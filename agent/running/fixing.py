@@ -49,7 +49,7 @@ class Fixing:
             crashed = Crashed(in_flight.id, result.verdict.triage.value, result.verdict.reason, result.tail,
                               in_flight.proposal.get("proposer"))
             try:
-                with self.shared.proposer_lock:
+                with self.shared.proposer_turn():
                     fix = self.proposer.fix(crashed, source, transcript)
                 source = fix.checked_against(source)
             except (ProposerError, EditRejected, ProviderUnavailable, ProviderFatal) as err:

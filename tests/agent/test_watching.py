@@ -368,6 +368,7 @@ def test_status_shows_every_run_in_flight_and_what_ran_each(midnight):
     assert lines[running[0] + 1].startswith("now: 0002 training seed 50: step 12 (40% of the budget)")
     assert lines[running[1] + 1].startswith("now: 0003 verifying with the trusted evaluator")
     assert any(line.startswith("now: 0004 proposing with optuna") for line in lines[running[1] + 2:])
+    assert lines[running[0] - 1].startswith("conversations open: 1 ")
     table = printed.getvalue()
     assert "local slot 1, GPU 0" in table
     assert "local slot 3, GPU 2; ray node 10.0.0.2 (a1b2c3d4); ray node 10.0.0.3" in table  # every run of 0001
@@ -379,6 +380,8 @@ def test_the_report_written_mid_night_shows_the_runs_in_flight_and_where_each_ra
     section = html.split("In flight when this report was written")[1].split("<h2>")[0]
     assert "0002" in section and "deeper by one layer" in section and "step 12 (40% of the budget)" in section
     assert "0003" in section and "verifying with the trusted evaluator" in section
+    assert "and 1 conversation(s) open" in html and "<td>0004</td><td>-</td><td>(being proposed)</td>" in section
+    assert "0004 proposing with optuna" in section
     experiments = html.split("<h2>Every experiment</h2>")[1].split("<h2>")[0]
     assert "<th>ran on</th>" in experiments
     assert "<td>local slot 1, GPU 0</td>" in experiments

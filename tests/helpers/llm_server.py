@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 import socket
 import threading
 import time
@@ -193,8 +194,14 @@ def refusal_body(api: str, refusal: Refusal) -> dict:
 class LLMServer:
     """Context manager running the scripted LLM server on 127.0.0.1 in a background thread."""
 
-    def __init__(self, latency: float = 0.0) -> None:
+    def __init__(self, latency: float = 0.0, responder=None) -> None:
         self.latency = latency  # seconds each successful reply takes, like a model thinking
+        # responder(api, body) -> Reply | Error | Fault: the reply to a request when no scripted one is left (a model
+        # that answers what it is asked, for conversations running at once, which take replies in no set order)
+        self.responder = responder
+        self._limited_until = 0.0  # a rate limit in force: every request until then is refused with a 429
+        self._serving = 0
+        self.most_at_once = 0      # the most requests being answered at the same moment
         self.requests: list[Recorded] = []
         self.cache = PromptCache()
         self._queue: deque[Reply | Error | Fault] = deque()
@@ -225,6 +232,25 @@ class LLMServer:
                 raise TypeError(f"not a scripted reply: {reply!r}")
         with self._lock:
             self._queue.extend(replies)
+
+    def rate_limit(self, seconds: float) -> None:
+        """Refuses every request for the next `seconds` with a 429, as a key's exhausted limit does: Retry-After (in
+        whole seconds, as the services send it) and the API's remaining/reset headers."""
+        with self._lock:
+            self._limited_until = max(self._limited_until, time.monotonic() + seconds)
+
+    def _limited(self, api: str) -> dict[str, str] | None:
+        """The 429's headers while a rate limit is in force, else None."""
+        with self._lock:
+            left = self._limited_until - time.monotonic()
+        if left <= 0:
+            return None
+        if api == "anthropic":
+            reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + left + 1))
+            return {"retry-after": str(math.ceil(left)), "anthropic-ratelimit-requests-remaining": "0",
+                    "anthropic-ratelimit-requests-reset": reset}
+        return {"retry-after": str(math.ceil(left)), "x-ratelimit-remaining-requests": "0",
+                "x-ratelimit-reset-requests": f"{left:.3f}s"}
 
     def clear(self) -> None:
         """Drop the replies not consumed yet."""
@@ -523,6 +549,16 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_POST(self) -> None:
+            with server._lock:
+                server._serving += 1
+                server.most_at_once = max(server.most_at_once, server._serving)
+            try:
+                self._answer()
+            finally:
+                with server._lock:
+                    server._serving -= 1
+
+        def _answer(self) -> None:
             path = self.path.split("?", 1)[0]
             api = PATHS.get(path)
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -533,8 +569,13 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             request = Recorded(api, path, {k.lower(): v for k, v in self.headers.items()}, body)
             streaming = isinstance(body, dict) and bool(body.get("stream"))
             valid = api is not None and isinstance(body, dict) and (api != "openai" or not streaming)
-            refusal = server._check(api, body) if valid else None
-            reply = server._record(request, consume=valid and refusal is None)
+            limited = server._limited(api) if valid else None
+            refusal = server._check(api, body) if valid and limited is None else None
+            reply = server._record(request, consume=valid and refusal is None and limited is None)
+            if limited is not None:
+                return self._send(request, 429, error_body(api, 429), limited)
+            if reply is None and valid and refusal is None and server.responder is not None:
+                reply = server.responder(api, body)
             if api is None:
                 return self._error(request, 404, f"LLMServer does not serve {path}")
             if not valid:

@@ -1,0 +1,127 @@
+"""The rate limits of one key, shared by every conversation that uses it.
+
+Limits are per key (requests and tokens per minute), not per conversation: when one conversation meets a
+429, or a reply says that none of the window's requests or fewer tokens than a request takes are left,
+every conversation waits until the limit resets, so that N conversations back off once instead of N times.
+What a pause lasts comes from the service: Retry-After, else the reset time of the exhausted limit
+(Anthropic: `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{remaining,reset}` with RFC
+3339 times; OpenAI: `x-ratelimit-{remaining,reset}-{requests,tokens}` with durations such as "6m0s" or
+"20ms"; both checked 2026-12-04), else a backoff that doubles with each 429 in a row. Requests in flight
+at once are capped as well.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Mapping
+from datetime import datetime
+
+MAX_PAUSE_S = 60.0
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$")
+ANTHROPIC_LIMITS = ("requests", "tokens", "input-tokens", "output-tokens")
+OPENAI_LIMITS = ("requests", "tokens")
+
+
+class RateLimiter:
+    def __init__(self, concurrency: int = 64, base_pause_s: float = 1.0, clock=time.monotonic):
+        self.concurrency, self.base_pause_s, self.clock = concurrency, base_pause_s, clock
+        self._changed = threading.Condition()
+        self._open = 0
+        self._paused_until = 0.0
+        self._in_a_row = 0                # 429s without a success between them
+        self.request_tokens = 0           # tokens the last request took: what the next one will need, about
+        self.pauses, self.waits, self.waited_s = 0, 0, 0.0
+
+    def acquire(self) -> None:
+        """Returns once a request may be sent: no pause in force and fewer than `concurrency` in flight."""
+        with self._changed:
+            started = self.clock()
+            while self._open >= self.concurrency or self.clock() < self._paused_until:
+                self._changed.wait(max(0.01, min(0.5, self._paused_until - self.clock())))
+            self._open += 1
+            if (waited := self.clock() - started) > 0.001:
+                self.waits, self.waited_s = self.waits + 1, self.waited_s + waited
+
+    def release(self) -> None:
+        with self._changed:
+            self._open -= 1
+            self._changed.notify_all()
+
+    def answered(self, headers: Mapping[str, str], tokens: int = 0) -> None:
+        """A reply arrived: what its headers say is left of the key's limits."""
+        with self._changed:
+            self._in_a_row = 0
+            self.request_tokens = tokens or self.request_tokens
+        if (wait := exhausted_for(headers, self.request_tokens)) is not None:
+            self.pause(wait)
+
+    def refused(self, status: int | None, headers: Mapping[str, str]) -> None:
+        """A 429 (or an overload, which every conversation meets alike): everyone waits."""
+        if status not in (429, 529):
+            return
+        with self._changed:
+            self._in_a_row += 1
+            backoff = self.base_pause_s * 2 ** (self._in_a_row - 1)
+        hinted = retry_after(headers)
+        if hinted is None:
+            hinted = exhausted_for(headers, self.request_tokens)
+        self.pause(hinted if hinted is not None else backoff)
+
+    def pause(self, seconds: float) -> None:
+        with self._changed:
+            until = self.clock() + min(MAX_PAUSE_S, max(0.0, seconds))
+            if until > self._paused_until:
+                self._paused_until, self.pauses = until, self.pauses + 1
+            self._changed.notify_all()
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return float(headers[name]) * scale
+        except (KeyError, TypeError, ValueError):
+            continue
+    return None
+
+
+def exhausted_for(headers: Mapping[str, str], request_tokens: int) -> float | None:
+    """Seconds until the first of the key's limits that cannot take another request resets; None if none."""
+    waits = []
+    for name in ANTHROPIC_LIMITS:
+        remaining, reset = headers.get(f"anthropic-ratelimit-{name}-remaining"), headers.get(
+            f"anthropic-ratelimit-{name}-reset")
+        if _short(remaining, 1 if name == "requests" else request_tokens):
+            waits.append(_until(reset))
+    for name in OPENAI_LIMITS:
+        remaining, reset = headers.get(f"x-ratelimit-remaining-{name}"), headers.get(f"x-ratelimit-reset-{name}")
+        if _short(remaining, 1 if name == "requests" else request_tokens):
+            waits.append(_duration(reset))
+    known = [w for w in waits if w is not None]
+    return max(known) if known else None
+
+
+def _short(remaining: str | None, needed: int) -> bool:
+    """Whether what is left is less than the next request needs (a negative count means "not reported")."""
+    try:
+        left = int(float(remaining))
+    except (TypeError, ValueError):
+        return False
+    return 0 <= left < max(1, needed)
+
+
+def _until(reset: str | None) -> float | None:
+    try:
+        moment = datetime.fromisoformat(reset.replace("Z", "+00:00"))
+    except (AttributeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - time.time())
+
+
+def _duration(text: str | None) -> float | None:
+    found = _DURATION.match(text.strip()) if text else None
+    if found is None or not any(found.groups()):
+        return None
+    hours, minutes, seconds, millis = (float(g) if g else 0.0 for g in found.groups())
+    return hours * 3600 + minutes * 60 + seconds + millis / 1000
