@@ -61,12 +61,10 @@ from agent.proposers.base import Proposal  # noqa: E402
 from agent.proposers.edits import Edit  # noqa: E402
 from agent.recording.ledger import read_records  # noqa: E402
 from agent.workspace import Workspace  # noqa: E402
+from tests.helpers.llm_responders import SETTINGS  # noqa: E402  # the float settings both proposers change
 from tests.helpers.synthetic_runner import SyntheticRunner  # noqa: E402
 from trainer.hyperparameters import set_hyperparameters  # noqa: E402
 
-# float settings of the test track's train.py the proposer changes, each by a factor in [0.5, 2]
-SETTINGS = ("WARMDOWN_RATIO", "WEIGHT_DECAY", "EMBEDDING_LR", "UNEMBEDDING_LR", "MATRIX_LR", "X0_LAMBDA_LR",
-            "RESID_LAMBDA_LR", "NORMUON_BETA2")
 BASE_BPB = 1.5
 SETTING_GAIN = 0.01  # the most one setting's value can lower val_bpb
 HELPFUL = 0.1        # the share of random values of a setting that lower val_bpb at all: about one keep in ten

@@ -44,7 +44,6 @@ class Claims:
         self._lock = threading.Lock()
         self._open: dict[str, Claim] = {}
         self._tried: dict[str, str] = {}  # commit -> source_key of its train.py
-        self.refused = 0
 
     def claim(self, experiment_id: str, parent: str, source: str, edits: list[Edit]) -> str | None:
         """Claims the change for experiment_id; if another has it, why it is refused (and nothing is claimed)."""
@@ -53,18 +52,11 @@ class Claims:
             why = self._taken(wanted)
             if why is None:
                 self._open[experiment_id] = wanted
-            else:
-                self.refused += 1
             return why
 
     def drop(self, experiment_id: str) -> None:
         with self._lock:
             self._open.pop(experiment_id, None)
-
-    @property
-    def open(self) -> int:
-        with self._lock:
-            return len(self._open)
 
     def _taken(self, wanted: Claim) -> str | None:
         for other in self._open.values():

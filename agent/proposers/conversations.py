@@ -36,7 +36,6 @@ class Conversations:
         self._changed = threading.Condition()
         self._limit = limit
         self._open: dict[str, float] = {}
-        self.most = 0   # the most open at once so far
 
     @property
     def limit(self) -> int:
@@ -48,11 +47,6 @@ class Conversations:
             self._limit = max(1, value)
             self._changed.notify_all()
 
-    @property
-    def open(self) -> int:
-        with self._changed:
-            return len(self._open)
-
     @contextmanager
     def held(self, experiment_id: str, check: Callable[[], None]) -> Iterator[None]:
         """Open while the body runs, once fewer than `limit` are; check() raises to stop waiting."""
@@ -61,7 +55,6 @@ class Conversations:
                 self._changed.wait(0.2)
                 check()
             self._open[experiment_id] = time.monotonic()
-            self.most = max(self.most, len(self._open))
         try:
             yield
         finally:
