@@ -333,7 +333,7 @@ def status(tag: TagOption = "demo", workspaces: WorkspacesOption = None,
     """Best so far, counts, keep rate, cost, and the experiment running now."""
     from rich.live import Live
 
-    from agent.recording.status_view import status_view
+    from agent.report.status_view import status_view
     workspace = open_workspace(tag, workspaces)
     if not watch:
         console.print(status_view(workspace))

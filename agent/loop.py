@@ -6,7 +6,7 @@ until a limit is reached. K is --parallel, else the runner's slots (one per GPU 
 runner).
 
 The main thread schedules; every experiment runs its steps in a thread of its own
-(agent/experiment.py). Up to N proposals are made at once, each in a conversation of its own
+(agent/steps/experiment.py). Up to N proposals are made at once, each in a conversation of its own
 (--proposers, else as many as keep the slots fed at the measured proposal and run times: see
 agent/proposers/conversations.py). A new experiment starts whenever fewer than K are proposing,
 waiting or training; with `overlap`, up to N more may be proposed ahead while K train, and a free
@@ -37,7 +37,6 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
 
-from agent.experiment import JUDGING, PROPOSING, READY, Experiment, Steps
 from agent.judging.noise import wants_noise_floor
 from agent.llm.types import ProviderFatal, ProviderUnavailable
 from agent.proposers.base import Proposer, ProposerError, Running
@@ -52,9 +51,10 @@ from agent.recording.recovery import record_interrupted, settle_interrupted
 from agent.recording.transcript import Transcript
 from agent.running.disk import disk_full, short_of_room
 from agent.running.runner import Runner
-from agent.running.training import LoopStopped
 from agent.settings import LoopSettings
-from agent.sharing import Shared, Stopping
+from agent.steps.experiment import JUDGING, PROPOSING, READY, Experiment, Steps
+from agent.steps.sharing import Shared, Stopping
+from agent.steps.training import LoopStopped
 from agent.workspace import Workspace
 from trainer.prepare import SEAL_FD_VAR
 

@@ -94,7 +94,7 @@ def test_the_walk_sees_every_kind_of_import():
     graph = import_graph(project_modules())
     assert "trainer.prepare" in graph["trainer.corpus"]            # from trainer.prepare import ...
     assert "trainer.spool" in graph["trainer.worker"]               # from trainer import spool as ...
-    assert "agent.judging.evaluator" in graph["agent.running.runner"]               # an import inside a function
+    assert "agent.running.evaluator" in graph["agent.running.runner"]               # an import inside a function
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
 
@@ -139,3 +139,33 @@ def test_every_runner_runs_the_one_run_path_and_a_cluster_task_needs_no_agent():
         assert "trainer.training_run" in graph[runs_commits], runs_commits
     assert "trainer.ray_task" in graph["agent.running.ray_runner"]
     assert not any(module.startswith("agent") for module in reachable(graph, "trainer.ray_task"))
+
+
+# agent/ in layers, lowest first: a module imports only from its own layer or below. The modules at agent/'s root
+# are split: settings, untrusted and workspace lie under every folder, cli, loop and observe over all of them.
+LAYERS = (("agent.settings", "agent.untrusted", "agent.workspace"), ("agent.llm",), ("agent.recording",),
+          ("agent.running",), ("agent.judging",), ("agent.proposers",), ("agent.report",), ("agent.tracking",),
+          ("agent.steps",), ("agent.loop", "agent.observe", "agent.cli"))
+
+
+def layer_of(module: str) -> int | None:
+    for level, members in enumerate(LAYERS):
+        if any(module == member or module.startswith(member + ".") for member in members):
+            return level
+    return None
+
+
+def upward_arrows(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{module} -> {target}" for module, targets in graph.items() for target in targets
+                  if (layer_of(module) is not None and layer_of(target) is not None
+                      and layer_of(target) > layer_of(module)))
+
+
+def test_every_agent_module_has_a_layer():
+    assert [m for m in project_modules() if m.startswith("agent.") and layer_of(m) is None] == []
+
+
+def test_no_arrow_runs_up_between_the_layers_of_agent():
+    assert upward_arrows(import_graph(project_modules())) == []
+    assert upward_arrows({"agent.recording.ledger": {"agent.report.page"}}) == [
+        "agent.recording.ledger -> agent.report.page"]

@@ -2,7 +2,7 @@
 
 The baseline and the best were scored on the val split, which every keep/discard decision
 read. Their saved weights are scored again, on val and on the holdout split, by
-trainer/evaluate.py in a sandboxed process of its own (agent/judging/evaluator.py); confirmation.json
+trainer/evaluate.py in a sandboxed process of its own (agent/running/evaluator.py); confirmation.json
 records both gains.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 import statistics
 import time
 
-from agent.judging.evaluator import EvaluationFailed
 from agent.judging.noise import commit_runs, current_sigma
 from agent.recording.ledger import read_records
 from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.running.evaluator import EvaluationFailed
 from agent.running.runner import LocalRunner, Runner
 from agent.workspace import Workspace
 from trainer.atomic import write_json_atomic

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import time
 
-from agent.judging.evaluator import EvaluationFailed
 from agent.recording.record import RunEntry
+from agent.running.evaluator import EvaluationFailed
 from agent.running.runner import Runner
 from agent.workspace import Workspace
 from trainer.hashing import file_sha256

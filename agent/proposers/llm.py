@@ -41,6 +41,7 @@ from agent.llm.types import (
 )
 from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerError
 from agent.proposers.edits import Edit, EditRejected
+from agent.proposers.logview import prompt_tail
 from agent.proposers.night_facts import NightFacts
 from agent.proposers.night_state import LOG_TAIL_LINES, state_message
 from agent.proposers.policy import checked_source
@@ -49,7 +50,6 @@ from agent.recording.notes import NOTES_LIMIT, read_notes
 from agent.recording.record import ExperimentRecord
 from agent.recording.research_memory import lesson_due
 from agent.recording.transcript import Transcript
-from agent.running.logview import prompt_tail
 
 MAX_REFLECTIONS = 3
 CUT_SHORT = {"max_tokens", "max_output_tokens", "length"}        # the reply hit its output limit

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from agent.judging.noise import current_sigma
 from agent.proposers.base import ProposalContext
+from agent.proposers.logview import prompt_tail
 from agent.proposers.night_summary import delta, estimate_tokens, group_by_part
 from agent.recording.notes import NOTES_LIMIT, Notes
 from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import clip, lesson_due, lessons_by_id, proposed, reasoning
-from agent.running.logview import prompt_tail
 
 STATE_TOKEN_BUDGET = 6000
 LAST_IN_FULL = 5

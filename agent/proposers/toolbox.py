@@ -19,10 +19,10 @@ from agent.llm.tools import (
     parse_arguments,
 )
 from agent.llm.types import ToolCall, ToolResult
+from agent.proposers.logview import last_lines
 from agent.recording.notes import NOTES_LIMIT, NotesChanged, NotesFull, write_notes
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import filter_records, lessons_by_id, reasoning
-from agent.running.logview import last_lines
 
 MAX_RESULT_CHARS = 60_000
 

@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from agent.judging.evaluator import EvaluationFailed, parse_evaluation
+from agent.running.evaluator import EvaluationFailed, parse_evaluation
 from agent.running.runner import RunResult
 from agent.untrusted import bounded
 from agent.workspace import Workspace

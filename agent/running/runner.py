@@ -85,7 +85,7 @@ class LocalRunner:
 
     def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
                  probe: bool = False, timeout: float = 1800.0) -> dict:
-        from agent.judging.evaluator import evaluate_checkpoint
+        from agent.running.evaluator import evaluate_checkpoint
         return evaluate_checkpoint(workspace, commit, checkpoint, name, splits, probe, timeout, self.python)
 
     def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:

@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from agent.judging.evaluator import EvaluationFailed, parse_evaluation
+from agent.running.evaluator import EvaluationFailed, parse_evaluation
 from agent.running.runner import RunResult
 from agent.workspace import Workspace
 from trainer import spool as spoolfs

@@ -3,7 +3,7 @@
 import threading
 import time
 
-from agent.sharing import LandingLane, Stopping
+from agent.steps.sharing import LandingLane, Stopping
 
 
 def enter_in_thread(lane, experiment_id, entered, check=lambda: None, told=None):

@@ -31,8 +31,8 @@ from agent.proposers.base import Proposal
 from agent.proposers.edits import Edit
 from agent.recording.ledger import Ledger, read_records
 from agent.recording.record import ExperimentRecord, ExperimentStatus, InFlight, now
-from agent.recording.status_view import status_view
 from agent.report.build import write_report
+from agent.report.status_view import status_view
 from agent.running.run_progress import (
     PROGRESS_FILE,
     Phase,

@@ -22,8 +22,8 @@ from agent.proposers.llm import LLMProposer
 from agent.proposers.optuna_search import OptunaProposer
 from agent.recording.ledger import read_records
 from agent.recording.record import ExperimentStatus
-from agent.recording.status_view import status_view
 from agent.report.build import write_report
+from agent.report.status_view import status_view
 from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.llm_server import LLMServer, tool_call

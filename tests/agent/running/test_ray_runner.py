@@ -21,9 +21,9 @@ from agent.loop import run_loop  # noqa: E402
 from agent.recording.ledger import Ledger  # noqa: E402
 from agent.recording.transcript import Transcript  # noqa: E402
 from agent.running.ray_runner import RayRunner  # noqa: E402
-from agent.running.training import Training  # noqa: E402
 from agent.settings import LoopSettings  # noqa: E402
-from agent.sharing import Shared  # noqa: E402
+from agent.steps.sharing import Shared  # noqa: E402
+from agent.steps.training import Training  # noqa: E402
 from tests.helpers.processes import processes_under  # noqa: E402
 from tests.helpers.scripted import ScriptedEdits  # noqa: E402
 from trainer.ray_task import OWNER, process_gone, sweep_abandoned  # noqa: E402

@@ -1,7 +1,7 @@
 """How long a run may take before it is killed, and the environment a CPU-clock track's runs get."""
 
-from agent.running.training import hard_timeout
 from agent.settings import LoopSettings
+from agent.steps.training import hard_timeout
 from trainer.prepare import TRACKS
 from trainer.track_spec import TrackConstants
 from trainer.training_run import cpu_clock_env

@@ -17,7 +17,7 @@ from agent.recording.transcript import Transcript
 from agent.running.disk import short_of_room
 from agent.running.runner import Runner, RunResult
 from agent.settings import LoopSettings
-from agent.sharing import Shared
+from agent.steps.sharing import Shared
 from agent.workspace import Workspace
 from trainer.triage import Triage, Verdict
 

@@ -6,7 +6,7 @@ training place (the loop admits it), is committed on the best without moving the
 parent it was trained on. If another experiment was kept meanwhile and this one would be kept
 (or is a close call) against its old parent, its edits are re-applied on the new best and it is
 trained and judged again (at most MAX_REBASES times); if they no longer apply it is recorded as
-superseded. Would-be keeps are settled one at a time (agent/sharing.py, LandingLane), so that one
+superseded. Would-be keeps are settled one at a time (agent/steps/sharing.py, LandingLane), so that one
 re-based on the new best is not overtaken by another while it trains again. The check that its
 parent is still the best and the keep (ledger row, branch moved) happen in one step under the
 loop's lock, so a keep is never judged against an old best.
@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agent.judging.decisions import decide, holdout_disagrees, implausible_fall, tamper
-from agent.judging.evaluator import EvaluationFailed
 from agent.judging.noise import CLOSE, CRASH, DISCARD, KEEP, Judgement
 from agent.judging.simplify import simplify_or_discard
 from agent.judging.verify import Untrusted, score_runs, trusted, verification_evidence
@@ -46,11 +45,12 @@ from agent.recording.record import (
     summary_number,
 )
 from agent.recording.transcript import Transcript
-from agent.running.fixing import Fixing, Trained
+from agent.running.evaluator import EvaluationFailed
 from agent.running.runner import Runner
-from agent.running.training import LoopStopped, Training
 from agent.settings import LoopSettings
-from agent.sharing import Shared, Stopping
+from agent.steps.fixing import Fixing, Trained
+from agent.steps.sharing import Shared, Stopping
+from agent.steps.training import LoopStopped, Training
 from agent.untrusted import bounded
 from agent.workspace import Workspace
 from trainer.triage import Triage

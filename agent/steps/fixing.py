@@ -12,8 +12,8 @@ from agent.proposers.edits import EditRejected
 from agent.recording.record import FixAttempt, InFlight
 from agent.recording.transcript import Transcript
 from agent.running.runner import RunResult
-from agent.running.training import Training
-from agent.sharing import Shared
+from agent.steps.sharing import Shared
+from agent.steps.training import Training
 from agent.untrusted import bounded
 from trainer.triage import Triage
 
