@@ -14,6 +14,8 @@ from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.text import Text
 
+from agent.proposers.registry import proposers_help, unknown_proposer
+from agent.running.registry import RunnerOptions, implied_runner, runner_problem, runners_help
 from agent.settings import RunSettings
 from agent.untrusted import bounded, shown
 from trainer.prepare import TRACKS, PrepareError
@@ -139,18 +141,20 @@ class RunCommandSettings(RunSettings):
 @app.command()
 @settings_command(RunCommandSettings, {"tag": dict(callback=checked_tag), "track": dict(help=f"Track for a new tag: "
                                                                               f"{', '.join(TRACKS)} (an existing "
-                                                                              "tag keeps its own).")})
+                                                                              "tag keeps its own)."),
+                                       "proposer": dict(help=proposers_help()), "runner": dict(help=runners_help())})
 def run(settings: RunCommandSettings) -> None:
     """Run the research loop on a tag (created if new, resumed if it exists). Ctrl-C stops cleanly."""
+    from agent.judging.keep_rule import KeepRule, store_keep_rule
     from agent.loop import LoopStopped, run_loop
     from agent.workspace import Workspace, WorkspaceError
 
     _use_cache(settings.cache)
-    if settings.proposer not in ("optuna", "llm", "hybrid"):
-        fail(f"unknown proposer {settings.proposer!r}: use optuna, llm or hybrid")
-    if (settings.runner not in ("local", "spool", "ray") or (settings.runner == "spool") != (settings.spool is not None)
-            or (settings.runner == "ray") != (settings.ray_address is not None)):
-        fail("use --runner local, --runner spool --spool DIR, or --runner ray --ray-address HOST:PORT")
+    where_to_train = RunnerOptions(parallel=settings.parallel, spool=settings.spool, ray_address=settings.ray_address)
+    if problem := unknown_proposer(settings.proposer):
+        fail(problem)
+    if problem := runner_problem(settings.runner, where_to_train):
+        fail(problem)
     try:
         workspace = Workspace.open(settings.tag, settings.workspaces)
     except WorkspaceError:
@@ -166,7 +170,8 @@ def run(settings: RunCommandSettings) -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver
     tracking = _start_tracking(settings.mlflow, workspace)
-    trainer = _runner(settings.spool, settings.parallel, settings.ray_address)
+    trainer = _runner(settings.runner, where_to_train)
+    store_keep_rule(workspace, KeepRule.of(settings))  # the report states the rule of the latest night
     try:
         with ProgressObserver(workspace.dir, console) as observer:  # a live line per experiment in flight
             why = run_loop(workspace, ObservedProposer(chosen, observer, settings.model or chosen.name),
@@ -212,21 +217,12 @@ def _use_cache(cache: Path | None) -> None:
         os.environ["AUTORESEARCH_CACHE"] = str(cache.expanduser().resolve())
 
 
-def _runner(spool: Path | None, parallel: int | None = None, ray_address: str | None = None):
-    from agent.running.runner import LocalRunner
-    if ray_address is not None:
-        from agent.running.ray_runner import RayRunner, RayUnavailable
-        try:
-            return RayRunner(ray_address)
-        except RayUnavailable as err:
-            fail(str(err))
-    if spool is None:
-        try:
-            return LocalRunner(slots=parallel)
-        except ValueError as err:
-            fail(str(err))
-    from agent.running.spool_runner import SpoolRunner
-    return SpoolRunner(spool)
+def _runner(name: str, options: RunnerOptions):
+    from agent.running.registry import RunnerUnavailable, make_runner
+    try:
+        return make_runner(name, options)
+    except RunnerUnavailable as err:
+        fail(str(err))
 
 
 @app.command()
@@ -237,7 +233,8 @@ def confirm(tag: TagOption = "demo", workspaces: WorkspacesOption = None, cache:
     """Score the baseline's and the best's saved weights on val and on the holdout split no decision read."""
     _use_cache(cache)
     workspace = open_workspace(tag, workspaces)
-    if not _confirm(workspace, _runner(spool, ray_address=ray_address)):
+    where_to_train = RunnerOptions(spool=spool, ray_address=ray_address)
+    if not _confirm(workspace, _runner(implied_runner(where_to_train), where_to_train)):
         raise typer.Exit(1)
 
 
@@ -248,42 +245,20 @@ def _confirm(workspace, trainer) -> bool:
     except ConfirmError as err:
         console.print(f"holdout confirmation: {err}")
         return False
-    base, best = out["baseline"], out["best"]
-    console.print(f"holdout confirmation: baseline {base['id']} holdout {base['holdout']:.6f}, best {best['id']} "
-                  f"holdout {best['holdout']:.6f}: gain {out['holdout_gain']:+.6f} on holdout vs "
-                  f"{out['search_gain']:+.6f} on the searched val split ({workspace.dir / 'confirmation.json'})")
+    base, best = out.baseline, out.best
+    console.print(f"holdout confirmation: baseline {base.id} holdout {base.holdout:.6f}, best {best.id} "
+                  f"holdout {best.holdout:.6f}: gain {out.holdout_gain:+.6f} on holdout vs "
+                  f"{out.search_gain:+.6f} on the searched val split ({workspace.dir / 'confirmation.json'})")
     return True
 
 
 def _make_proposer(workspace, settings: RunSettings):
-    from agent.proposers.optuna_search import WARM_STARTS, OptunaProposer
-    optuna = OptunaProposer(workspace.dir / "optuna.journal", warm_start=WARM_STARTS.get(workspace.track["track"], []))
-    if settings.proposer == "optuna":
-        return optuna
-    from agent.llm.pricing import PriceTable
-    from agent.llm.select import checked_factory, model_warnings, parse_model
-    from agent.llm.types import ProviderFatal
-    from agent.proposers.hybrid import HybridProposer
-    from agent.proposers.llm import LLMProposer
-    model = settings.model
-    if model is None:
-        fail(f"--proposer {settings.proposer} needs --model PROVIDER:MODEL (e.g. anthropic:claude-opus-5-5)")
+    from agent.proposers.registry import ProposerRequest, ProposerUnavailable, make_proposer
     try:
-        for warning in model_warnings(model):
-            console.print(f"[yellow]{warning}[/yellow]")
-        prices = PriceTable(settings.pricing)
-        name = parse_model(model)[1].name
-        if settings.max_cost_usd is not None and prices.price(name) is None:
-            fail(f"--max-cost-usd cannot be enforced: {model} has no price. Give one with --pricing FILE, e.g. "
-                 f'{{"{name}": {{"input": 3.0, "output": 15.0, "cache_read": 0.3}}}} (USD per million tokens)')
-        factory, found = checked_factory(model, settings.base_url, settings.thinking_budget, effort=settings.effort,
-                                         cache_key=workspace.tag)
-    except (ProviderFatal, OSError, ValueError) as err:
+        return make_proposer(ProposerRequest(workspace, settings, say=console.print,
+                                             warn=lambda warning: console.print(f"[yellow]{warning}[/yellow]")))
+    except ProposerUnavailable as err:
         fail(str(err))
-    console.print(found)
-    llm = LLMProposer(factory, workspace.dir, prices, max_tool_calls=settings.max_tool_calls,
-                      outage_window_s=settings.outage_minutes * 60)
-    return llm if settings.proposer == "llm" else HybridProposer(llm, optuna, settings.hybrid_share)
 
 
 @app.command()

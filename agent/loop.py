@@ -31,14 +31,13 @@ interrupted; kill -9 leaves their in-flight markers, settled when the tag is res
 
 from __future__ import annotations
 
-import ctypes
 import threading
 import time
 from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
 
 from agent.judging.noise import wants_noise_floor
-from agent.llm.types import ProviderFatal, ProviderUnavailable
+from agent.llm.types import ProviderFatal, ProviderUnavailable, Usage
 from agent.proposers.base import Proposer, ProposerError, Running
 from agent.proposers.conversations import Pace
 from agent.proposers.edits import EditRejected
@@ -52,7 +51,8 @@ from agent.recording.transcript import Transcript
 from agent.running.disk import disk_full, short_of_room
 from agent.running.runner import Runner
 from agent.settings import LoopSettings
-from agent.steps.experiment import JUDGING, PROPOSING, READY, Experiment, Steps
+from agent.steps.experiment import Steps
+from agent.steps.in_flight import JUDGING, PROPOSING, READY, Experiment
 from agent.steps.sharing import Shared, Stopping
 from agent.steps.training import LoopStopped
 from agent.workspace import Workspace
@@ -75,7 +75,7 @@ class Loop:
         self.workspace, self.proposer, self.runner, self.settings, self.say = workspace, proposer, runner, settings, say
         self.ledger = Ledger(workspace.dir)
         self.shared = Shared(self.ledger, settings.seed)
-        self.slots = settings.parallel or getattr(runner, "slots", 1)
+        self.slots = settings.parallel or runner.slots
         self.floor_ready = threading.Event()
         self.steps = Steps(workspace, proposer, runner, settings, self.shared, self._moved, self._others,
                            self.floor_ready)
@@ -152,8 +152,8 @@ class Loop:
     def _conversations(self, active: list[Experiment]) -> int:
         """How many proposals may be made at once now: --proposers, else what keeps the slots fed."""
         for experiment in active:
-            if experiment.obtained is not None and experiment.best is not None:
-                self.pace.proposed(experiment.id, experiment.obtained.propose_seconds)
+            if experiment.proposal is not None and experiment.record.timings.propose_s is not None:
+                self.pace.proposed(experiment.id, experiment.record.timings.propose_s)
         wanted = min(self.settings.proposers or self.pace.needed(self.slots), self.slots)
         self.shared.conversations.limit = wanted
         return wanted
@@ -181,7 +181,6 @@ class Loop:
         return True
 
     def _work(self, experiment: Experiment, future: Future) -> None:
-        experiment.thread_id = threading.get_ident()
         try:
             future.set_result(self.steps.run(experiment))
         except BaseException as err:  # handed to the scheduler
@@ -251,7 +250,7 @@ class Loop:
             self.failures += 1
             self._proposal_failed(experiment.id, error, self.failures)
         elif isinstance(error, ProviderUnavailable):
-            spent = getattr(error, "usage", {}).get("cost_usd", 0.0)
+            spent = getattr(error, "usage", Usage()).cost_usd
             self._record_spend(experiment.id, error)
             self.say(f"paused: {error}; " + (f"its proposal had spent ${spent:.4f}, " if spent else "nothing was "
                      "charged, ") + f"trying again in {self.settings.outage_poll_seconds:.0f} s")
@@ -264,8 +263,8 @@ class Loop:
 
     def _record_spend(self, experiment_id: str, error: Exception) -> None:
         """A proposal cut by an outage or a night-ending error had paid for its calls: they are recorded."""
-        usage = getattr(error, "usage", None) or {}
-        if usage.get("calls"):
+        usage = getattr(error, "usage", None) or Usage()
+        if usage.calls:
             record_failure(self.workspace.dir, FailedProposal(experiment_id=experiment_id, kind="failed",
                                                               reason=str(error), usage=usage))
 
@@ -285,12 +284,12 @@ class Loop:
         return None
 
     def _spent(self) -> float:
-        """The run's LLM spend, with that of proposals made and not recorded yet, and of those being made."""
+        """The run's LLM spend, with that of the experiments in flight: their proposals (those being made too) and
+        fixes."""
         with self.changed:
-            pending = [e.obtained.proposal.usage.get("cost_usd", 0.0) for e, _ in self.active.values()
-                       if e.obtained is not None and e.abandoned is None and not self.ledger.has(e.id)]
-            talking = [e.spend.cost_usd for e, _ in self.active.values() if e.obtained is None]
-        return run_cost(self.ledger) + sum(pending) + sum(talking)
+            pending = [e.spend.cost_usd for e, _ in self.active.values()
+                       if e.abandoned is None and not self.ledger.has(e.id)]
+        return run_cost(self.ledger) + sum(pending)
 
     def _abandon_waiting(self, why: str) -> None:
         """Experiments proposed but not yet admitted will not train: a limit was reached."""
@@ -302,7 +301,7 @@ class Loop:
     def _proposal_failed(self, experiment_id: str, err: Exception, in_a_row: int) -> None:
         record_failure(self.workspace.dir, FailedProposal(
             experiment_id=experiment_id, kind="failed", reason=str(err), in_a_row=in_a_row,
-            usage=getattr(err, "usage", {})))
+            usage=getattr(err, "usage", None) or Usage()))
         self.say(f"proposal failed ({in_a_row} in a row): {err}")
         if in_a_row >= MAX_CONSECUTIVE_PROPOSER_FAILURES:
             self.halted = LoopStopped(f"the proposer failed {in_a_row} times in a row; last error: {err}")
@@ -313,16 +312,9 @@ class Loop:
         """Every run in flight stopped, every experiment in flight recorded once as interrupted, proposals
         made but not trained recorded with their spend; the branch stays at the best."""
         self.shared.stopping.set()
-        cancel = getattr(self.runner, "cancel_all", None)
         with self.changed:
-            in_flight = [(e, future) for e, future in self.active.values() if e.in_flight is not None]
-        if cancel is not None:
-            cancel()
-        else:  # a runner that stops its run when interrupted, as the loop's only thread once was
-            for experiment, future in in_flight:
-                if experiment.thread_id is not None and not future.done():
-                    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(experiment.thread_id),
-                                                               ctypes.py_object(KeyboardInterrupt))
+            in_flight = [(e, future) for e, future in self.active.values() if e.committed]
+        self.runner.cancel_all()
         futures_wait([future for _, future in in_flight], timeout=STOP_WAIT_SECONDS)  # runs wind down
         with self.shared.lock, self.changed:
             for experiment, _ in sorted(self.active.values(), key=lambda pair: pair[0].id):
@@ -332,11 +324,12 @@ class Loop:
                     self.say(f"{experiment.id} could not be recorded now ({err}); it will be when the tag resumes")
 
     def _record_stopped(self, experiment: Experiment, why: str) -> None:
-        if experiment.in_flight is not None and not self.ledger.has(experiment.id):
-            record_interrupted(self.workspace, self.ledger, experiment.in_flight, self.ledger.best(),
+        if experiment.committed and not self.ledger.has(experiment.id):
+            record_interrupted(self.workspace, self.ledger, experiment.record, self.ledger.best(),
                                experiment.transcript)
-        elif experiment.in_flight is None and experiment.obtained is not None and experiment.abandoned is None:
-            self.steps.proposing.abandon(experiment.id, experiment.obtained, experiment.transcript, why)
+        elif not experiment.committed and experiment.proposal is not None and experiment.abandoned is None:
+            made = experiment.proposal if experiment.best is not None else None
+            self.steps.proposing.abandon(experiment.id, made, experiment.transcript, why)
 
 
 def run_cost(ledger: Ledger) -> float:

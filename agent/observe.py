@@ -12,7 +12,6 @@ when the output is a log.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from pathlib import Path
@@ -22,51 +21,37 @@ from rich.live import Live
 
 from agent.recording.ledger import read_in_flight
 from agent.recording.transcript import Transcript
+from agent.running.jobs import EvaluationJob, Job
 from agent.running.run_progress import Phase, describe, last_step_line, write_phases
 from agent.untrusted import shown
+from trainer.run_id import RunId, RunKind
 
 PLAIN_STEP_MARKS = (25, 50, 75)  # percent of the budget at which a plain line is printed
 LINE_CHARS = 400
-# a run's name: its experiment's id, then what the run is (-noiseN, .rebaseN, .fixN, .rerunN, .retry, .canary)
-_RUN_NAME = re.compile(r"^(?P<id>[\w-]+?)(?:-noise(?P<noise>\d+))?(?P<steps>(?:\.(?:rebase|fix|rerun)\d+)*)"
-                       r"(?P<retry>\.retry)?(?P<canary>\.canary)?$")
-_RUN_STEP = re.compile(r"\.(rebase|fix|rerun)(\d+)")
 DECIDING = "deciding"
 
 
-def line_key(run_name: str) -> str:
-    """The line a run or evaluation is shown on: its experiment's (re-runs, fixes, re-bases, retries and the
-    verification of an experiment replace its line), except that each noise-floor run has its own, as several may
-    run at once."""
-    name = run_name.removeprefix("verify-").removeprefix("confirm-")
-    kind = _RUN_NAME.match(name)
-    if kind is None:
-        return name
-    return f"{kind['id']}-noise{kind['noise']}" if kind["noise"] else kind["id"]
-
-
-def run_phase(run_name: str, seed: int) -> tuple[str, str, str]:
-    """(experiment id, phase, detail) of a run, from its name."""
-    kind = _RUN_NAME.match(run_name)
-    if kind is None:
-        return run_name, "training", f"seed {seed}"
-    if kind["noise"]:
-        phase, parts = "noise floor", [f"run {kind['noise']} with seed {seed}"]
+def run_phase(run: RunId, seed: int) -> tuple[str, str]:
+    """(phase, detail) of a run, from what it is."""
+    chain = run.chain()
+    kinds = {step.kind for step in chain}
+    if RunKind.CANARY in kinds:
+        return "checking the machine", "the best commit, after two failures outside the experiment"
+    if chain[0].kind == RunKind.NOISE:
+        phase, parts = "noise floor", [f"run {chain[0].n} with seed {seed}"]
     else:
         phase, parts = "training", []
-        for step, number in _RUN_STEP.findall(kind["steps"]):
-            if step == "rebase":
-                parts.append(f"on the new best (re-base {number})")
-            elif step == "fix":
-                parts.append(f"fix {number}")
-            else:
+        for step in chain:
+            if step.kind == RunKind.REBASE:
+                parts.append(f"on the new best (re-base {step.n})")
+            elif step.kind == RunKind.FIX:
+                parts.append(f"fix {step.n}")
+            elif step.kind == RunKind.RERUN:
                 phase = "re-running"
         parts.append(f"with seed {seed}" if phase == "re-running" else f"seed {seed}")
-    if kind["retry"]:
+    if RunKind.RETRY in kinds:
         parts.append("again after a machine failure")
-    if kind["canary"]:
-        phase, parts = "checking the machine", ["the best commit, after two failures outside the experiment"]
-    return kind["id"], phase, ", ".join(parts)
+    return phase, ", ".join(parts)
 
 
 class ProgressObserver:
@@ -77,6 +62,7 @@ class ProgressObserver:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._live: Live | None = None
+        self._apart: set[str] = set()  # lines of runs that are not their experiment's (a noise floor's)
         self._printed: dict[str, tuple[str, int]] = {}  # plain mode: per line, the last (phase, quarter) printed
 
     def __enter__(self) -> ProgressObserver:
@@ -118,14 +104,16 @@ class ProgressObserver:
                 del self.phases[experiment_id]
                 self._changed(experiment_id, quiet=True)
 
-    def running(self, run_name: str, seed: int, log: Path) -> None:
-        experiment_id, phase, detail = run_phase(run_name, seed)
-        self._set(line_key(run_name), Phase(experiment_id=experiment_id, phase=phase, detail=detail,
-                                            since=time.time(), log=str(log.relative_to(self.workspace_dir))))
+    def running(self, run: RunId, seed: int, log: Path) -> None:
+        phase, detail = run_phase(run, seed)
+        if run.line != run.experiment:
+            self._apart.add(run.line)
+        self._set(run.line, Phase(experiment_id=run.experiment, phase=phase, detail=detail, since=time.time(),
+                                  log=str(log.relative_to(self.workspace_dir))))
 
-    def ran(self, run_name: str, where: str = "") -> None:
+    def ran(self, run: RunId, where: str = "") -> None:
         """A run or an evaluation ended (where: what ran it, if the runner said): its experiment is decided now."""
-        key = line_key(run_name)
+        key = run.line
         with self._lock:
             phase = self.phases.get(key)
             if phase is not None:
@@ -133,12 +121,10 @@ class ProgressObserver:
                                          where=where or None)
                 self._changed(key, quiet=not where)  # a log learns what ran each run
 
-    def evaluating(self, name: str, splits: tuple[str, ...]) -> None:
+    def evaluating(self, run: RunId, splits: tuple[str, ...]) -> None:
         phase = "confirming on the holdout" if "holdout" in splits else "verifying"
-        key = line_key(name)
-        experiment_id = key.split("-noise")[0]
-        self._set(key, Phase(experiment_id=experiment_id, phase=phase, detail="with the trusted evaluator",
-                             since=time.time()))
+        self._set(run.line, Phase(experiment_id=run.experiment, phase=phase, detail="with the trusted evaluator",
+                                  since=time.time()))
 
     # --- shown -------------------------------------------------------------------------------------------
     def current(self) -> list[tuple[Phase, str]]:
@@ -187,7 +173,7 @@ class ProgressObserver:
                 return
             in_flight = {marker.id for marker in read_in_flight(self.workspace_dir)}
             decided = [key for key, phase in self.phases.items()
-                       if phase.phase == DECIDING and (phase.experiment_id not in in_flight or "-noise" in key)]
+                       if phase.phase == DECIDING and (phase.experiment_id not in in_flight or key in self._apart)]
             for key in decided:
                 del self.phases[key]
                 self._printed.pop(key, None)
@@ -229,22 +215,22 @@ class ObservedRunner:
         if cancel is not None:
             cancel()
 
-    def run(self, workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42):
-        self._observer.running(experiment_id, seed, workspace.dir / "logs" / f"{experiment_id}.log")
+    def run(self, workspace, job: Job):
+        self._observer.running(job.run, job.seed, workspace.paths(job.run).log)
         where = ""
         try:
-            result = self._runner.run(workspace, commit, timeout, experiment_id, seed)
-            where = getattr(result, "where", "") or ""
+            result = self._runner.run(workspace, job)
+            where = result.where
             return result
         finally:
-            self._observer.ran(experiment_id, where)
+            self._observer.ran(job.run, where)
 
-    def evaluate(self, workspace, commit, checkpoint, name, splits, probe=False, timeout=1800.0):
-        self._observer.evaluating(name, splits)
+    def evaluate(self, workspace, job: EvaluationJob):
+        self._observer.evaluating(job.run, job.splits)
         try:
-            return self._runner.evaluate(workspace, commit, checkpoint, name, splits, probe=probe, timeout=timeout)
+            return self._runner.evaluate(workspace, job)
         finally:
-            self._observer.ran(name)
+            self._observer.ran(job.run)
 
 
 class _CountingTranscript(Transcript):

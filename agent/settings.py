@@ -46,7 +46,7 @@ class LoopSettings(BaseModel):
 class RunSettings(LoopSettings):
     tag: str = Field("demo", description="Run tag: the workspace is workspace/<tag>, branch autoresearch/<tag>.")
     track: str = Field("cpu", description="Track for a new tag (an existing tag keeps its own).")
-    proposer: str = Field("optuna", description="optuna (offline), llm, or hybrid (Optuna on a share).")
+    proposer: str = Field("optuna", description="A proposer of agent/proposers/registry.py (the help lists them).")
     model: str | None = Field(None, description="PROVIDER:MODEL for llm/hybrid: anthropic:..., openai:..., "
                                                 "openai-compatible:NAME.")
     base_url: str | None = Field(None, description="Server URL (openai-compatible, or a proxy).")
@@ -63,7 +63,7 @@ class RunSettings(LoopSettings):
                                                    'overrides the model table.')
     hybrid_share: float = Field(0.3, description="Share of hybrid experiments proposed by Optuna.")
     outage_minutes: float = Field(30.0, description="Retry a silent LLM provider this long, then pause.")
-    runner: str = Field("local", description="local (a subprocess here) or spool (trainer workers).")
+    runner: str = Field("local", description="A runner of agent/running/registry.py (the help lists them).")
     spool: Path | None = Field(None, description="The spool directory shared with trainer workers.")
     mlflow: str | None = Field(None, description="MLflow tracking URI to mirror every experiment to (default: "
                                                  "$MLFLOW_TRACKING_URI if set).")

@@ -26,6 +26,7 @@ from gitdb.base import IStream
 
 from trainer.atomic import write_text_atomic
 from trainer.hyperparameters import train_source_for_track
+from trainer.run_id import RunId, RunPaths
 from trainer.sandbox import runs_root
 from trainer.training_run import FROZEN, TRACKED
 
@@ -168,6 +169,10 @@ class Workspace:
         """Where this workspace's runs get their directories: outside it, so that a run cannot reach it."""
         return runs_root() / f"{self.tag}-{hashlib.sha256(str(self.dir).encode()).hexdigest()[:12]}"
 
+    def paths(self, run: RunId) -> RunPaths:
+        """Where the run keeps its log, its sealed weights and its run directory."""
+        return RunPaths.of(self.dir, self.runs_dir, run)
+
     def is_clean(self) -> bool:
         return not self.repo.is_dirty(untracked_files=True)
 
@@ -199,12 +204,6 @@ class Workspace:
 
     def diff(self, parent: str, commit: str) -> str:
         return self.repo.git.diff("--no-ext-diff", "--no-textconv", parent, commit, "--", "train.py")
-
-    def export(self, commit: str, destination: Path) -> None:
-        """Write the commit's tracked files into a directory (the evaluator's)."""
-        destination.mkdir(parents=True, exist_ok=True)
-        for path in TRACKED:
-            (destination / path).write_text(self.file_at(path, commit))
 
     @contextmanager
     def lock(self) -> Iterator[None]:

@@ -16,9 +16,11 @@ import os
 import tempfile
 from pathlib import Path
 
+from agent.running.jobs import Job
 from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from trainer.hyperparameters import set_hyperparameters
+from trainer.run_id import RunId
 
 PROGRAM = Path(__file__).resolve().parents[1] / "prompts" / "program.md"
 COLUMNS = ("startup_seconds", "warmup_seconds", "training_seconds", "eval_seconds", "total_seconds",
@@ -44,7 +46,8 @@ def main() -> None:
     print(f"track {args.track}, COMPILE_ON_CPU {args.compile}: each run starts with an empty compile cache of its own")
     print("| run | " + " | ".join(COLUMNS) + " |\n|---|" + "---|" * len(COLUMNS))
     for number in range(1, args.runs + 1):
-        result = runner.run(workspace, workspace.head(), timeout, f"{number:04d}", seed=42 + number)
+        result = runner.run(workspace, Job(run=RunId.train(f"{number:04d}"), commit=workspace.head(), seed=42 + number,
+                                             timeout=timeout))
         summary = result.summary
         print(f"| {number} | " + " | ".join(summary.get(key, "?") for key in COLUMNS) + " |", flush=True)
 

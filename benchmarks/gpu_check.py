@@ -221,7 +221,7 @@ def run_train(label: str, workspace: Path, env: dict[str, str], timeout: float) 
 def run_evaluator(workspace: Path, checkpoint: Path, printed: float, env: dict[str, str],
                   timeout: float) -> Evaluation | None:
     say("== trusted evaluator: python -m trainer.evaluate <weights> --splits val --probe")
-    from trainer.evaluate import RESULT_PREFIX as EVALUATION
+    from trainer.evaluation import evaluation_in
     start = time.perf_counter()
     try:
         done = subprocess.run([sys.executable, "-m", "trainer.evaluate", str(checkpoint), "--splits", "val", "--probe"],
@@ -231,13 +231,12 @@ def run_evaluator(workspace: Path, checkpoint: Path, printed: float, env: dict[s
         say(f"  the evaluator did not finish in {timeout:.0f} s")
         return None
     quote(done.stdout + done.stderr)
-    found = [line[len(EVALUATION):] for line in done.stdout.splitlines() if line.startswith(EVALUATION)]
-    if done.returncode != 0 or not found:
+    result = evaluation_in(done.stdout.splitlines())
+    if done.returncode != 0 or result is None:
         return None
-    result = json.loads(found[-1])
-    return Evaluation(printed=printed, trusted=result["val"], gap=abs(result["val"] - printed), audit=result["audit"],
-                      audited_tokens=result["audited_tokens"], repeat=result["repeat"],
-                      lookahead=result["lookahead"], device=result["device"], seconds=time.perf_counter() - start)
+    return Evaluation(printed=printed, trusted=result.val, gap=abs(result.val - printed), audit=result.audit,
+                      audited_tokens=result.audited_tokens, repeat=result.repeat, lookahead=result.lookahead,
+                      device=result.device, seconds=time.perf_counter() - start)
 
 
 def time_attention(train, torch, device, windows: list[int], probes: list[KernelProbe], seconds_left,

@@ -40,8 +40,10 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from agent.running.jobs import Job
     from agent.running.runner import LocalRunner
     from agent.workspace import Workspace
+    from trainer.run_id import RunId
     from trainer.track_builder import prepare_track
 
     spec = prepare_track(args.track, cache=args.cache, show_progress=False).spec
@@ -60,7 +62,9 @@ def main() -> None:
         for arm, hogs in arms.items():
             spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
             try:
-                result = LocalRunner().run(workspace, workspace.head(), 4 * budget + 600, f"seed{seed}-{hogs}", seed)
+                asked = Job(run=RunId.train(f"seed{seed}-{hogs}"), commit=workspace.head(), seed=seed,
+                            timeout=4 * budget + 600)
+                result = LocalRunner().run(workspace, asked)
             finally:
                 for hog in spinning:
                     hog.kill()

@@ -24,9 +24,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 def timed_runs(runner, workspace, runs: int, label: str) -> tuple[list[float], list[float], object]:
     walls, own, result = [], [], None
+    from agent.running.jobs import Job
+    from trainer.run_id import RunId
+
     for number in range(runs):
         started = time.perf_counter()
-        result = runner.run(workspace, workspace.head(), 600.0, f"{label}{number:02d}", seed=42 + number)
+        result = runner.run(workspace, Job(run=RunId.train(f"{label}{number:02d}"), commit=workspace.head(),
+                                           seed=42 + number, timeout=600.0))
         walls.append(time.perf_counter() - started)
         own.append(result.seconds)
         assert result.verdict.triage.value == "ok", result.tail
@@ -41,9 +45,11 @@ def main() -> None:
     import ray
     from ray.cluster_utils import Cluster
 
+    from agent.running.jobs import EvaluationJob
     from agent.running.ray_runner import RayRunner
     from agent.running.runner import LocalRunner
     from agent.workspace import Workspace
+    from trainer.run_id import RunId
     from trainer.track_builder import prepare_track
 
     root = Path(tempfile.mkdtemp(prefix="ray-overhead-"))
@@ -65,7 +71,8 @@ def main() -> None:
             timed_runs(runner, workspace, 1, f"{name}-warm")  # compile caches and, for Ray, its worker processes
             walls, own, result = timed_runs(runner, workspace, args.runs, name)
             started = time.perf_counter()
-            runner.evaluate(workspace, workspace.head(), result.checkpoint, f"{name}-eval", ("val",))
+            runner.evaluate(workspace, EvaluationJob(run=RunId.train(f"{name}-eval"), commit=workspace.head(),
+                                                     checkpoint=result.checkpoint))
             rows[name] = (statistics.median(walls), statistics.median(own), time.perf_counter() - started,
                           result.checkpoint.stat().st_size)
     finally:

@@ -41,7 +41,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-RESULT_PREFIX = "EVALUATION "
+from trainer.evaluation import SPLITS, Evaluation
+
 BATCH_ROWS = 16
 AUDIT_POSITIONS = 8  # per row of every batch
 PROBES_PER_BATCH = 2  # perturbed copies of rows scored in other batches, at least, in every batch
@@ -60,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--splits", default="val,holdout", help="comma-separated: val, holdout")
     parser.add_argument("--probe", action="store_true", help="accepted for old callers: every batch carries probes")
     args = parser.parse_args(argv)
+    splits = args.splits.split(",")
+    if "val" not in splits or not set(splits) <= set(SPLITS):
+        parser.error(f"--splits must name val and may name holdout, got {args.splits!r}")
     not_dumpable()
     sys.path.insert(0, str(Path.cwd()))  # the exported commit's frozen prepare.py (never its train.py)
     device = "cuda" if cuda_devices() else "cpu"
@@ -70,26 +74,38 @@ def main(argv: list[str] | None = None) -> int:
     import prepare
     tokenizer = prepare.Tokenizer.from_directory()
     token_bytes = tokenizer.token_bytes.astype(np.int64)
-    splits = args.splits.split(",")
     rows = {split: packed_rows(prepare, tokenizer, split) for split in splits}
-    out: dict = dict(device=device, audit=0.0, audited_tokens=0, repeat=0.0, lookahead=0.0, probes=0)
+    worst = Worst()
+    bits: dict[str, float] = {}
     try:
         with server:
             server.vocab = tokenizer.get_vocab_size()
             for split in splits:
-                scored = score(server, rows[split], out)
-                out[split] = bits_per_byte(scored, rows[split], token_bytes)
-                print(f"{split}: {out[split]:.6f}", flush=True)
-            print(f"audit: {out['audit']:.3g} over {out['audited_tokens']} tokens; repeat: {out['repeat']:.3g}; "
-                  f"lookahead: {out['lookahead']:.3g} over {out['probes']} probes", flush=True)
+                scored = score(server, rows[split], worst)
+                bits[split] = bits_per_byte(scored, rows[split], token_bytes)
+                print(f"{split}: {bits[split]:.6f}", flush=True)
+            print(f"audit: {worst.audit:.3g} over {worst.audited_tokens} tokens; repeat: {worst.repeat:.3g}; "
+                  f"lookahead: {worst.lookahead:.3g} over {worst.probes} probes", flush=True)
     except ServerFailed as err:
         print(f"the model server failed: {err}")
         log = Path(SERVER_LOG)
         for line in (log.read_text(errors="replace").splitlines()[-30:] if log.exists() else []):
             print(f"model| {line}")
         return 1
-    print(RESULT_PREFIX + json.dumps(out))
+    print(Evaluation(device=device, audit=worst.audit, audited_tokens=worst.audited_tokens, repeat=worst.repeat,
+                     lookahead=worst.lookahead, probes=worst.probes, val=bits["val"],
+                     holdout=bits.get("holdout")).log_line())
     return 0
+
+
+@dataclass
+class Worst:
+    """The worst each check of the model server's answers has seen so far (see Evaluation)."""
+    audit: float = 0.0
+    audited_tokens: int = 0
+    repeat: float = 0.0
+    lookahead: float = 0.0
+    probes: int = 0
 
 
 def not_dumpable() -> None:
@@ -135,10 +151,10 @@ def cross_entropy(logits, targets):
     return log_total - np.take_along_axis(logits, targets[..., None].astype(np.int64), axis=-1)[..., 0]
 
 
-def audit(server: ModelServer, batch, reported, must_see: list[set[int]], out: dict):
+def audit(server: ModelServer, batch, reported, must_see: list[set[int]], worst: Worst):
     """Asks for the logits at AUDIT_POSITIONS positions per row that the server learns only after reporting
     (random, plus the probe positions in must_see) and re-computes the losses there; records the largest
-    difference in out. Returns the positions and the logits."""
+    difference in worst. Returns the positions and the logits."""
     import numpy as np
     draw = secrets.SystemRandom()
     chosen = []
@@ -151,8 +167,8 @@ def audit(server: ModelServer, batch, reported, must_see: list[set[int]], out: d
     logits = server.ask("picked", positions)
     targets = np.take_along_axis(batch[:, 1:], positions, axis=1)
     gap = abs(cross_entropy(logits, targets) - np.take_along_axis(reported, positions, axis=1)).max()
-    out["audit"] = max(out["audit"], float(gap))
-    out["audited_tokens"] += batch.shape[0] * AUDIT_POSITIONS
+    worst.audit = max(worst.audit, float(gap))
+    worst.audited_tokens += batch.shape[0] * AUDIT_POSITIONS
     return positions, logits
 
 
@@ -209,9 +225,9 @@ def perturbed(rows, original: int, draw: secrets.SystemRandom) -> Probe:
     return Probe(original, copy, -1)  # no other row differs: an ordinary row, nothing to compare
 
 
-def score(server: ModelServer, rows, out: dict):
-    """Per-token losses of every row, asked in batches that each carry probes; updates out's audit, repeat,
-    lookahead and probes with the worst seen."""
+def score(server: ModelServer, rows, worst: Worst):
+    """Per-token losses of every row, asked in batches that each carry probes; updates worst with what its
+    checks saw."""
     import numpy as np
     draw = secrets.SystemRandom()
     losses = np.zeros((rows.shape[0], rows.shape[1] - 1), dtype=np.float32)
@@ -230,7 +246,7 @@ def score(server: ModelServer, rows, out: dict):
         first = first or (batch, reported)
         must_see = [{p.position for p in pending.get(i, [])} if i is not None else
                     ({p.position} if p.position >= 0 else set()) for i, p in members]
-        positions, logits = audit(server, batch, reported, must_see, out)
+        positions, logits = audit(server, batch, reported, must_see, worst)
         for row, (index, probe) in enumerate(members):
             if index is not None:
                 losses[index] = reported[row]
@@ -241,11 +257,11 @@ def score(server: ModelServer, rows, out: dict):
                 if one.seen is None:
                     one.seen = seen
                 else:
-                    out["lookahead"] = max(out["lookahead"], float(abs(one.seen - seen).max()))
-                    out["probes"] += 1
+                    worst.lookahead = max(worst.lookahead, float(abs(one.seen - seen).max()))
+                    worst.probes += 1
                     one.seen = None
     again = server.ask("losses", first[0])
-    out["repeat"] = max(out["repeat"], float(abs(again - first[1]).max()))
+    worst.repeat = max(worst.repeat, float(abs(again - first[1]).max()))
     return losses
 
 

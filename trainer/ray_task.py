@@ -23,11 +23,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from trainer.evaluation import EvaluationOutcome
 from trainer.prepare import PrepareError, cache_root, track_dir
 from trainer.run_result import RunResult
 from trainer.sandbox import runs_root
 from trainer.track_spec import TrackSpec
-from trainer.training_run import evaluate_commit, run_commit
+from trainer.training_run import RunRequest, evaluate_commit, run_commit
 
 LOG_LIMIT = 8 << 20  # bytes of a log sent back; the run path caps it below this already (4 MiB head + 1 MiB tail)
 NONE = "(none)"      # the fingerprint of a track that is not prepared
@@ -55,14 +56,9 @@ class NodeRun(BaseModel):
     log_cut: int = 0                 # bytes of the log not sent back
 
 
-class NodeEvaluation(BaseModel):
+class NodeEvaluation(EvaluationOutcome):
     """An evaluation on a node (its scores are in the log sent back beside it)."""
-    model_config = ConfigDict(extra="forbid")
     place: NodePlace
-    returncode: int | None
-    timed_out: bool
-    seconds: float
-    isolated: bool
 
 
 class TrackUnavailable(Exception):
@@ -93,11 +89,9 @@ def run_on_node(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen
         except TrackUnavailable as err:
             result = RunResult.infra(str(err), log_path, said_by=f"ray node {place.ip}")
         else:
-            result = run_commit(files, seed=seed, timeout=timeout, frozen_sha256=frozen_sha256,
-                                run_dir=runs_root() / "ray" / run_id, log_path=log_path,
-                                checkpoint_destination=weights,
-                                extra_env=gpu_env(),
-                                python=sys.executable)
+            result = run_commit(RunRequest(files=files, seed=seed, timeout=timeout, frozen_sha256=frozen_sha256,
+                                           run_dir=runs_root() / "ray" / run_id, log_path=log_path,
+                                           checkpoint_destination=weights, extra_env=gpu_env()))
         log, cut = capped(log_path)
         sealed = weights.read_bytes() if result.checkpoint is not None and weights.is_file() else None
         return NodeRun(place=place, result=result, log_cut=cut).model_dump_json(), log, sealed
@@ -123,11 +117,7 @@ def evaluate_on_node(files: Mapping[str, bytes], weights: bytes, splits: tuple[s
                                       run_dir=runs_root() / "ray" / run_id, log_path=log_path, extra_env=gpu_env(),
                                       python=sys.executable)
         log, _ = capped(log_path)
-        evaluation = NodeEvaluation(place=place, returncode=outcome.returncode if outcome else None,
-                                    timed_out=outcome.timed_out if outcome else False,
-                                    seconds=outcome.seconds if outcome else 0.0,
-                                    isolated=outcome.isolated if outcome else False)
-        return evaluation.model_dump_json(), log
+        return NodeEvaluation.of(outcome, place=place).model_dump_json(), log
     finally:
         shutil.rmtree(kept, ignore_errors=True)
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import field
 from pathlib import Path
 
-from pydantic import ConfigDict, TypeAdapter
+from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
 
+from trainer.run_id import RunId
 from trainer.run_limits import RunLimits
 from trainer.run_log import read_log
 from trainer.triage import Triage, Verdict, classify, parse_model_config
@@ -37,6 +38,7 @@ class RunResult:
     limits: RunLimits | None = None       # what it was allowed to consume
     ended: str | None = None              # why the harness ended it before it exited (after its seal)
     device: str = "cpu"                   # what the harness let it reach: "cuda" where a GPU was in its view
+    run: RunId | None = None              # which run it was (the agent's Training sets it)
 
     @property
     def summary(self) -> dict[str, str]:
@@ -65,5 +67,3 @@ class RunResult:
         return cls(returncode=None, timed_out=False, log_path=log_path, verdict=Verdict(Triage.INFRA, problem, {}),
                    seconds=seconds, head=log.head, tail=log.tail)
 
-
-RUN_RESULT = TypeAdapter(RunResult)

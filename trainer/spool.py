@@ -26,6 +26,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from trainer.atomic import write_json_atomic
+from trainer.evaluation import EvaluationOutcome
 from trainer.run_result import RunResult
 
 DEAD_AFTER = 20.0       # seconds without a heartbeat
@@ -59,15 +60,6 @@ class SpoolJob(BaseModel):
         if self.kind == "evaluate" and (self.checkpoint is None or not self.splits):
             raise ValueError("an evaluate job names its checkpoint and at least one split")
         return self
-
-
-class EvaluationOutcome(BaseModel):
-    """How the evaluator's process ended (its scores are in its log)."""
-    model_config = ConfigDict(extra="forbid")
-    returncode: int | None
-    timed_out: bool
-    seconds: float
-    isolated: bool
 
 
 class SpoolResult(BaseModel):

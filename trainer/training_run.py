@@ -22,6 +22,7 @@ from __future__ import annotations
 import shutil
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer.hashing import regular_file_sha256
@@ -48,18 +49,27 @@ def compile_cache_env(directory: Path) -> dict[str, str]:
             "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "TRITON_CACHE_DIR": str(directory / "triton")}
 
 
-def run_commit(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen_sha256: Mapping[str, str],
-               run_dir: Path, log_path: Path, checkpoint_destination: Path,
-               hidden: tuple[Path, ...] | list[Path] = (), extra_env: Mapping[str, str] | None = None,
-               python: str = sys.executable, on_start: Callable | None = None,
-               limits: RunLimits | None = None) -> RunResult:
-    """Runs `python train.py` on files (name -> content, every name of TRACKED) in run_dir.
+@dataclass(frozen=True)
+class RunRequest:
+    """One run of a commit on this machine."""
+    files: Mapping[str, bytes]           # name -> content, every name of TRACKED
+    seed: int                            # reaches train.py as AUTORESEARCH_SEED
+    timeout: float
+    frozen_sha256: Mapping[str, str]     # what each FROZEN file must hash to (the workspace's first commit)
+    run_dir: Path
+    log_path: Path
+    checkpoint_destination: Path         # where the seal hands the weights over
+    hidden: tuple[Path, ...] = ()        # what the run must not see beyond the defaults (the workspaces, the spool)
+    extra_env: Mapping[str, str] = field(default_factory=dict)  # added to its environment (CUDA_VISIBLE_DEVICES)
+    python: str = sys.executable
+    limits: RunLimits | None = None      # what it may consume (RunLimits.for_machine() when not given)
 
-    seed reaches train.py as AUTORESEARCH_SEED; frozen_sha256 is what each FROZEN file must hash to (the
-    workspace's first commit); hidden is what the run must not see beyond the defaults (the workspaces, the
-    spool); extra_env is added to the run's environment (CUDA_VISIBLE_DEVICES); on_start gets the process;
-    limits are what the run may consume (RunLimits.for_machine() by default)."""
-    missing = [name for name in TRACKED if name not in files] + [name for name in FROZEN if name not in frozen_sha256]
+
+def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResult:
+    """Runs `python train.py` on the request's files in its run directory; on_start gets the process."""
+    files, run_dir, log_path = request.files, request.run_dir, request.log_path
+    missing = ([name for name in TRACKED if name not in files]
+               + [name for name in FROZEN if name not in request.frozen_sha256])
     if missing:
         raise ValueError(f"a run needs the commit's {', '.join(TRACKED)} and the hashes of {', '.join(FROZEN)}; "
                          f"missing: {', '.join(missing)}")
@@ -76,13 +86,14 @@ def run_commit(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen_
     compile_cache = run_dir / COMPILE_CACHE  # no run reads what another wrote: nothing of a run outlives it
     compile_cache.mkdir(mode=0o1777)
     compile_cache.chmod(0o1777)
-    seal = Seal(run_dir, track, CHECKPOINT, checkpoint_destination)
-    env = {"AUTORESEARCH_SEED": str(seed), "AUTORESEARCH_CACHE": str(training_view(track, run_dir)),
+    seal = Seal(run_dir, track, CHECKPOINT, request.checkpoint_destination)
+    env = {"AUTORESEARCH_SEED": str(request.seed), "AUTORESEARCH_CACHE": str(training_view(track, run_dir)),
            "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **seal.env(), **compile_cache_env(compile_cache),
-           **cpu_clock_env(spec.constants), **(extra_env or {})}
+           **cpu_clock_env(spec.constants), **request.extra_env}
     cache = cache_root()
-    view = View(read_only=data_paths(cache), hidden=[runs_root(), run_dir.parent, *hidden, *hidden_paths(cache)])
-    limits = limits or RunLimits.for_machine()
+    view = View(read_only=data_paths(cache),
+                hidden=[runs_root(), run_dir.parent, *request.hidden, *hidden_paths(cache)])
+    limits = request.limits or RunLimits.for_machine()
     device = "cuda" if gpu_in_reach() else "cpu"  # every GPU device is in its view; the variable only asks
     if device == "cuda":
         limits = limits.without_memory_limit()
@@ -93,11 +104,11 @@ def run_commit(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen_
             on_start(process)
 
     try:
-        outcome = run_untrusted([python, "train.py"], run_dir, log_path, timeout, env, view=view,
+        outcome = run_untrusted([request.python, "train.py"], run_dir, log_path, request.timeout, env, view=view,
                                 pass_fds=(seal.child_fd,), on_start=started, limits=limits, ending=seal.ending)
     finally:
         sealed = seal.finish()
-    changed = [name for name in FROZEN if regular_file_sha256(run_dir / name) != frozen_sha256[name]]
+    changed = [name for name in FROZEN if regular_file_sha256(run_dir / name) != request.frozen_sha256[name]]
     # A run's own writes are held well above DISK_RESERVE (trainer/run_limits.py): a filesystem full at its end was
     # filled by something else, and a run that failed then failed for that.
     full = outcome.returncode != 0 and free_bytes(run_dir) < FULL_BYTES

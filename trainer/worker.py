@@ -25,9 +25,10 @@ from pathlib import Path
 import git
 
 from trainer import spool as spoolfs
+from trainer.evaluation import EvaluationOutcome
 from trainer.sandbox import isolation
-from trainer.spool import EvaluationOutcome, SpoolJob, SpoolResult
-from trainer.training_run import TRACKED, evaluate_commit, run_commit
+from trainer.spool import SpoolJob, SpoolResult
+from trainer.training_run import TRACKED, RunRequest, evaluate_commit, run_commit
 
 
 class Worker:
@@ -91,11 +92,11 @@ class Worker:
             if job.kind == "evaluate":
                 result.evaluation = self.evaluate(job, files)
             else:
-                result.run = run_commit(files, seed=job.seed, timeout=job.timeout, frozen_sha256=job.frozen,
-                                        run_dir=self.scratch / job.id, log_path=self.log_path(job),
-                                        checkpoint_destination=self.spool / "checkpoints" / f"{job.id}.pt",
-                                        hidden=[self.spool, job.workspace], extra_env=self.device_env(),
-                                        python=sys.executable, on_start=self.started)
+                result.run = run_commit(RunRequest(
+                    files=files, seed=job.seed, timeout=job.timeout, frozen_sha256=job.frozen,
+                    run_dir=self.scratch / job.id, log_path=self.log_path(job),
+                    checkpoint_destination=self.spool / "checkpoints" / f"{job.id}.pt",
+                    hidden=(self.spool, job.workspace), extra_env=self.device_env()), on_start=self.started)
         except Exception as err:  # this machine failed, not the experiment: the agent's infra rule decides
             traceback.print_exc()
             result = SpoolResult(id=job.id, worker=self.name,
@@ -106,8 +107,7 @@ class Worker:
         outcome = evaluate_commit(files, job.checkpoint, job.splits, probe=job.probe, timeout=job.timeout,
                                   run_dir=self.scratch / job.id, log_path=self.log_path(job),
                                   extra_env=self.device_env(), on_start=self.started)
-        return EvaluationOutcome(returncode=outcome.returncode, timed_out=outcome.timed_out, seconds=outcome.seconds,
-                                 isolated=outcome.isolated)
+        return EvaluationOutcome.of(outcome)
 
     def started(self, process: subprocess.Popen) -> None:
         self.process = process

@@ -11,48 +11,55 @@ from __future__ import annotations
 import statistics
 import time
 
-from agent.judging.noise import commit_runs, current_sigma
+from agent.recording.confirmation import Confirmation, ConfirmedCommit
+from agent.recording.history import History
 from agent.recording.ledger import read_records
-from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.recording.record import ExperimentRecord
 from agent.running.evaluator import EvaluationFailed
+from agent.running.jobs import EvaluationJob
 from agent.running.runner import LocalRunner, Runner
 from agent.workspace import Workspace
-from trainer.atomic import write_json_atomic
+from trainer.evaluation import Evaluation
+from trainer.run_id import RunId
 
 
 class ConfirmError(Exception):
     """Confirmation is not possible; the message says why and what to do."""
 
 
-def confirm(workspace: Workspace, runner: Runner | None = None, timeout: float = 1800.0) -> dict:
+def confirm(workspace: Workspace, runner: Runner | None = None, timeout: float = 1800.0) -> Confirmation:
     """Scores the baseline's and the best's weights on val and holdout; writes confirmation.json."""
-    records = read_records(workspace.dir)
-    kept = [r for r in records if r.status == ExperimentStatus.KEEP]
+    history = History(read_records(workspace.dir))
+    kept = history.kept()
     if not kept:
         raise ConfirmError(f"{workspace.tag} has no kept experiment yet: run the loop first")
-    out: dict = dict(time=time.strftime("%Y-%m-%dT%H:%M:%S%z"), sigma=current_sigma(records))
-    scored: dict[str, dict] = {}
-    for role, record in (("baseline", kept[0]), ("best", kept[-1])):
-        if record.id not in scored:  # the best may still be the baseline
-            scored[record.id] = evaluate_saved(workspace, runner or LocalRunner(), record, timeout)
-        scores = scored[record.id]
-        runs = commit_runs(records, record.commit)
-        out[role] = dict(id=record.id, commit=record.commit, description=record.description,
-                         search_val=statistics.fmean(runs) if runs else record.val_bpb, runs=len(runs),
-                         val=scores["val"], holdout=scores["holdout"])
-    out["search_gain"] = out["baseline"]["search_val"] - out["best"]["search_val"]
-    out["holdout_gain"] = out["baseline"]["holdout"] - out["best"]["holdout"]
-    write_json_atomic(workspace.dir / "confirmation.json", out)
-    return out
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    evaluated: dict[str, Evaluation] = {}
+    confirmed: list[ConfirmedCommit] = []
+    for record in (kept[0], kept[-1]):  # the baseline, the best
+        if record.id not in evaluated:  # the best may still be the baseline
+            evaluated[record.id] = evaluate_saved(workspace, runner or LocalRunner(), record, timeout)
+        evaluation = evaluated[record.id]
+        runs = history.runs_of(record.commit)
+        confirmed.append(ConfirmedCommit(id=record.id, commit=record.commit, description=record.description,
+                                         search_val=statistics.fmean(runs) if runs else record.val_bpb,
+                                         runs=len(runs), val=evaluation.val, holdout=evaluation.holdout))
+    baseline, best = confirmed
+    confirmation = Confirmation(time=started, sigma=history.sigma(), baseline=baseline, best=best,
+                                search_gain=baseline.search_val - best.search_val,
+                                holdout_gain=baseline.holdout - best.holdout)
+    confirmation.write(workspace.dir)
+    return confirmation
 
 
-def evaluate_saved(workspace: Workspace, runner: Runner, record: ExperimentRecord, timeout: float) -> dict[str, float]:
+def evaluate_saved(workspace: Workspace, runner: Runner, record: ExperimentRecord, timeout: float) -> Evaluation:
     if not record.checkpoint or not (workspace.dir / record.checkpoint).is_file():
         raise ConfirmError(f"experiment {record.id} has no saved weights (checkpoints/ keeps only the baseline's "
                            "and the best's, and only runs that called prepare.evaluate_bpb save them): run the "
                            "loop on to a new best, then confirm again")
     try:
-        return runner.evaluate(workspace, record.commit, workspace.dir / record.checkpoint,
-                               f"confirm-{record.id}", ("val", "holdout"), timeout=timeout)
+        return runner.evaluate(workspace, EvaluationJob(run=RunId.confirm(record.id), commit=record.commit,
+                                                        checkpoint=workspace.dir / record.checkpoint,
+                                                        splits=("val", "holdout"), timeout=timeout))
     except EvaluationFailed as err:
         raise ConfirmError(f"confirming experiment {record.id}: {err}") from err

@@ -5,23 +5,24 @@ from __future__ import annotations
 
 import statistics
 
-from agent.judging.noise import CRASH, KEEP, Judgement, commit_runs, current_sigma, judge
+from agent.judging.keep_rule import KeepRule
+from agent.judging.noise import CRASH, KEEP, Judgement, judge
+from agent.judging.standing import Standing
 from agent.judging.verify import verification_evidence
 from agent.recording.record import ExperimentRecord, RunEntry
 from agent.running.runner import RunResult
 from trainer.triage import Triage
 
 
-def decide(result: RunResult, best: ExperimentRecord | None, records: list[ExperimentRecord],
-           runs: list[RunEntry], sigmas: float, min_delta: float) -> Judgement:
+def decide(result: RunResult, standing: Standing, runs: list[RunEntry], rule: KeepRule) -> Judgement:
     """crash, the baseline's keep, or the noise-aware verdict on the runs so far (see agent/judging/noise.py)."""
     verdict = result.verdict
     if verdict.triage != Triage.OK:
         return Judgement(CRASH, f"{verdict.triage.value}: {verdict.reason}")
     measured = [r.val_bpb for r in runs if r.val_bpb is not None]
-    if best is None:
+    if standing.best is None:
         return Judgement(KEEP, f"baseline val_bpb {measured[0]:.6f}")
-    return judge(measured, commit_runs(records, best.commit), current_sigma(records), sigmas, min_delta)
+    return judge(measured, standing.best_runs, standing.sigma, rule.keep_sigmas, rule.min_delta)
 
 
 def tamper(judgement: Judgement, problem: str, runs: list[RunEntry]) -> Judgement:
@@ -41,14 +42,15 @@ HOLDOUT_SHARE = 0.5
 
 
 def implausible_fall(runs: list[RunEntry], best: ExperimentRecord | None) -> str | None:
-    """Why the first run's number is too good to keep on its own, or None."""
+    """Why a run's number is too good to keep (its lowest: a train.py may fall on one seed only), or None."""
     measured = [r.val_bpb for r in runs if r.val_bpb is not None]
     if best is None or not measured or not best.val_bpb:
         return None
-    fall = (best.val_bpb - measured[0]) / best.val_bpb
+    lowest = min(measured)
+    fall = (best.val_bpb - lowest) / best.val_bpb
     if fall <= IMPLAUSIBLE_FALL:
         return None
-    return (f"val_bpb fell {100 * fall:.1f}% in one experiment ({best.val_bpb:.6f} -> {measured[0]:.6f}), more "
+    return (f"val_bpb fell {100 * fall:.1f}% in one experiment ({best.val_bpb:.6f} -> {lowest:.6f}), more "
             f"than the {100 * IMPLAUSIBLE_FALL:.0f}% one change plausibly gains")
 
 

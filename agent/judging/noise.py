@@ -73,25 +73,13 @@ def judge(candidate: list[float], best: list[float], sigma: float | None, sigmas
                                 "confirm it", evidence)
 
 
-def commit_runs(records: list[ExperimentRecord], commit: str) -> list[float]:
-    """val_bpb of every successful run of a kept commit: its experiment's runs and its noise runs."""
-    return [value for r in records if r.commit == commit and r.status in (KEEP, ExperimentStatus.NOISE)
-            for value in r.measured]
-
-
-def current_sigma(records: list[ExperimentRecord]) -> float | None:
-    """sigma from the latest noise floor, None before one was measured."""
-    floors = [r for r in records if not r.is_experiment and r.sigma is not None]
-    return floors[-1].sigma if floors else None
-
-
-def inflated_floor(sigma: float | None, track: str) -> str | None:
+def inflated_floor(sigma: float | None, track: str, keep_sigmas: float = 2.0) -> str | None:
     """A warning when sigma is far above what the track usually shows, else None."""
     usual = USUAL_SIGMA.get(track)
     if sigma is None or not usual or sigma <= INFLATED_RATIO * usual:
         return None
     return (f"sigma {sigma:.4g} is {sigma / usual:.0f}x this track's usual {usual:g}: is the machine busy? "
-            f"While it stays this high only gains above {2 * sigma:.3g} can be kept")
+            f"While it stays this high only gains above {keep_sigmas * sigma:.3g} can be kept")
 
 
 def floored(sigma: float | None, track: str) -> tuple[float | None, str | None]:

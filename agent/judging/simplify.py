@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 import statistics
 
-from agent.judging.noise import DISCARD, KEEP, Judgement, commit_runs, current_sigma
-from agent.recording.record import SIMPLIFY, ExperimentRecord, RunEntry, SimplifyEvidence
+from agent.judging.noise import DISCARD, KEEP, Judgement
+from agent.judging.standing import Standing
+from agent.recording.record import SIMPLIFY, RunEntry, SimplifyEvidence
 
 RULE = "simplify: fewer lines of code, mean within one standard error of the best's, within one sigma of the " \
        "best mean ever reached"
@@ -49,27 +50,19 @@ def weigh(candidate: list[float], best: list[float], best_ever: float, sigma: fl
         f"reached ({best_ever:.6f})"))
 
 
-def best_ever_mean(records: list[ExperimentRecord]) -> float | None:
-    """The lowest mean of the runs of any commit that was the best (kept)."""
-    means = [statistics.fmean(values) for r in records if r.status == KEEP
-             for values in [commit_runs(records, r.commit)] if values]
-    return min(means, default=None)
-
-
 def simplify_or_discard(judgement: Judgement, parent_source: str, candidate_source: str, runs: list[RunEntry],
-                        best: ExperimentRecord, records: list[ExperimentRecord]) -> Judgement:
+                        standing: Standing) -> Judgement:
     """A discard of a change that removed code becomes a `simplify` keep when the rule allows it; the
     evidence says why either way. Anything else is returned as it came."""
     if judgement.status != DISCARD:
         return judgement
     removed = code_lines(parent_source) - code_lines(candidate_source)
     candidate = [r.val_bpb for r in runs if r.val_bpb is not None]
-    best_runs = commit_runs(records, best.commit)
+    best_runs, ever = standing.best_runs, standing.best_ever
     if removed <= 0 or not candidate or len(candidate) < len(runs) or not best_runs:
         return judgement  # no code removed, or a run of it crashed
     best_mean = statistics.fmean(best_runs)
-    ever = best_ever_mean(records)
-    weighed = weigh(candidate, best_runs, best_mean if ever is None else min(ever, best_mean), current_sigma(records),
+    weighed = weigh(candidate, best_runs, best_mean if ever is None else min(ever, best_mean), standing.sigma,
                     removed)
     evidence = judgement.evidence.model_copy(update=dict(simplify=weighed))
     if not weighed.allowed:

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import time
 
-from agent.recording.record import RunEntry
+from agent.recording.record import Check, RunEntry, Verification
 from agent.running.evaluator import EvaluationFailed
+from agent.running.jobs import EvaluationJob
 from agent.running.runner import Runner
 from agent.workspace import Workspace
+from trainer.evaluation import Evaluation
 from trainer.hashing import file_sha256
+from trainer.run_id import RunKind
 
 # |trusted - printed| allowed, by device. CPU is fp32 and differs only in summation order and the
 # printed rounding (measured below 1e-6); CUDA runs bf16 autocast and a compiled model.
@@ -61,46 +64,49 @@ def score_run(workspace: Workspace, runner: Runner, commit: str, run: RunEntry,
     checkpoint = workspace.dir / run.checkpoint
     if not checkpoint.is_file() or file_sha256(checkpoint) != run.checkpoint_sha256:
         raise Untrusted(f"the weights the run with seed {run.seed} sealed were changed or removed since")
-    name = "verify-" + run.log.split("/")[-1].removesuffix(".log")
+    if run.run_id is None:
+        raise ValueError("only a run of this loop, whose RunId it knows, can be verified")
+    job = EvaluationJob(run=run.run_id.then(RunKind.VERIFY), commit=commit, checkpoint=checkpoint, splits=splits,
+                        probe=True)
     started = time.monotonic()
     try:
-        scores = runner.evaluate(workspace, commit, checkpoint, name, splits, probe=True)
+        evaluation = runner.evaluate(workspace, job)
     except EvaluationFailed as err:
         raise Untrusted(f"the run with seed {run.seed} cannot be verified: {err}") from err
-    both_cpu = scores["device"] == "cpu" and run.device == "cpu"  # else bf16 somewhere
+    both_cpu = evaluation.device == "cpu" and run.device == "cpu"  # else bf16 somewhere
     tolerance = AGREEMENT["cpu"] if both_cpu else AGREEMENT["cuda"]
-    gap = abs(scores["val"] - printed)
-    run.check = dict(seed=run.seed, printed=printed, trusted=round(scores["val"], 6), gap=gap, tolerance=tolerance,
-                     lookahead=scores["lookahead"], probes=scores.get("probes"), audit=scores["audit"],
-                     audited_tokens=scores["audited_tokens"], repeat=scores["repeat"], device=scores["device"],
-                     seconds=round(time.monotonic() - started, 3))
-    if "holdout" in scores:
-        run.check["holdout"] = round(scores["holdout"], 6)
-    if problem := _problem(scores, gap, tolerance, run.seed, printed):
+    gap = abs(evaluation.val - printed)
+    run.check = Check(seed=run.seed, printed=printed, trusted=round(evaluation.val, 6), gap=gap, tolerance=tolerance,
+                      lookahead=evaluation.lookahead, probes=evaluation.probes, audit=evaluation.audit,
+                      audited_tokens=evaluation.audited_tokens, repeat=evaluation.repeat, device=evaluation.device,
+                      seconds=round(time.monotonic() - started, 3))
+    if evaluation.holdout is not None:  # a key of the check only where the holdout was scored
+        run.check.holdout = round(evaluation.holdout, 6)
+    if problem := _problem(evaluation, gap, tolerance, run.seed, printed):
         raise Untrusted(problem)
-    run.printed, run.val_bpb, run.trusted = printed, round(scores["val"], 6), True
-    if "holdout" in scores:
-        run.holdout_bpb = round(scores["holdout"], 6)
+    run.printed, run.val_bpb, run.trusted = printed, round(evaluation.val, 6), True
+    if evaluation.holdout is not None:
+        run.holdout_bpb = round(evaluation.holdout, 6)
 
 
-def _problem(scores: dict, gap: float, tolerance: float, seed: int | None, printed: float) -> str | None:
-    if scores["audit"] > CONSISTENCY_LIMIT:
-        return (f"the model's reported losses are not what its logits give: up to {scores['audit']:.3g} nats "
-                f"apart on {scores['audited_tokens']} audited tokens (limit {CONSISTENCY_LIMIT})")
-    if scores["repeat"] > CONSISTENCY_LIMIT:
+def _problem(evaluation: Evaluation, gap: float, tolerance: float, seed: int | None, printed: float) -> str | None:
+    if evaluation.audit > CONSISTENCY_LIMIT:
+        return (f"the model's reported losses are not what its logits give: up to {evaluation.audit:.3g} nats "
+                f"apart on {evaluation.audited_tokens} audited tokens (limit {CONSISTENCY_LIMIT})")
+    if evaluation.repeat > CONSISTENCY_LIMIT:
         return (f"the model scores the same rows differently after seeing more text: up to "
-                f"{scores['repeat']:.3g} nats apart (limit {CONSISTENCY_LIMIT})")
-    if scores["lookahead"] > LOOKAHEAD_LIMIT:
+                f"{evaluation.repeat:.3g} nats apart (limit {CONSISTENCY_LIMIT})")
+    if evaluation.lookahead > LOOKAHEAD_LIMIT:
         return (f"the model looks ahead: in copies of scored rows whose tokens after a position were replaced, "
-                f"its logits before the first replaced token moved by up to {scores['lookahead']:.3g} (limit "
-                f"{LOOKAHEAD_LIMIT}, {scores.get('probes')} probes)")
+                f"its logits before the first replaced token moved by up to {evaluation.lookahead:.3g} (limit "
+                f"{LOOKAHEAD_LIMIT}, {evaluation.probes} probes)")
     if gap > tolerance:
         return (f"the run with seed {seed} printed val_bpb {printed:.6f} but its saved weights "
-                f"score {scores['val']:.6f} (allowed difference {tolerance:g})")
+                f"score {evaluation.val:.6f} (allowed difference {tolerance:g})")
     return None
 
 
-def verification_evidence(runs: list[RunEntry]) -> dict:
+def verification_evidence(runs: list[RunEntry]) -> Verification:
     """The checks of every scored run, for the record's evidence."""
     checks = [run.check for run in runs if run.check]
-    return dict(checks=checks, verify_s=round(sum(c.get("seconds", 0.0) for c in checks), 3))
+    return Verification(checks=checks, verify_s=round(sum(check.seconds or 0.0 for check in checks), 3))

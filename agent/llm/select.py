@@ -1,21 +1,20 @@
 """Choosing a provider from --model PROVIDER:MODEL, with keys and base URLs from the SDKs' own
-environment variables (read through pydantic-settings)."""
+environment variables (read through pydantic-settings). A provider is an entry of PROVIDERS: a function
+that opens its conversations (importing its SDK when called) and how the model table applies to it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date
 
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agent.llm.anthropic_provider import AnthropicConversation
 from agent.llm.models import ModelInfo, model_info
-from agent.llm.openai_provider import ChatConversation, ResponsesConversation
 from agent.llm.retry import KEY_VARIABLES
 from agent.llm.types import Conversation, ProviderFatal
 
-PROVIDERS = ("anthropic", "openai", "openai-compatible")
 __all__ = ["KEY_VARIABLES", "PROVIDERS", "conversation_factory", "parse_model", "model_warnings"]
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 
@@ -28,6 +27,64 @@ class ProviderEnvironment(BaseSettings):
     openai_base_url: str | None = None
 
 
+Opener = Callable[[ModelInfo], Conversation]  # opens a fresh conversation with a model's row
+
+
+@dataclass(frozen=True)
+class ConversationSettings:
+    """How a night's conversations are opened: the command line's settings and the SDKs' environment."""
+    base_url: str | None
+    thinking_budget: int
+    effort: str | None
+    caching: bool
+    cache_key: str | None
+    environment: ProviderEnvironment
+
+
+def _anthropic(how: ConversationSettings) -> Opener:
+    from agent.llm.anthropic_provider import AnthropicConversation
+    env = how.environment
+    if env.anthropic_api_key is None:
+        raise ProviderFatal("no Anthropic API key: set ANTHROPIC_API_KEY (or use --proposer optuna offline)")
+    key, url = env.anthropic_api_key.get_secret_value(), how.base_url or env.anthropic_base_url
+    return lambda row: AnthropicConversation(row, key, url, effort=how.effort, thinking_budget=how.thinking_budget,
+                                             caching=how.caching)
+
+
+def _openai(how: ConversationSettings) -> Opener:
+    from agent.llm.openai_provider import ResponsesConversation
+    env = how.environment
+    if env.openai_api_key is None:
+        raise ProviderFatal("no OpenAI API key: set OPENAI_API_KEY (or use --proposer optuna offline)")
+    key, url = env.openai_api_key.get_secret_value(), how.base_url or env.openai_base_url
+    return lambda row: ResponsesConversation(row, key, url, effort=how.effort, cache_key=how.cache_key,
+                                             caching=how.caching)
+
+
+def _openai_compatible(how: ConversationSettings) -> Opener:
+    from agent.llm.openai_provider import ChatConversation
+    env = how.environment
+    url = how.base_url or env.openai_base_url
+    if not url:
+        raise ProviderFatal("openai-compatible needs the server's URL: pass --base-url or set OPENAI_BASE_URL")
+    key = env.openai_api_key.get_secret_value() if env.openai_api_key else "not-needed"
+    return lambda row: ChatConversation(row, key, url, effort=how.effort)
+
+
+@dataclass(frozen=True)
+class Provider:
+    opener: Callable[[ConversationSettings], Opener]  # ProviderFatal when a key or URL is missing
+    tabled: bool  # the model table governs its models' retirement and efforts; False: the server decides
+    unknown_model_probe: str  # what the first request finds out about a model the table does not know
+
+
+PROVIDERS: dict[str, Provider] = {
+    "anthropic": Provider(_anthropic, tabled=True, unknown_model_probe="thinking mode"),
+    "openai": Provider(_openai, tabled=True, unknown_model_probe="reasoning settings"),
+    "openai-compatible": Provider(_openai_compatible, tabled=False, unknown_model_probe="reasoning settings"),
+}
+
+
 def parse_model(model_spec: str, today: date | None = None) -> tuple[str, ModelInfo]:
     """The provider and the model table's row (or conservative defaults, known=False) of PROVIDER:MODEL;
     ProviderFatal for a model its service no longer serves, naming the replacement."""
@@ -36,7 +93,7 @@ def parse_model(model_spec: str, today: date | None = None) -> tuple[str, ModelI
         raise ProviderFatal(f"--model must be PROVIDER:MODEL with PROVIDER one of {', '.join(PROVIDERS)} "
                             f"(e.g. anthropic:claude-opus-5-5), got {model_spec!r}")
     info = model_info(provider, model)
-    if provider != "openai-compatible" and info.retired and date.fromisoformat(info.retired) <= (today or date.today()):
+    if PROVIDERS[provider].tabled and info.retired and date.fromisoformat(info.retired) <= (today or date.today()):
         raise ProviderFatal(f"{model} was retired by {provider} on {info.retired}: every request to it fails. Use "
                             f"--model {provider}:{info.replacement} ({info.source})")
     return provider, info.model_copy(update={"name": model})
@@ -48,7 +105,7 @@ def checked_effort(provider: str, info: ModelInfo, effort: str | None) -> str | 
         return None
     if effort not in EFFORTS:
         raise ProviderFatal(f"--effort must be one of {', '.join(EFFORTS)}, got {effort!r}")
-    if provider == "openai-compatible":  # the server decides; the preflight asks it
+    if not PROVIDERS[provider].tabled:  # the server decides; the preflight asks it
         return effort
     if not info.efforts:
         raise ProviderFatal(f"{info.name} takes no effort setting: leave out --effort")
@@ -66,7 +123,7 @@ def model_warnings(model_spec: str, today: date | None = None) -> list[str]:
                         f"stops then. Use --model {provider}:{info.replacement}")
     if not info.known:
         warnings.append(f"warning: {model_spec} is not in the model table: the first request finds which "
-                        + ("thinking mode" if provider == "anthropic" else "reasoning settings")
+                        + PROVIDERS[provider].unknown_model_probe
                         + f" the service takes, at most {info.max_output} output tokens, and no price: its spend "
                           "shows as $0 unless --pricing gives one")
     return warnings
@@ -74,28 +131,13 @@ def model_warnings(model_spec: str, today: date | None = None) -> list[str]:
 
 def conversation_opener(model_spec: str, base_url: str | None = None, thinking_budget: int = 4000, *,
                         effort: str | None = None, caching: bool = True,
-                        cache_key: str | None = None) -> tuple[ModelInfo, Callable[[ModelInfo], Conversation]]:
+                        cache_key: str | None = None) -> tuple[ModelInfo, Opener]:
     """The model's row and a function that opens a fresh conversation with a given row (the preflight may
     change the row of a model the table does not know); fails now if a key is missing."""
     provider, info = parse_model(model_spec)
-    effort = checked_effort(provider, info, effort)
-    env = ProviderEnvironment()
-    if provider == "anthropic":
-        if env.anthropic_api_key is None:
-            raise ProviderFatal("no Anthropic API key: set ANTHROPIC_API_KEY (or use --proposer optuna offline)")
-        key, url = env.anthropic_api_key.get_secret_value(), base_url or env.anthropic_base_url
-        return info, lambda row: AnthropicConversation(row, key, url, effort=effort, thinking_budget=thinking_budget,
-                                                       caching=caching)
-    url = base_url or env.openai_base_url
-    if provider == "openai-compatible" and not url:
-        raise ProviderFatal("openai-compatible needs the server's URL: pass --base-url or set OPENAI_BASE_URL")
-    if env.openai_api_key is None and provider == "openai":
-        raise ProviderFatal("no OpenAI API key: set OPENAI_API_KEY (or use --proposer optuna offline)")
-    key = env.openai_api_key.get_secret_value() if env.openai_api_key else "not-needed"
-    if provider == "openai":
-        return info, lambda row: ResponsesConversation(row, key, url, effort=effort, cache_key=cache_key,
-                                                       caching=caching)
-    return info, lambda row: ChatConversation(row, key, url, effort=effort)
+    how = ConversationSettings(base_url, thinking_budget, checked_effort(provider, info, effort), caching, cache_key,
+                               ProviderEnvironment())
+    return info, PROVIDERS[provider].opener(how)
 
 
 def conversation_factory(model_spec: str, base_url: str | None = None, thinking_budget: int = 4000, *,

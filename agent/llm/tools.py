@@ -28,8 +28,11 @@ class ListExperimentsArgs(BaseModel):
     each listed experiment follow the table."""
     model_config = ConfigDict(extra="forbid")
     limit: int = Field(30, ge=1, le=500, description="how many of the newest matching rows (default 30)")
-    status: Literal["keep", "simplify", "discard", "crash", "interrupted", "noise"] | None = Field(
-        None, description="only this status (simplify: keeps won by removing code)")
+    # The ledger's statuses (agent.recording.record.ExperimentStatus, which this layer cannot import; a test holds
+    # them equal) and simplify, the keeps won by removing code.
+    status: Literal["keep", "simplify", "discard", "crash", "interrupted", "superseded", "noise"] | None = Field(
+        None, description="only this status (simplify: keeps won by removing code; superseded: beat its parent, but "
+                          "the best had moved on and its edits no longer applied)")
     text: str | None = Field(None, max_length=200, description="only rows whose description, hypothesis, "
                                                               "expectation, lesson or decision contain this text")
     from_id: str | None = Field(None, max_length=20, description="only from this experiment id on, e.g. 0040")

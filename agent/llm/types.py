@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pydantic import BaseModel, ConfigDict, field_serializer
+
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -35,8 +37,10 @@ class ToolResult:
     is_error: bool = False
 
 
-@dataclass
-class Usage:
+class Usage(BaseModel):
+    """LLM tokens and cost: of one call, of a proposal, of an experiment's proposal and fixes (its record's `llm`)."""
+    model_config = ConfigDict(extra="allow")
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0   # part of input_tokens
@@ -47,12 +51,19 @@ class Usage:
     calls: int = 0
 
     def add(self, other: Usage) -> None:
-        for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
-                     "cache_write_1h_tokens", "thinking_tokens", "cost_usd", "calls"):
+        for name in Usage.model_fields:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
-    def as_dict(self) -> dict:
-        return {**vars(self), "cost_usd": round(self.cost_usd, 6)}
+    @classmethod
+    def total(cls, *usages: Usage) -> Usage:
+        summed = cls.model_validate({name: 0 for name in cls.model_fields})  # every key set, so every key is written
+        for usage in usages:
+            summed.add(usage)
+        return summed
+
+    @field_serializer("cost_usd")
+    def _rounded(self, cost: float) -> float:
+        return round(cost, 6)
 
 
 @dataclass

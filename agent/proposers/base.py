@@ -44,7 +44,7 @@ class Proposal:
     description: str
     edits: list[Edit]
     meta: dict = field(default_factory=dict)
-    usage: dict = field(default_factory=dict)  # LLM tokens and cost spent on it (see agent.llm.types.Usage)
+    usage: Usage = field(default_factory=Usage)  # LLM tokens and cost spent on it
     hypothesis: str = ""       # why the change should help
     expected: str = ""         # the predicted effect, e.g. "val_bpb -0.003, step time +5%"
     lesson: str = ""           # what the result of experiment lesson_for says
@@ -79,9 +79,9 @@ class ProposerError(Exception):
     """The proposer could not produce an experiment; the loop records it and goes on or stops.
     usage: the LLM tokens and cost the failed attempt spent (they count towards the cost cap)."""
 
-    def __init__(self, message: str, usage: dict | None = None):
+    def __init__(self, message: str, usage: Usage | None = None):
         super().__init__(message)
-        self.usage = usage or {}
+        self.usage = usage or Usage()
 
 
 class Proposer(Protocol):

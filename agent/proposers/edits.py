@@ -12,6 +12,7 @@ import difflib
 import textwrap
 from dataclasses import dataclass
 
+from agent.llm.types import Usage
 from trainer import parsing
 
 EDITABLE_FILE = "train.py"
@@ -26,6 +27,7 @@ class Edit:
 
 class EditRejected(Exception):
     """An edit set that cannot be applied; the message says which edit, which rule, and where."""
+    usage: Usage | None = None  # what the proposal it came with had spent (it counts towards the cost cap)
 
 
 def apply_edits(source: str, edits: list[Edit]) -> str:

@@ -163,16 +163,16 @@ class LLMProposer:
             return self._tool_loop(conversation, toolbox, base_source, transcript, usage, lesson_for,
                                    claim or (lambda source, edits: None))
         except ProposerError as err:
-            err.usage = usage.as_dict()
+            err.usage = usage.model_copy()
             raise
         except RequestRefused as err:
-            raise ProposerError(str(err), usage.as_dict()) from err
+            raise ProposerError(str(err), usage.model_copy()) from err
         except (ProviderFatal, ProviderUnavailable) as err:
-            err.usage = usage.as_dict()  # what the calls before the outage spent still counts
+            err.usage = usage.model_copy()  # what the calls before the outage spent still counts
             raise
         except Exception as err:  # noqa: BLE001 - whatever else broke, it costs this proposal, not the night
             transcript.event("proposal_error", error=f"{type(err).__name__}: {err}")
-            raise ProposerError(f"the proposal broke off ({type(err).__name__}: {err})", usage.as_dict()) from err
+            raise ProposerError(f"the proposal broke off ({type(err).__name__}: {err})", usage.model_copy()) from err
 
     def _tool_loop(self, conversation: Conversation, toolbox: ToolBox, base_source: str, transcript: Transcript,
                    usage: Usage, lesson_for: str | None, claim) -> Proposal:
@@ -224,7 +224,7 @@ class LLMProposer:
             if accepted is not None:
                 accepted.meta.update(provider=conversation.provider, model=conversation.model, tool_calls=calls,
                                      reflections=reflections)
-                accepted.usage = usage.as_dict()
+                accepted.usage = usage.model_copy()
                 return accepted
             if reflections > MAX_REFLECTIONS:
                 raise ProposerError(f"{reflections} invalid submissions in one turn; last: {results[-1].content}")
@@ -261,7 +261,7 @@ class LLMProposer:
         usage.add(turn.usage)
         for thought in turn.thinking:
             transcript.event("thinking", text=thought)
-        transcript.event("assistant", text=turn.text, stop_reason=turn.stop_reason, usage=turn.usage.as_dict(),
+        transcript.event("assistant", text=turn.text, stop_reason=turn.stop_reason, usage=turn.usage.model_dump(),
                          priced=self.prices.price(conversation.model) is not None, service_model=turn.service_model,
                          request_id=turn.request_id, params=turn.params)
         return turn
@@ -275,7 +275,7 @@ class LLMProposer:
             if isinstance(spent, Usage):
                 spent.cost_usd = self.prices.cost(conversation.model, spent)
                 usage.add(spent)
-                transcript.event("failed_call_spend", usage=spent.as_dict(), error=f"{type(error).__name__}")
+                transcript.event("failed_call_spend", usage=spent.model_dump(), error=f"{type(error).__name__}")
             raise
 
     def _submit(self, call: ToolCall, base_source: str, lesson_for: str | None, claim,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from agent.judging.keep_rule import keep_rule_words
 from agent.settings import LoopSettings
 
 
@@ -37,10 +38,4 @@ class NightFacts(BaseModel):
 
     def keep_rule(self) -> str:
         """The keep rule as the settings make it, in words."""
-        if self.noise_seeds <= 0:
-            return (f"no noise floor is measured, so a change is kept when its val_bpb beats the best by more than "
-                    f"{self.min_delta:g}")
-        return (f"after the baseline the best commit is re-run with {self.noise_seeds} other seed(s) to measure "
-                f"sigma, the run-to-run noise (again every few keeps). A gain above {self.keep_sigmas:g} sigma is "
-                f"kept at once; a smaller gain is re-run with another seed and kept only if the mean gain exceeds "
-                f"{self.keep_sigmas:g} standard errors of the difference")
+        return keep_rule_words(self.keep_sigmas, self.min_delta, self.noise_seeds)

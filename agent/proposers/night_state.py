@@ -9,10 +9,10 @@ Every part has a size limit, so the state stays under STATE_TOKEN_BUDGET however
 
 from __future__ import annotations
 
-from agent.judging.noise import current_sigma
 from agent.proposers.base import ProposalContext
 from agent.proposers.logview import prompt_tail
-from agent.proposers.night_summary import delta, estimate_tokens, group_by_part
+from agent.proposers.night_summary import delta, group_by_part
+from agent.recording.history import History
 from agent.recording.notes import NOTES_LIMIT, Notes
 from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import clip, lesson_due, lessons_by_id, proposed, reasoning
@@ -66,7 +66,7 @@ def header(context: ProposalContext) -> str:
              + f" at commit {best.commit[:7]}, experiment {best.id}: {clip(best.description, 200)}",
              "Its run: " + ", ".join(f"{k} {summary.get(k) if summary.get(k) not in (None, '') else 'n/a'}"
                                      for k in BEST_RUN_KEYS)]
-    sigma = current_sigma(context.history)
+    sigma = History(context.history).sigma()
     if sigma:
         lines.append(f"Noise: sigma of val_bpb between seeds {sigma:.6f}; the fixed rules say what a keep needs.")
     return "\n".join(lines)
@@ -75,7 +75,7 @@ def header(context: ProposalContext) -> str:
 def keeps_section(records: list[ExperimentRecord], lessons: dict[str, str]) -> str:
     """Every keep: the newest FULL_KEEPS with hypothesis and lesson, the COMPACT_KEEPS before them on one short
     line each, and any older ones counted on one line."""
-    kept = [r for r in records if r.status == ExperimentStatus.KEEP and proposed(r)]
+    kept = [r for r in History(records).kept() if proposed(r)]
     if not kept:
         return "Keeps: none yet; the baseline is the best."
     full, compact = kept[-FULL_KEEPS:], kept[:-FULL_KEEPS][-COMPACT_KEEPS:]
@@ -160,10 +160,6 @@ def closing(context: ProposalContext, due: ExperimentRecord | None) -> str:
     lines.append(f"Propose experiment {context.experiment_id}: one change, with its hypothesis and expected effect, "
                  "submitted with submit_experiment.")
     return "\n".join(lines)
-
-
-def state_tokens(context: ProposalContext, notes: Notes) -> int:
-    return estimate_tokens(night_state(context, notes))
 
 
 def _positive(value) -> bool:

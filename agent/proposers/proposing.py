@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -42,16 +41,6 @@ def read_program(workspace: Workspace) -> Program:
     return Program(path.stem, str(path), text, hashlib.sha256(text.encode()).hexdigest())
 
 
-@dataclass
-class Obtained:
-    proposal: Proposal
-    source: str                    # train.py with the proposal's edits, checked
-    base_commit: str | None        # the commit it was proposed against (None: the baseline)
-    rebased: bool = False
-    propose_seconds: float = 0.0   # how long the proposer worked on it
-    wait_seconds: float = 0.0      # how long the experiment's training slot waited for it (the critical path)
-
-
 class Proposing:
     def __init__(self, workspace: Workspace, ledger: Ledger, proposer: Proposer, proposer_lock=None,
                  repository_lock=None):
@@ -64,43 +53,40 @@ class Proposing:
         with self.repository_lock:
             return self.workspace.file_at("train.py", commit)
 
-    def baseline(self, train_source: str, transcript: Transcript) -> Obtained:
+    def baseline(self, train_source: str, transcript: Transcript) -> Proposal:
         transcript.event("proposal", proposer="baseline", description="baseline: train.py as created", edits=[])
-        return Obtained(Proposal("baseline", []), train_source, None)
+        return Proposal("baseline", [], source=train_source, applied_to=train_source)
 
     def propose(self, experiment_id: str, best: ExperimentRecord, train_source: str, program: Program,
-                transcript: Transcript, facts: NightFacts, running: list[Running],
-                spend: Usage | None = None) -> Obtained:
-        """A fresh proposal against the best (train_source), told which experiments are in flight; spend: what
-        it spends, as it spends it."""
+                transcript: Transcript, facts: NightFacts, running: list[Running], spend: Usage) -> Proposal:
+        """A fresh proposal against the best (train_source), checked against it, told which experiments are in
+        flight; spend: what it spends, as it spends it."""
         context = self.context(experiment_id, best, program, train_source, facts, running)
-        if spend is not None:
-            context.spend = spend
+        context.spend = spend
         transcript.event("proposal_started", proposer=self.proposer.name, parent=best.commit, program=program.name,
                          program_sha256=program.sha256, while_running=[r.id for r in running])
-        proposal, seconds = self.validated(context, transcript)
-        return Obtained(proposal, proposal.checked_against(train_source), best.commit, propose_seconds=seconds)
+        return self.validated(context, transcript)
 
-    def reapplied(self, experiment_id: str, obtained: Obtained, best: ExperimentRecord, train_source: str,
-                  transcript: Transcript) -> Obtained | None:
-        """The proposal on a best that moved since it was made; None (recorded as a failed proposal) when its
-        edits no longer apply there: then tell the proposer (told_unused) and propose again."""
+    def reapplied(self, experiment_id: str, proposal: Proposal, best: ExperimentRecord, train_source: str,
+                  transcript: Transcript) -> bool:
+        """Whether the proposal applies to a best that moved since it was made (then it is checked against it);
+        when it does not, it is recorded as a failed proposal: then tell the proposer (told_unused) and propose
+        again."""
         try:
-            source = obtained.proposal.checked_against(train_source)
+            proposal.checked_against(train_source)
         except EditRejected as err:
             transcript.event("rebase_failed", onto=best.commit, message=str(err))
             record_failure(self.workspace.dir, FailedProposal(
                 experiment_id=experiment_id, kind="rejected", reason=f"no longer applies to the best: {err}",
-                usage=obtained.proposal.usage))
-            return None
-        transcript.event("rebased", onto=best.commit, proposed_against=obtained.base_commit)
-        return Obtained(obtained.proposal, source, obtained.base_commit, True, obtained.propose_seconds,
-                        obtained.wait_seconds)
+                usage=proposal.usage))
+            return False
+        transcript.event("rebased", onto=best.commit)
+        return True
 
-    def told_unused(self, experiment_id: str, obtained: Obtained) -> None:
+    def told_unused(self, experiment_id: str, proposal: Proposal) -> None:
         self.claims.drop(experiment_id)
         with self.proposer_lock:
-            self.proposer.observe(experiment_id, obtained.proposal.meta, None)
+            self.proposer.observe(experiment_id, proposal.meta, None)
 
     def context(self, experiment_id: str, best: ExperimentRecord, program: Program, train_source: str,
                 facts: NightFacts | None = None, running: list[Running] = ()) -> ProposalContext:
@@ -109,17 +95,15 @@ class Proposing:
                                experiment_id=experiment_id, running=list(running), facts=facts or NightFacts(),
                                claim=partial(self.claims.claim, experiment_id, best.commit))
 
-    def validated(self, context: ProposalContext, transcript: Transcript) -> tuple[Proposal, float]:
+    def validated(self, context: ProposalContext, transcript: Transcript) -> Proposal:
         """A proposal whose edits apply to context.train_source, pass the policy and make a change no other
-        experiment has claimed, and the seconds it took. The caller holds its conversation's place."""
-        started = time.monotonic()
+        experiment has claimed. The caller holds its conversation's place."""
         try:
             proposal = self.proposer.propose(context, transcript)
         except (ProposerError, ProviderFatal, ProviderUnavailable):
             raise
         except Exception as err:  # noqa: BLE001 - a proposer's own fault costs its proposal, never the night
             raise ProposerError(f"{self.proposer.name} broke off ({type(err).__name__}: {err})") from err
-        seconds = time.monotonic() - started
         transcript.event("proposal", proposer=self.proposer.name, description=proposal.description,
                          edits=[vars(e) for e in proposal.edits], meta=proposal.meta, **proposal.research_fields())
         try:
@@ -128,16 +112,17 @@ class Proposing:
                 raise EditRejected(f"refused: {taken}")
         except EditRejected as err:
             transcript.event("edit_rejected", message=str(err))
+            err.usage = proposal.usage  # it was paid for: recorded with the failure, counted by the cost cap
             self.claims.drop(context.experiment_id)
             with self.proposer_lock:
                 self.proposer.observe(context.experiment_id, proposal.meta, None)
             raise
-        return proposal, seconds
+        return proposal
 
-    def abandon(self, experiment_id: str, obtained: Obtained | None, transcript: Transcript, why: str) -> None:
+    def abandon(self, experiment_id: str, proposal: Proposal | None, transcript: Transcript, why: str) -> None:
         """Drops a proposal that will not run; if it was made, it is recorded with its spend (it was paid for)."""
         transcript.event("proposal_abandoned", reason=why)
         self.claims.drop(experiment_id)
-        if obtained is not None and obtained.base_commit is not None:
+        if proposal is not None:
             record_failure(self.workspace.dir, FailedProposal(experiment_id=experiment_id, kind="abandoned",
-                                                              reason=why, usage=obtained.proposal.usage))
+                                                              reason=why, usage=proposal.usage))

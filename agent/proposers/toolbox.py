@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from agent.judging.noise import current_sigma
 from agent.llm.tools import (
     READABLE_FILES,
     BadToolCall,
@@ -20,6 +19,7 @@ from agent.llm.tools import (
 )
 from agent.llm.types import ToolCall, ToolResult
 from agent.proposers.logview import last_lines
+from agent.recording.history import History
 from agent.recording.notes import NOTES_LIMIT, NotesChanged, NotesFull, write_notes
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import filter_records, lessons_by_id, reasoning
@@ -42,8 +42,8 @@ def history_table(records: list[ExperimentRecord], limit: int = 30,
     """The ledger as the proposer reads it: val_bpb is the mean of an experiment's runs, with its
     standard error (sigma / sqrt(runs)) once a noise floor is known; noise rows are re-runs of a best.
     shown: the rows to list (default all), newest `limit` of them."""
-    best = next((r.id for r in reversed(records) if r.status == ExperimentStatus.KEEP), None)
-    sigma = current_sigma(records)
+    history = History(records)
+    best, sigma = (history.best().id if history.best() else None), history.sigma()
     rows = []
     if sigma:
         rows.append(f"sigma of val_bpb between seeds: {sigma:.6f} (the keep rule in the fixed rules says how many "

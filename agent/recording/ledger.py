@@ -20,7 +20,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from agent.recording.record import ExperimentRecord, ExperimentStatus, InFlight
+from agent.recording.history import History
+from agent.recording.record import ExperimentRecord, ExperimentStatus
 from trainer.atomic import write_text_atomic
 
 TSV_HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
@@ -122,37 +123,36 @@ class Ledger:
 
     # -- reading ------------------------------------------------------------
 
-    def next_id(self) -> str:
-        return f"{sum(1 for r in self.records if r.is_experiment):04d}"
+    def history(self) -> History:
+        return History(self.records)
 
     def best(self) -> ExperimentRecord | None:
-        kept = self.kept()
-        return kept[-1] if kept else None
+        return self.history().best()
 
     def kept(self) -> list[ExperimentRecord]:
-        return [r for r in self.records if r.status == ExperimentStatus.KEEP]
+        return self.history().kept()
 
     def has(self, experiment_id: str) -> bool:
         return any(r.id == experiment_id for r in self.records)
 
-    def prune_checkpoints(self) -> None:
-        """Keeps the weights of the baseline and of the best (what `confirm` evaluates) and those of experiments
-        in flight (a would-be keep is verified from them); the rest go."""
+    def prune_checkpoints(self, in_use: set[Path]) -> None:
+        """Keeps the weights of the baseline and of the best (what `confirm` evaluates) and those in use by
+        records not written yet (a would-be keep is verified from them); the rest go."""
         kept = self.kept()
         workspace_dir = self.jsonl.parent
-        wanted = {workspace_dir / r.checkpoint for r in kept[:1] + kept[-1:] if r.checkpoint}
-        busy = {m.id for m in self.in_flight()}
+        wanted = {workspace_dir / r.checkpoint for r in kept[:1] + kept[-1:] if r.checkpoint} | in_use
         for path in (workspace_dir / "checkpoints").glob("*.pt"):
-            if path not in wanted and path.name.split(".")[0] not in busy:
+            if path not in wanted:
                 path.unlink(missing_ok=True)
 
     # -- the experiments in flight ------------------------------------------
 
-    def begin(self, in_flight: InFlight) -> None:
+    def save_draft(self, draft: ExperimentRecord) -> None:
+        """Writes (or updates) the in-flight marker: the experiment's record as far as it is filled in."""
         self.in_flight_dir.mkdir(exist_ok=True)
-        write_text_atomic(self.in_flight_dir / f"{in_flight.id}.json", in_flight.model_dump_json())
+        write_text_atomic(self.in_flight_dir / f"{draft.id}.json", draft.to_json())
 
-    def in_flight(self) -> list[InFlight]:
+    def in_flight(self) -> list[ExperimentRecord]:
         return read_in_flight(self.jsonl.parent)
 
     def finish(self, experiment_id: str) -> None:
@@ -172,17 +172,23 @@ IN_FLIGHT_DIR = "inflight"  # one <id>.json per experiment in flight
 LEGACY_IN_FLIGHT = "current.json"  # the single marker of versions that ran one experiment at a time
 
 
-def read_in_flight(directory: Path) -> list[InFlight]:
+def read_in_flight(directory: Path) -> list[ExperimentRecord]:
     """The experiments in flight in a workspace, by id (unreadable markers are skipped)."""
     markers = sorted((directory / IN_FLIGHT_DIR).glob("*.json")) + [directory / LEGACY_IN_FLIGHT]
     found = {m.id: m for m in map(read_in_flight_file, markers) if m is not None}
     return [found[key] for key in sorted(found)]
 
 
-def read_in_flight_file(path: Path) -> InFlight | None:
+def read_in_flight_file(path: Path) -> ExperimentRecord | None:
+    """A draft record; a marker of an earlier version (no status, the program by name) is read as one."""
     try:
-        return InFlight.model_validate_json(path.read_bytes())
-    except (OSError, ValueError):
+        marker = json.loads(path.read_bytes())
+        marker.setdefault("status", ExperimentStatus.PENDING.value)
+        marker.pop("pid", None), marker.pop("seed", None)
+        if isinstance(marker.get("program"), str):
+            marker["program"] = {"name": marker["program"]}
+        return ExperimentRecord.model_validate(marker)
+    except (OSError, ValueError, AttributeError):
         return None
 
 

@@ -117,10 +117,3 @@ def record_with_keep(repo, commit: str, workspace_dir: Path) -> None:
     if notes.text:
         repo.git.notes(f"--ref={NOTES_REF}", "add", "-f", "-m", notes.text, commit)
 
-
-def notes_at(repo, commit: str) -> str:
-    """The notes recorded with a kept commit ('' if none)."""
-    try:
-        return repo.git.notes(f"--ref={NOTES_REF}", "show", commit)
-    except Exception:  # noqa: BLE001 - git says "no note found" with an error status
-        return ""

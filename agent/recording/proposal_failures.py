@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from agent.llm.types import Usage
 from agent.recording.ledger import append_line
 
 FILE = "proposal_failures.jsonl"
@@ -21,7 +22,7 @@ class FailedProposal(BaseModel):
     kind: Literal["failed", "rejected", "abandoned"]
     reason: str
     in_a_row: int = 0                   # consecutive failures so far (0 for rejected or abandoned ones)
-    usage: dict = {}
+    usage: Usage = Field(default_factory=Usage)
     time: str = ""
 
 
@@ -44,4 +45,4 @@ def read_failures(workspace_dir: Path) -> list[FailedProposal]:
 
 
 def failures_cost(workspace_dir: Path) -> float:
-    return sum(float(f.usage.get("cost_usd", 0.0)) for f in read_failures(workspace_dir))
+    return sum(f.usage.cost_usd for f in read_failures(workspace_dir))

@@ -17,6 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent.llm.types import Usage
+from trainer.run_id import RunId
+
 SIMPLIFY = "simplify"  # how a keep won by removing code is shown (its status stays keep)
 
 
@@ -26,6 +29,8 @@ class ExperimentStatus(str, Enum):
     CRASH = "crash"
     INTERRUPTED = "interrupted"  # the loop stopped while it ran (results.tsv calls it crash)
     NOISE = "noise"              # re-runs of the best that measure sigma: not an experiment
+    PENDING = "pending"          # a draft being filled in while the experiment runs (inflight/<id>.json), never
+                                 # in the ledger
     SUPERSEDED = "superseded"    # beat its parent, but the best moved on and its edits no longer apply to the new
                                  # best (results.tsv calls it discard)
 
@@ -35,6 +40,24 @@ class ExperimentStatus(str, Enum):
 
 class _Part(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+class Check(_Part):
+    """What the trusted evaluator found scoring one run's sealed weights (agent/judging/verify.py): its score
+    against the printed one and the worst of each check of the model's answers (trainer/evaluation.py)."""
+    seed: int | None = None
+    printed: float | None = None          # what the run printed
+    trusted: float | None = None          # the evaluator's val score
+    gap: float | None = None              # |trusted - printed|, unrounded
+    tolerance: float | None = None        # the gap allowed, by device
+    lookahead: float | None = None
+    probes: int | None = None
+    audit: float | None = None
+    audited_tokens: int | None = None
+    repeat: float | None = None
+    device: str | None = None             # where the evaluator's model server ran
+    seconds: float | None = None          # the evaluation's wall clock
+    holdout: float | None = None          # the evaluator's holdout score, where it was asked
 
 
 class RunEntry(_Part):
@@ -48,7 +71,7 @@ class RunEntry(_Part):
     printed: float | None = None          # what the run printed
     trusted: bool | None = None           # val_bpb is the trusted evaluator's
     holdout_bpb: float | None = None      # the trusted evaluator's score on the holdout split, where it was asked
-    check: dict[str, Any] | None = None   # what the trusted evaluator found (agent/judging/verify.py)
+    check: Check | None = None            # what the trusted evaluator found (agent/judging/verify.py)
     checkpoint: str | None = None         # the sealed weights, relative to the workspace
     checkpoint_sha256: str | None = None
     training_seconds: float | None = None
@@ -61,13 +84,14 @@ class RunEntry(_Part):
     where: str | None = None              # what ran it (local slot and GPU, spool worker, cluster node)
     limits: str | None = None             # what it was allowed to consume (trainer/run_limits.py)
     ended: str | None = None              # why the harness ended it after its seal, before it exited
+    run_id: RunId | None = Field(default=None, exclude=True)  # which run it was, while the loop that ran it runs
 
     @classmethod
     def of(cls, result: Any, seed: int, workspace_dir: Path) -> RunEntry:
         """The entry for one finished run (an agent.running.runner.RunResult)."""
         ok = result.verdict.triage.value == "ok"
         printed = summary_number(result.summary.get("val_bpb")) if ok else None
-        return cls(seed=seed, val_bpb=printed, printed=printed,
+        return cls(run_id=result.run, seed=seed, val_bpb=printed, printed=printed,
                    checkpoint=str(result.checkpoint.relative_to(workspace_dir)) if result.checkpoint else None,
                    checkpoint_sha256=result.checkpoint_sha256,
                    training_seconds=summary_number(result.summary.get("training_seconds")),
@@ -88,26 +112,6 @@ class Timings(_Part):
     total_s: float | None = None
 
 
-class LlmUsage(_Part):
-    """LLM tokens and cost an experiment's proposal and fixes spent (agent.llm.types.Usage, summed)."""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    cache_write_1h_tokens: int = 0
-    thinking_tokens: int = 0
-    cost_usd: float = 0.0
-    calls: int = 0
-
-    @classmethod
-    def summed(cls, *usages: dict) -> LlmUsage:
-        total: dict = {}
-        for usage in usages:
-            for key, value in usage.items():
-                total[key] = total.get(key, 0) + value
-        return cls.model_validate(total)
-
-
 class SimplifyEvidence(_Part):
     """The simplify rule's numbers (agent/judging/simplify.py): fewer lines for an equal result, within the
     drift guard."""
@@ -121,6 +125,16 @@ class SimplifyEvidence(_Part):
     why: str
 
 
+class Verification(_Part):
+    """The checks of every scored run of an experiment and the seconds they took together."""
+    checks: list[Check] = Field(default_factory=list)
+    verify_s: int | float = 0             # an int where no run was scored: the sum of no seconds
+
+    def as_written(self) -> dict[str, Any]:
+        """What experiments.jsonl holds of it, which a transcript event carries too."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
 class Evidence(_Part):
     """What a decision was based on (the rule of agent/judging/noise.py, the checks of agent/judging/verify.py,
     the rule of agent/judging/simplify.py)."""
@@ -131,7 +145,7 @@ class Evidence(_Part):
     rule: str | None = None
     threshold: float | None = None
     implausible_fall: str | None = None
-    verification: dict[str, Any] | None = None
+    verification: Verification | None = None
     simplify: SimplifyEvidence | None = None
     kept_as: str | None = None            # SIMPLIFY for a keep won by removing code for an equal result
 
@@ -185,7 +199,7 @@ class ExperimentRecord(BaseModel):
     proposer: str | None = None
     proposal: dict[str, Any] = Field(default_factory=dict)  # the proposer's own notes (trial, model, ...)
     fix_attempts: list[FixAttempt] = Field(default_factory=list)
-    llm: LlmUsage = Field(default_factory=LlmUsage)
+    llm: Usage = Field(default_factory=Usage)     # what its proposal and fixes spent
     program: ProgramRef = Field(default_factory=ProgramRef)
     diff: str = ""
     log: str | None = None
@@ -202,6 +216,14 @@ class ExperimentRecord(BaseModel):
     of: str | None = None                 # the experiment re-run
     values: list[float] | None = None     # every run of that commit, the re-runs included
     sigma: float | None = None
+
+    @classmethod
+    def draft(cls, experiment_id: str, program: ProgramRef) -> ExperimentRecord:
+        """An experiment's record as it starts: pending, filled in by each step and written to its in-flight
+        marker, then decided and appended to the ledger (or recorded as interrupted, with what it spent)."""
+        # set now, so that the record is written with them (containers filled in later count as set too)
+        return cls(id=experiment_id, status=ExperimentStatus.PENDING, program=program, llm=Usage.total(),
+                   timings=Timings(), runs=[], fix_attempts=[])
 
     @property
     def is_experiment(self) -> bool:
@@ -223,21 +245,6 @@ class ExperimentRecord(BaseModel):
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json", by_alias=True, exclude_unset=True), sort_keys=True)
-
-
-class InFlight(BaseModel):
-    """inflight/<id>.json: an experiment being trained, so that a loop that died can record it once."""
-    model_config = ConfigDict(extra="allow")
-
-    id: str
-    commit: str
-    parent: str
-    description: str = ""
-    started: str
-    pid: int | None = None
-    proposal: dict[str, Any] = Field(default_factory=dict)
-    program: str | None = None
-    seed: int | None = None
 
 
 def summary_number(value: Any) -> float | None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from agent.recording.ledger import Ledger
-from agent.recording.record import ExperimentRecord, ExperimentStatus, InFlight, ProgramRef
+from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.transcript import Transcript
 from agent.workspace import Workspace
 from trainer.triage import Triage
@@ -19,30 +19,28 @@ from trainer.triage import Triage
 def settle_interrupted(workspace: Workspace, ledger: Ledger, say=print) -> None:
     """Record each experiment a dead loop left in flight (once), stop its orphans, reset to the best."""
     kill_orphans(workspace.runs_dir)  # also the runs of a noise floor, which has no in-flight marker
-    for in_flight in ledger.in_flight():
-        if not ledger.has(in_flight.id):
-            transcript = Transcript(workspace.dir / "transcripts" / f"{in_flight.id}.jsonl")
-            record_interrupted(workspace, ledger, in_flight, ledger.best(), transcript)
-            say(f"{in_flight.id} was interrupted by a stopped loop; recorded once as interrupted")
+    for draft in ledger.in_flight():
+        if not ledger.has(draft.id):
+            transcript = Transcript(workspace.dir / "transcripts" / f"{draft.id}.jsonl")
+            record_interrupted(workspace, ledger, draft, ledger.best(), transcript)
+            say(f"{draft.id} was interrupted by a stopped loop; recorded once as interrupted")
     ledger.clear_in_flight()  # unreadable markers too: every experiment they could name is settled
     best = ledger.best()
     if best is not None and (workspace.head() != best.commit or not workspace.is_clean()):
         workspace.reset_to(best.commit)
 
 
-def record_interrupted(workspace: Workspace, ledger: Ledger, in_flight: InFlight, best: ExperimentRecord | None,
+def record_interrupted(workspace: Workspace, ledger: Ledger, draft: ExperimentRecord, best: ExperimentRecord | None,
                        transcript: Transcript) -> None:
-    workspace.reset_to(best.commit if best else in_flight.parent)
-    record = ExperimentRecord(
-        id=in_flight.id, parent=in_flight.parent, commit=in_flight.commit, status=ExperimentStatus.INTERRUPTED,
-        triage=Triage.INTERRUPTED.value, reason="the loop stopped while this experiment ran",
-        description=in_flight.description, val_bpb=None, peak_vram_mb=None, summary={},
-        proposal=in_flight.proposal, program=ProgramRef(name=in_flight.program),
-        transcript=str(transcript.path.relative_to(workspace.dir)), started=in_flight.started,
-        finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    ledger.append(record)
-    ledger.finish(in_flight.id)
-    transcript.event("interrupted", reason=record.reason)
+    """The experiment's draft recorded as interrupted, with what it had spent and the runs it had finished."""
+    workspace.reset_to(best.commit if best else draft.parent)
+    draft.status, draft.triage = ExperimentStatus.INTERRUPTED, Triage.INTERRUPTED.value
+    draft.reason, draft.val_bpb, draft.peak_vram_mb = "the loop stopped while this experiment ran", None, None
+    draft.summary, draft.transcript = {}, str(transcript.path.relative_to(workspace.dir))
+    draft.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    ledger.append(draft)
+    ledger.finish(draft.id)
+    transcript.event("interrupted", reason=draft.reason)
 
 
 def kill_orphans(runs_dir: Path) -> None:

@@ -4,33 +4,34 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent.judging.keep_rule import stored_keep_rule
+from agent.recording.confirmation import read_confirmation
+from agent.recording.history import History
 from agent.recording.ledger import read_in_flight, read_records
 from agent.recording.notes import read_notes
 from agent.recording.proposal_failures import read_failures
-from agent.recording.record import ExperimentStatus
 from agent.recording.transcript import Transcript
 from agent.report.page import comparison_page, page
 from agent.report.plot import comparison_png, progress_png
 from agent.report.summary import headline
 from agent.running.run_progress import describe, last_step_line, read_phases
 from agent.workspace import Workspace
-from trainer.atomic import read_json
 
 
 def write_report(workspace: Workspace) -> Path:
     records = read_records(workspace.dir)
     events = {r.id: Transcript(workspace.dir / r.transcript).events() for r in records if r.transcript}
-    kept = [r for r in records if r.status == ExperimentStatus.KEEP]
-    cumulative = workspace.repo.git.diff(workspace.root_commit(), kept[-1].commit, "--", "train.py") if kept else ""
+    best = History(records).best()
+    cumulative = workspace.repo.git.diff(workspace.root_commit(), best.commit, "--", "train.py") if best else ""
     png = progress_png(records, f"{workspace.tag}: val_bpb per experiment")
     out = workspace.dir / "report"
     out.mkdir(exist_ok=True)
     (out / "progress.png").write_bytes(png)
     index = out / "index.html"
-    confirmation = read_json(workspace.dir / "confirmation.json")
+    confirmation = read_confirmation(workspace.dir)
     index.write_text(page(workspace.tag, workspace.track, records, headline(records), png, cumulative, events,
                           confirmation, read_failures(workspace.dir), read_notes(workspace.dir).text,
-                          read_in_flight(workspace.dir), doing(workspace)))
+                          read_in_flight(workspace.dir), doing(workspace), stored_keep_rule(workspace)))
     return index
 
 

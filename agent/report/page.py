@@ -14,8 +14,10 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
+from agent.judging.keep_rule import KeepRule
 from agent.judging.noise import inflated_floor
-from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus, InFlight
+from agent.recording.confirmation import Confirmation
+from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import lessons_by_id
 from agent.report.learned import learned_section, reasoning_cell
 from agent.report.summary import Headline, gains_by_program, where_ran
@@ -72,9 +74,9 @@ def failed_proposals(failures: list) -> str:
     """Proposals that produced no experiment (agent.recording.proposal_failures.FailedProposal) and what they cost."""
     if not failures:
         return ""
-    spent = sum(float(f.usage.get("cost_usd", 0.0)) for f in failures)
+    spent = sum(f.usage.cost_usd for f in failures)
     rows = "".join(f"<tr><td>{escape(f.experiment_id)}</td><td>{escape(f.kind)}</td>"
-                   f"<td>${float(f.usage.get('cost_usd', 0.0)):.4f}</td><td>{escape(f.reason[:500])}</td></tr>"
+                   f"<td>${f.usage.cost_usd:.4f}</td><td>{escape(f.reason[:500])}</td></tr>"
                    for f in failures)
     return (f"<details><summary>{len(failures)} proposal(s) without an experiment, ${spent:.2f} (counted in the "
             f"cost cap)</summary><table><tr><th>for</th><th>kind</th><th>cost</th><th>reason</th></tr>{rows}"
@@ -106,29 +108,32 @@ def kept_changes(records: list[ExperimentRecord]) -> str:
     return "".join(parts) or "<p>No change beat the baseline yet.</p>"
 
 
-def noise_and_holdout(records: list[ExperimentRecord], confirmation: dict | None, track: str = "") -> str:
+def noise_and_holdout(records: list[ExperimentRecord], confirmation: Confirmation | None, track: str = "",
+                      keep_rule: KeepRule | None = None) -> str:
+    """The keep rule in words (the default settings' without keep_rule), the noise floors, the holdout
+    confirmation."""
+    keep_rule = keep_rule or KeepRule()
     floors = [r for r in records if not r.is_experiment]
-    warning = inflated_floor(floors[-1].sigma, track) if floors else None
+    warning = inflated_floor(floors[-1].sigma, track, keep_rule.keep_sigmas) if floors else None
     rows = "".join(
         f"<tr><td>{escape(r.of)}</td><td>{len(r.values or [])}</td><td>{_value(r.sigma)}</td>"
         f"<td>{', '.join(_value(v) for v in r.values or [])}</td></tr>" for r in floors)
-    parts = [("<p>Each noise floor re-runs a best commit with other seeds. A gain above 2 sigma is kept at once; "
-              "a smaller one is re-run and kept only if the mean gain exceeds 2 standard errors.</p>"
-              f"<table><tr><th>best</th><th>runs</th><th>sigma</th><th>val_bpb of the runs</th></tr>{rows}</table>")
+    parts = [f"<p>The keep rule: {escape(keep_rule.words())}.</p>",
+             f"<table><tr><th>best</th><th>runs</th><th>sigma</th><th>val_bpb of the runs</th></tr>{rows}</table>"
              if floors else "<p>No noise floor was measured (decisions compared single runs).</p>"]
     if warning:
         parts.append(f'<p class="warning">{escape(warning)}</p>')
-    if confirmation:
-        base, best = confirmation["baseline"], confirmation["best"]
+    if confirmation is not None:
+        base, best = confirmation.baseline, confirmation.best
         parts.append(
             "<table><tr><th></th><th>searched val (mean of runs)</th><th>val, re-scored</th><th>holdout</th></tr>"
-            + "".join(f"<tr><td>{escape(role)} {escape(c['id'])}</td><td>{_value(c['search_val'])}</td>"
-                      f"<td>{_value(c['val'])}</td><td>{_value(c['holdout'])}</td></tr>"
+            + "".join(f"<tr><td>{escape(role)} {escape(c.id)}</td><td>{_value(c.search_val)}</td>"
+                      f"<td>{_value(c.val)}</td><td>{_value(c.holdout)}</td></tr>"
                       for role, c in (("baseline", base), ("best", best)))
-            + f"<tr><td>gain</td><td>{confirmation['search_gain']:+.6f}</td><td></td>"
-              f"<td>{confirmation['holdout_gain']:+.6f}</td></tr></table>"
+            + f"<tr><td>gain</td><td>{confirmation.search_gain:+.6f}</td><td></td>"
+              f"<td>{confirmation.holdout_gain:+.6f}</td></tr></table>"
             f"<p class='small'>holdout: text no decision read, scored from the saved weights "
-            f"({escape(confirmation['time'])}).</p>")
+            f"({escape(confirmation.time)}).</p>")
     else:
         parts.append("<p>Not confirmed on the holdout split yet: <code>autoresearch confirm --tag TAG</code>.</p>")
     return "".join(parts)
@@ -159,7 +164,7 @@ def experiments_table(records: list[ExperimentRecord]) -> str:
             f"{''.join(rows)}</table>")
 
 
-def in_flight_section(in_flight: list[InFlight], doing: dict[str, list[str]]) -> str:
+def in_flight_section(in_flight: list[ExperimentRecord], doing: dict[str, list[str]]) -> str:
     """The experiments still running when the report was written (mid-night), each with what it was doing, and
     the conversations open then, each proposing an experiment not committed yet."""
     committed = {m.id for m in in_flight}
@@ -167,7 +172,7 @@ def in_flight_section(in_flight: list[InFlight], doing: dict[str, list[str]]) ->
                  and any(" proposing " in line for line in lines)}
     if not in_flight and not proposing:
         return ""
-    rows = "".join(f"<tr><td>{escape(m.id)}</td><td>{escape(m.started)}</td><td>{escape(m.description)}</td>"
+    rows = "".join(f"<tr><td>{escape(m.id)}</td><td>{escape(m.started or '')}</td><td>{escape(m.description)}</td>"
                    f"<td>{'<br>'.join(escape(line) for line in doing.get(m.id, [])) or '-'}</td></tr>"
                    for m in in_flight)
     rows += "".join(f"<tr><td>{escape(key)}</td><td>-</td><td>(being proposed)</td>"
@@ -231,9 +236,9 @@ def transcripts(records: list[ExperimentRecord], events_by_id: dict[str, list[di
 
 
 def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, plot_png: bytes, cumulative_diff: str,
-         events_by_id: dict[str, list[dict]], confirmation: dict | None = None,
-         failures: list | None = None, notes: str = "", in_flight: list[InFlight] | None = None,
-         doing: dict[str, list[str]] | None = None) -> str:
+         events_by_id: dict[str, list[dict]], confirmation: Confirmation | None = None,
+         failures: list | None = None, notes: str = "", in_flight: list[ExperimentRecord] | None = None,
+         doing: dict[str, list[str]] | None = None, keep_rule: KeepRule | None = None) -> str:
     plot = base64.b64encode(plot_png).decode()
     generated = time.strftime("%Y-%m-%d %H:%M")
     return f"""<!doctype html>
@@ -246,7 +251,7 @@ def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, pl
 <img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">
 <h2>Kept changes</h2>{kept_changes(records)}
 <h2>What we learned</h2>{learned_section(records, notes)}
-<h2>Noise and held-out confirmation</h2>{noise_and_holdout(records, confirmation, str(track.get('track')))}
+<h2>Noise and held-out confirmation</h2>{noise_and_holdout(records, confirmation, str(track.get('track')), keep_rule)}
 <h2>Programs</h2>{programs_table(records)}
 <h2>Every experiment</h2>{experiments_table(records)}
 <h2>Baseline to best</h2>{diff_html(cumulative_diff)}

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from agent.judging.noise import current_sigma  # noqa: E402
+from agent.recording.history import History  # noqa: E402
 from agent.recording.record import ExperimentRecord, ExperimentStatus  # noqa: E402
 
 LABEL_CHARS = 38
@@ -33,7 +33,7 @@ def _running_best(records: list[ExperimentRecord]) -> tuple[list[int], list[floa
 
 def progress_png(records: list[ExperimentRecord], title: str) -> bytes:
     fig, ax = plt.subplots(figsize=(11, 5.5), dpi=110)
-    sigma, records = current_sigma(records), _experiments(records)
+    sigma, records = History(records).sigma(), _experiments(records)
     valued = [(i, r) for i, r in enumerate(records) if r.val_bpb is not None]
     not_kept: dict[str, list[tuple[int, float]]] = {}  # by status: discard, and any other a record carries
     for i, r in valued:

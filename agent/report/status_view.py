@@ -9,10 +9,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from agent.judging.keep_rule import stored_keep_rule
 from agent.judging.noise import inflated_floor
+from agent.recording.history import History
 from agent.recording.ledger import read_in_flight, read_ledger
 from agent.recording.proposal_failures import read_failures
-from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.recording.record import ExperimentRecord
 from agent.recording.research_memory import lessons_by_id, reasoning
 from agent.report.summary import headline, parse_time, where_ran
 from agent.running.run_progress import Phase, describe, last_step_line, read_phases
@@ -34,8 +36,7 @@ def status_view(workspace: Workspace) -> Group:
         lines.append(Text.from_markup(
             f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}, {h.experiments} experiments, "
             f"{h.keeps} kept, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, duty cycle {h.duty_cycle:.0%}"))
-        kept = [r for r in records if r.status == ExperimentStatus.KEEP]
-        best = kept[-1] if kept and h.best is not None else None
+        best = History(records).best() if h.best is not None else None
         if best:
             lines.append(shown(f"best val_bpb {h.best:.6f} ({best.commit[:7]}, {bounded(best.description)}); "
                                f"baseline {h.baseline:.6f}, {h.gain_percent:.2f}% better"))
@@ -46,7 +47,8 @@ def status_view(workspace: Workspace) -> Group:
             lines.append(Text(f"noise: {measured} from {len(floor.values or [])} runs of {floor.of} (val_bpb "
                               + ", ".join(f"{v:.6f}" for v in floor.values or [])
                               + f"); {h.confirmed} keep(s) confirmed by a re-run"))
-            if warning := inflated_floor(floor.sigma, workspace.track["track"]):
+            if warning := inflated_floor(floor.sigma, workspace.track["track"],
+                                         stored_keep_rule(workspace).keep_sigmas):
                 lines.append(Text(f"warning: {warning}", style="yellow"))
         if h.crash_rates:
             lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
@@ -54,7 +56,7 @@ def status_view(workspace: Workspace) -> Group:
             lines.append(Text(f"LLM: {h.tokens:,} tokens, ${h.cost_usd:.2f} so far"))
     failed = read_failures(workspace.dir)
     if failed:
-        spent = sum(float(f.usage.get("cost_usd", 0.0)) for f in failed)
+        spent = sum(f.usage.cost_usd for f in failed)
         lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
                           f"for {failed[-1].experiment_id}: {failed[-1].reason[:200]}"))
     lines.extend(in_flight_lines(workspace))

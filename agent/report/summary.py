@@ -6,7 +6,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from agent.judging.noise import commit_runs, current_sigma
+from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 
 
@@ -39,10 +39,10 @@ class Headline:
 
 
 def headline(records: list[ExperimentRecord]) -> Headline:
-    experiments = [r for r in records if r.is_experiment]
+    history = History(records)
+    experiments, kept = history.experiments(), history.kept()
     proposed = [r for r in experiments if r.proposer != "baseline"]
-    keeps = [r for r in proposed if r.status == ExperimentStatus.KEEP]
-    kept = [r for r in experiments if r.status == ExperimentStatus.KEEP]
+    keeps = [r for r in kept if r.proposer != "baseline"]
     crashes: dict[str, int] = {}
     for r in experiments:
         if r.status in (ExperimentStatus.CRASH, ExperimentStatus.INTERRUPTED):
@@ -56,13 +56,13 @@ def headline(records: list[ExperimentRecord]) -> Headline:
         crash_rates={k: v / len(experiments) for k, v in sorted(crashes.items())},
         hours=wall / 3600, duty_cycle=sum(map(training_seconds, records)) / wall if wall > 0 else 0.0,
         tokens=sum(r.llm.input_tokens + r.llm.output_tokens for r in records),
-        cost_usd=sum(r.llm.cost_usd for r in records), sigma=current_sigma(records),
+        cost_usd=sum(r.llm.cost_usd for r in records), sigma=history.sigma(),
         confirmed=sum(1 for r in keeps if len(r.runs) > 1))
 
 
 def commit_mean(records: list[ExperimentRecord], record: ExperimentRecord) -> float:
     """val_bpb of a kept commit: the mean of all its runs (its experiment's, and noise-floor re-runs)."""
-    values = commit_runs(records, record.commit)
+    values = History(records).runs_of(record.commit)
     return statistics.fmean(values) if values else record.val_bpb
 
 

@@ -6,12 +6,12 @@ last EVALUATION line."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
+from agent.running.jobs import EvaluationJob
 from agent.workspace import Workspace
-from trainer.evaluate import RESULT_PREFIX
+from trainer.evaluation import Evaluation, EvaluationOutcome, evaluation_in
 from trainer.training_run import TRACKED, evaluate_commit
 
 
@@ -19,20 +19,27 @@ class EvaluationFailed(Exception):
     """The evaluator could not score the weights; the message has the end of its log."""
 
 
-def evaluate_checkpoint(workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
-                        probe: bool = False, timeout: float = 1800.0, python: str = sys.executable) -> dict:
-    files = {path: workspace.file_at(path, commit).encode() for path in TRACKED}
-    log_path = workspace.dir / "logs" / f"{name}.log"
-    outcome = evaluate_commit(files, checkpoint, splits, probe=probe, timeout=timeout,
-                              run_dir=workspace.runs_dir / name, log_path=log_path, python=python)
-    return parse_evaluation(log_path, outcome.returncode, outcome.timed_out, checkpoint)
+def evaluate_checkpoint(workspace: Workspace, job: EvaluationJob, python: str = sys.executable) -> Evaluation:
+    files = {path: workspace.file_at(path, job.commit).encode() for path in TRACKED}
+    paths = workspace.paths(job.run)
+    process = evaluate_commit(files, job.checkpoint, job.splits, probe=job.probe, timeout=job.timeout,
+                              run_dir=paths.run_dir, log_path=paths.log, python=python)
+    return parse_evaluation(paths.log, EvaluationOutcome.of(process), job.checkpoint)
 
 
-def parse_evaluation(log_path: Path, returncode: int | None, timed_out: bool, checkpoint: Path) -> dict:
+def parse_evaluation(log_path: Path, outcome: EvaluationOutcome, checkpoint: Path) -> Evaluation:
+    """The evaluator's result in its log, wherever it ran (here, a spool worker, a Ray node); EvaluationFailed
+    unless it exited cleanly after printing one that parses."""
     lines = log_path.read_text(errors="replace").splitlines() if log_path.exists() else []
-    result = next((line[len(RESULT_PREFIX):] for line in reversed(lines) if line.startswith(RESULT_PREFIX)), None)
-    if returncode != 0 or result is None:
-        tail = "\n".join(lines[-15:])
-        raise EvaluationFailed(f"the evaluator exited {returncode} on {checkpoint.name} "
-                               f"({'timed out' if timed_out else 'see below'}); the end of {log_path}:\n{tail}")
-    return json.loads(result)
+    problem = "timed out" if outcome.timed_out else "see below"
+    if outcome.returncode == 0:
+        try:
+            evaluation = evaluation_in(lines)
+        except ValueError:
+            problem = "its last EVALUATION line does not parse"
+        else:
+            if evaluation is not None:
+                return evaluation
+    tail = "\n".join(lines[-15:])
+    raise EvaluationFailed(f"the evaluator exited {outcome.returncode} on {checkpoint.name} ({problem}); "
+                           f"the end of {log_path}:\n{tail}")

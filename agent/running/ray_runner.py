@@ -20,9 +20,11 @@ import time
 from pathlib import Path
 
 from agent.running.evaluator import EvaluationFailed, parse_evaluation
+from agent.running.jobs import EvaluationJob, Job
 from agent.running.runner import RunResult
 from agent.untrusted import bounded
 from agent.workspace import Workspace
+from trainer.evaluation import Evaluation
 from trainer.ray_task import LOG_LIMIT, NodeEvaluation, NodeRun, evaluate_on_node, run_on_node
 from trainer.training_run import TRACKED
 
@@ -82,17 +84,17 @@ class RayRunner:
         """The cluster's GPUs now (at least 1): runs it can hold at once."""
         return max(1, int(self.ray.cluster_resources().get("GPU", 0)))
 
-    def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
-        start = time.perf_counter()
-        log_path = workspace.dir / "logs" / f"{experiment_id}.log"
+    def run(self, workspace: Workspace, job: Job) -> RunResult:
+        start, paths = time.perf_counter(), workspace.paths(job.run)
+        log_path = paths.log
         if self._stopping.is_set():
             return RunResult.infra("not submitted: the loop is stopping and its Ray runs were cancelled", log_path,
                                    said_by="ray")
-        files, frozen = self._files(workspace, commit)
-        task = self._run_task.remote(files, seed=seed, timeout=timeout, frozen_sha256=frozen,
-                                     run_id=self._run_id(workspace, experiment_id))
+        files, frozen = self._files(workspace, job.commit)
+        task = self._run_task.remote(files, seed=job.seed, timeout=job.timeout, frozen_sha256=frozen,
+                                     run_id=self._run_id(workspace, job.run.name))
         try:
-            message, log, weights = self._wait(task, timeout)
+            message, log, weights = self._wait(task, job.timeout)
         except RayFailure as err:
             return dataclasses.replace(RunResult.infra(str(err), log_path, time.perf_counter() - start,
                                                        said_by="ray"), where=f"ray cluster {self.address}")
@@ -100,27 +102,25 @@ class RayRunner:
         self._write_log(log_path, log, node_run.log_cut)
         checkpoint = None
         if weights is not None:
-            checkpoint = workspace.dir / "checkpoints" / f"{experiment_id}.pt"
+            checkpoint = paths.checkpoint
             checkpoint.parent.mkdir(exist_ok=True)
             checkpoint.write_bytes(weights)
         return dataclasses.replace(node_run.result, log_path=log_path, checkpoint=checkpoint,
                                    where=node_run.place.where)
 
-    def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
-                 probe: bool = False, timeout: float = 1800.0) -> dict:
+    def evaluate(self, workspace: Workspace, job: EvaluationJob) -> Evaluation:
         """trainer/evaluate.py on a node with a GPU, the weights sent with the task."""
-        files, _ = self._files(workspace, commit)
-        task = self._evaluate_task.remote(files, checkpoint.read_bytes(), tuple(splits), probe=probe, timeout=timeout,
-                                          run_id=self._run_id(workspace, name))
+        files, _ = self._files(workspace, job.commit)
+        task = self._evaluate_task.remote(files, job.checkpoint.read_bytes(), tuple(job.splits), probe=job.probe,
+                                          timeout=job.timeout, run_id=self._run_id(workspace, job.run.name))
         try:
-            message, log = self._wait(task, timeout)
+            message, log = self._wait(task, job.timeout)
         except RayFailure as err:
-            raise EvaluationFailed(f"the evaluation of {checkpoint.name} on the Ray cluster did not finish: {err}") \
-                from err
-        evaluation = NodeEvaluation.model_validate_json(message)
-        log_path = workspace.dir / "logs" / f"{name}.log"
+            raise EvaluationFailed(f"the evaluation of {job.checkpoint.name} on the Ray cluster did not finish: "
+                                   f"{err}") from err
+        log_path = workspace.paths(job.run).log
         self._write_log(log_path, log, 0)
-        return parse_evaluation(log_path, evaluation.returncode, evaluation.timed_out, checkpoint)
+        return parse_evaluation(log_path, NodeEvaluation.model_validate_json(message), job.checkpoint)
 
     def cancel_all(self) -> None:
         """Cancels every task in flight (their runs are killed on their nodes); no run is submitted after."""

@@ -16,21 +16,22 @@ import signal
 import subprocess
 import sys
 import threading
-from pathlib import Path
 from typing import Protocol
 
+from agent.running.jobs import EvaluationJob, Job
 from agent.workspace import Workspace
+from trainer.evaluation import Evaluation
 from trainer.run_limits import RunLimits
 from trainer.run_result import RunResult
 from trainer.sandbox import isolation
-from trainer.training_run import TRACKED, run_commit
+from trainer.training_run import TRACKED, RunRequest, run_commit
 
 __all__ = ["LocalRunner", "RunResult", "Runner"]
 
 
 class Runner(Protocol):
-    """Runner.run(workspace, commit, timeout, experiment_id, seed) -> RunResult (LocalRunner, SpoolRunner).
-    The seed reaches train.py as AUTORESEARCH_SEED; experiment_id names the log (logs/<id>.log).
+    """Runner.run(workspace, job) -> RunResult: train.py of job.commit with job.seed (AUTORESEARCH_SEED), its log
+    and sealed weights where workspace.paths(job.run) says (pruning and live progress find them there).
 
     run is called from several threads at once: it blocks while all `slots` are busy and says in
     result.where what ran it. cancel_all stops every run in flight (the loop is stopping)."""
@@ -39,14 +40,13 @@ class Runner(Protocol):
     isolation: str  # a sentence on how runs are isolated, said when a loop starts
     slots: int      # runs it can hold at once; the loop keeps this many experiments in flight by default
 
-    def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str,
-            seed: int = 42) -> RunResult: ...
+    def run(self, workspace: Workspace, job: Job) -> RunResult: ...
 
     def cancel_all(self) -> None: ...
 
-    def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
-                 probe: bool = False, timeout: float = 1800.0) -> dict:
-        """trainer/evaluate.py on saved weights, where the runs run (the GPU for the spool)."""
+    def evaluate(self, workspace: Workspace, job: EvaluationJob) -> Evaluation:
+        """trainer/evaluate.py on saved weights, where the runs run (the GPU for the spool); its log where
+        workspace.paths(job.run) says. EvaluationFailed when it cannot score them."""
         ...
 
 
@@ -83,13 +83,13 @@ class LocalRunner:
         self._running: dict[int, object] = {}  # slot -> the process of its run
         self._guard = threading.Lock()
 
-    def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
-                 probe: bool = False, timeout: float = 1800.0) -> dict:
+    def evaluate(self, workspace: Workspace, job: EvaluationJob) -> Evaluation:
         from agent.running.evaluator import evaluate_checkpoint
-        return evaluate_checkpoint(workspace, commit, checkpoint, name, splits, probe, timeout, self.python)
+        return evaluate_checkpoint(workspace, job, self.python)
 
-    def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
-        files = {name: workspace.file_at(name, commit).encode() for name in TRACKED}
+    def run(self, workspace: Workspace, job: Job) -> RunResult:
+        files = {name: workspace.file_at(name, job.commit).encode() for name in TRACKED}
+        paths = workspace.paths(job.run)
         frozen = workspace.frozen_hashes()
         slot = self._free.get()  # waits while every slot is busy
         try:
@@ -99,14 +99,11 @@ class LocalRunner:
                 with self._guard:
                     self._running[slot] = process
 
-            result = run_commit(files, seed=seed, timeout=timeout, frozen_sha256=frozen,
-                                run_dir=workspace.runs_dir / experiment_id,
-                                log_path=workspace.dir / "logs" / f"{experiment_id}.log",
-                                checkpoint_destination=workspace.dir / "checkpoints" / f"{experiment_id}.pt",
-                                limits=RunLimits.for_machine(self.slots),
-                                hidden=[workspace.dir.parent], python=self.python,
-                                extra_env=None if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)},
-                                on_start=started)
+            result = run_commit(RunRequest(
+                files=files, seed=job.seed, timeout=job.timeout, frozen_sha256=frozen, run_dir=paths.run_dir,
+                log_path=paths.log, checkpoint_destination=paths.checkpoint, hidden=(workspace.dir.parent,),
+                extra_env={} if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)}, python=self.python,
+                limits=RunLimits.for_machine(self.slots)), on_start=started)
         finally:
             with self._guard:
                 self._running.pop(slot, None)

@@ -18,9 +18,11 @@ import time
 from pathlib import Path
 
 from agent.running.evaluator import EvaluationFailed, parse_evaluation
+from agent.running.jobs import EvaluationJob, Job
 from agent.running.runner import RunResult
 from agent.workspace import Workspace
 from trainer import spool as spoolfs
+from trainer.evaluation import Evaluation
 from trainer.spool import SpoolJob, SpoolMessageError, SpoolResult
 
 REPORT_GRACE = 60.0  # seconds past the job's timeout before a silent worker counts as gone
@@ -42,13 +44,14 @@ class SpoolRunner:
         """The workers alive now (at least 1): runs the spool can hold at once."""
         return max(1, len(spoolfs.alive_workers(self.spool, dead_after=self.dead_after)))
 
-    def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
-        start = time.perf_counter()
+    def run(self, workspace: Workspace, asked: Job) -> RunResult:
+        start, paths = time.perf_counter(), workspace.paths(asked.run)
         if self._stopping.is_set():
             return RunResult.infra("not submitted: the loop is stopping and its spool jobs were cancelled",
-                                   workspace.dir / "logs" / f"{experiment_id}.log", said_by="spool")
-        job = self._job(workspace, commit, timeout, experiment_id, seed=seed)
-        result, log_path = self._through_spool(workspace, job, experiment_id)
+                                   paths.log, said_by="spool")
+        job = self._job(workspace, asked.commit, asked.timeout, asked.run.name, seed=asked.seed)
+        log_path = paths.log
+        result = self._through_spool(job, log_path)
         where = f"spool worker {result.worker}" if result.worker else ""
         if job.id in self._cancelled:
             result = result.model_copy(update={"infra": "cancelled: the loop is stopping"})
@@ -58,7 +61,7 @@ class SpoolRunner:
                                                        said_by="spool"), where=where)
         saved = self.spool / "checkpoints" / f"{job.id}.pt"
         return dataclasses.replace(result.run, log_path=log_path, where=where, checkpoint=keep_checkpoint(
-            saved, workspace, experiment_id) if result.run.checkpoint_sha256 else None)
+            saved, paths.checkpoint) if result.run.checkpoint_sha256 else None)
 
     def cancel_all(self) -> None:
         """Cancels every job in flight: a waiting one is withdrawn, a running one killed by its worker; no job is
@@ -70,27 +73,26 @@ class SpoolRunner:
         for job_id in jobs:
             self._cancel(job_id)
 
-    def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
-                 probe: bool = False, timeout: float = 1800.0) -> dict:
+    def evaluate(self, workspace: Workspace, asked: EvaluationJob) -> Evaluation:
         """trainer/evaluate.py on a GPU worker (the checkpoint is read through the shared workspaces)."""
-        job = self._job(workspace, commit, timeout, name, kind="evaluate", checkpoint=checkpoint, splits=splits,
-                        probe=probe)
-        result, log_path = self._through_spool(workspace, job, name)
+        job = self._job(workspace, asked.commit, asked.timeout, asked.run.name, kind="evaluate",
+                        checkpoint=asked.checkpoint, splits=asked.splits, probe=asked.probe)
+        log_path = workspace.paths(asked.run).log
+        result = self._through_spool(job, log_path)
         if result.infra is not None or result.evaluation is None:
-            raise EvaluationFailed(f"the evaluation job for {checkpoint.name} did not finish: "
+            raise EvaluationFailed(f"the evaluation job for {asked.checkpoint.name} did not finish: "
                                    f"{result.infra or 'it came back without an outcome'}")
-        return parse_evaluation(log_path, result.evaluation.returncode, result.evaluation.timed_out, checkpoint)
+        return parse_evaluation(log_path, result.evaluation, asked.checkpoint)
 
     def _job(self, workspace: Workspace, commit: str, timeout: float, name: str, **fields) -> SpoolJob:
         return SpoolJob(id=f"{workspace.tag}-{name}-{secrets.token_hex(3)}", workspace=workspace.dir, commit=commit,
                         timeout=timeout, frozen=workspace.frozen_hashes(), **fields)
 
-    def _through_spool(self, workspace: Workspace, job: SpoolJob, name: str) -> tuple[SpoolResult, Path]:
-        """Submits a job, waits for it, copies its log to logs/<name>.log: (result, log)."""
+    def _through_spool(self, job: SpoolJob, log_path: Path) -> SpoolResult:
+        """Submits a job, waits for it, copies its log to log_path."""
         with self._lock:
             self._in_flight.add(job.id)
         spoolfs.submit(self.spool, job)
-        log_path = workspace.dir / "logs" / f"{name}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             result = self._wait(job)
@@ -105,7 +107,7 @@ class SpoolRunner:
             shutil.copyfile(spool_log, log_path)
         else:
             log_path.write_text("")
-        return result, log_path
+        return result
 
     def _wait(self, job: SpoolJob) -> SpoolResult:
         """The worker's result, or an infra result saying why the job can no longer finish."""
@@ -148,11 +150,10 @@ class SpoolRunner:
             spoolfs.write_json_atomic(self.spool / "cancel" / f"{job_id}.json", {"id": job_id, "time": time.time()})
 
 
-def keep_checkpoint(saved: Path, workspace: Workspace, experiment_id: str) -> Path | None:
+def keep_checkpoint(saved: Path, target: Path) -> Path | None:
     """Moves a run's saved weights to the workspace's checkpoints/, where the loop keeps the best's."""
     if not saved.is_file():
         return None
-    target = workspace.dir / "checkpoints" / f"{experiment_id}.pt"
     target.parent.mkdir(exist_ok=True)
     shutil.move(saved, target)  # the spool may be on another file system
     return target

@@ -4,27 +4,17 @@ in turn."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from agent.llm.types import ProviderFatal, ProviderUnavailable
+from agent.llm.types import ProviderFatal, ProviderUnavailable, Usage
 from agent.proposers.base import Crashed, Proposer, ProposerError
 from agent.proposers.edits import EditRejected
-from agent.recording.record import FixAttempt, InFlight
-from agent.recording.transcript import Transcript
+from agent.recording.record import FixAttempt
 from agent.running.runner import RunResult
+from agent.steps.in_flight import Experiment
 from agent.steps.sharing import Shared
 from agent.steps.training import Training
 from agent.untrusted import bounded
+from trainer.run_id import RunId, RunKind
 from trainer.triage import Triage
-
-
-@dataclass
-class Trained:
-    result: RunResult           # the last run: of the commit, or of its last fix
-    commit: str                 # the commit that run trained
-    attempts: list[FixAttempt]
-    fix_usage: list[dict]       # the LLM spend of each fix, failed ones included
-    run_seconds: float
 
 
 class Fixing:
@@ -33,40 +23,45 @@ class Fixing:
     def __init__(self, training: Training, proposer: Proposer, shared: Shared):
         self.training, self.proposer, self.shared = training, proposer, shared
 
-    def train(self, in_flight: InFlight, source: str, transcript: Transcript, can_fix: bool,
-              name: str | None = None) -> Trained:
-        """Runs the commit (logs/<name>.log, the experiment's id by default); after a fixable crash the proposer
-        may submit fixes on top of it, each trained in turn."""
-        workspace, limit = self.training.workspace, self.training.settings.max_fix_attempts
-        name = name or in_flight.id
-        result = self.training.run(in_flight.commit, name, in_flight.seed, transcript)
-        trained = Trained(result, in_flight.commit, [], [], result.seconds)
+    def train(self, experiment: Experiment, run: RunId, can_fix: bool) -> None:
+        """Runs the commit as `run`; after a fixable crash the proposer
+        may submit fixes on top of it, each committed and trained in turn. Its last run is experiment.result; the
+        fixes, their spend and the seconds trained go into its record."""
+        workspace, limit, draft = self.training.workspace, self.training.settings.max_fix_attempts, experiment.record
+        source = experiment.proposal.checked_against(workspace.file_at("train.py", draft.parent))
+        result = self._run(experiment, run)
+        fixes = 0
         while (result.verdict.triage == Triage.FIXABLE and can_fix and hasattr(self.proposer, "fix")
-               and len(trained.attempts) < limit):
-            log = str(result.log_path.relative_to(workspace.dir))
-            trained.attempts.append(FixAttempt(commit=trained.commit, triage=result.verdict.triage.value,
-                                               reason=result.verdict.reason, log=log))
-            crashed = Crashed(in_flight.id, result.verdict.triage.value, result.verdict.reason, result.tail,
-                              in_flight.proposal.get("proposer"))
+               and fixes < limit):
+            draft.fix_attempts.append(FixAttempt(commit=draft.commit, triage=result.verdict.triage.value,
+                                                 reason=result.verdict.reason,
+                                                 log=str(result.log_path.relative_to(workspace.dir))))
+            crashed = Crashed(experiment.id, result.verdict.triage.value, result.verdict.reason, result.tail,
+                              draft.proposal.get("proposer"))
             try:
                 with self.shared.proposer_turn():
-                    fix = self.proposer.fix(crashed, source, transcript)
+                    fix = self.proposer.fix(crashed, source, experiment.transcript)
                 source = fix.checked_against(source)
             except (ProposerError, EditRejected, ProviderUnavailable, ProviderFatal) as err:
-                transcript.event("fix_failed", reason=str(err))  # the crash stands; a dead provider stops the next turn
-                trained.fix_usage.append(getattr(err, "usage", None) or {})  # its spend counts all the same
-                break
-            number = len(trained.attempts)
-            trained.fix_usage.append(fix.usage)
-            previous = trained.commit
+                # the crash stands; a dead provider stops the next turn; what the fix spent counts all the same
+                experiment.transcript.event("fix_failed", reason=str(err))
+                draft.llm.add(getattr(err, "usage", None) or Usage())
+                return
+            fixes += 1
+            draft.llm.add(fix.usage)
             with self.shared.lock:
-                trained.commit = workspace.commit_train(
-                    source, f"{in_flight.id}: fix {number}: {bounded(fix.description)}", parent=previous)
-                transcript.event("committed", commit=trained.commit, parent=previous, fix=number,
-                                 diff=workspace.diff(previous, trained.commit))
-                in_flight.commit = trained.commit
-                self.shared.begin(in_flight)
-            result = self.training.run(trained.commit, f"{name}.fix{number}", in_flight.seed, transcript)
-            trained.result = result
-            trained.run_seconds += result.seconds
-        return trained
+                previous = draft.commit
+                draft.commit = workspace.commit_train(
+                    source, f"{experiment.id}: fix {fixes}: {bounded(fix.description)}", parent=previous)
+                experiment.transcript.event("committed", commit=draft.commit, parent=previous, fix=fixes,
+                                            diff=workspace.diff(previous, draft.commit))
+                draft.diff = workspace.diff(draft.parent, draft.commit)
+                self.shared.save_draft(draft)
+            result = self._run(experiment, run.then(RunKind.FIX, fixes))
+
+    def _run(self, experiment: Experiment, run: RunId) -> RunResult:
+        result = self.training.run(experiment.record.commit, run, experiment.seed, experiment.transcript)
+        experiment.result = result
+        timings = experiment.record.timings
+        timings.run_s = round((timings.run_s or 0.0) + result.seconds, 3)
+        return result

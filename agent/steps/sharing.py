@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import threading
 from contextlib import nullcontext
+from pathlib import Path
 
 from agent.judging.noise import fresh_seed
 from agent.proposers.conversations import Conversations
 from agent.recording.ledger import Ledger
-from agent.recording.record import InFlight, RunEntry
+from agent.recording.record import ExperimentRecord, RunEntry
 
 
 class Stopping(Exception):
@@ -34,6 +35,7 @@ class Shared:
         self.base_seed = base_seed
         self._last_seed: int | None = None
         self.lane = LandingLane()
+        self.checkpoints = CheckpointsInUse()
 
     def check(self) -> None:
         if self.stopping.is_set():
@@ -44,11 +46,11 @@ class Shared:
         proposals is then never asked while it is told. Several conversations at once do not wait for it."""
         return self.proposer_lock if self.conversations.limit == 1 else nullcontext()
 
-    def begin(self, in_flight: InFlight) -> None:
+    def save_draft(self, draft: ExperimentRecord) -> None:
         """Writes (or updates) the in-flight marker, unless the loop is stopping (it records the experiment)."""
         with self.lock:
             self.check()
-            self.ledger.begin(in_flight)
+            self.ledger.save_draft(draft)
 
     def seed(self, also_used: list[RunEntry] = ()) -> int:
         """A seed no run of this workspace used and no run in flight was given."""
@@ -58,6 +60,27 @@ class Shared:
                 seed = max(seed, self._last_seed + 1)
             self._last_seed = seed
             return seed
+
+
+class CheckpointsInUse:
+    """The weights of the runs of records not written yet (experiments in flight, a noise floor being measured):
+    pruning keeps them, whatever their run is called, until their record is."""
+
+    def __init__(self):
+        self._guard = threading.Lock()
+        self._by_record: dict[str, set[Path]] = {}
+
+    def use(self, record_id: str, checkpoint: Path) -> None:
+        with self._guard:
+            self._by_record.setdefault(record_id, set()).add(checkpoint)
+
+    def release(self, record_id: str) -> None:
+        with self._guard:
+            self._by_record.pop(record_id, None)
+
+    def in_use(self) -> set[Path]:
+        with self._guard:
+            return set().union(*self._by_record.values())
 
 
 class LandingLane:

@@ -10,15 +10,17 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from agent.judging.noise import commit_runs, floored, inflated_floor, sigma_of
+from agent.judging.noise import floored, inflated_floor, sigma_of
 from agent.judging.verify import Untrusted, score_runs
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, now
 from agent.recording.transcript import Transcript
 from agent.running.disk import short_of_room
+from agent.running.jobs import Job
 from agent.running.runner import Runner, RunResult
 from agent.settings import LoopSettings
 from agent.steps.sharing import Shared
 from agent.workspace import Workspace
+from trainer.run_id import RunId, RunKind
 from trainer.triage import Triage, Verdict
 
 # The hard timeout of a track whose budget the machine's load does not change (CPU seconds, steps) only catches a
@@ -42,20 +44,17 @@ class Training:
     def __init__(self, workspace: Workspace, runner: Runner, settings: LoopSettings, shared: Shared):
         self.workspace, self.runner, self.settings, self.shared = workspace, runner, settings, shared
 
-    def run(self, commit: str, name: str, seed: int, transcript: Transcript) -> RunResult:
-        """One run of a commit (logs/<name>.log); an infra failure is retried once, not charged."""
-        timeout = hard_timeout(self.workspace.track["constants"], self.settings)
-        self.shared.check()
-        self._room()
-        transcript.event("run_started", commit=commit, timeout_s=timeout, runner=self.runner.name, seed=seed)
-        result = self.runner.run(self.workspace, commit, timeout, name, seed)
+    def run(self, commit: str, run: RunId, seed: int, transcript: Transcript) -> RunResult:
+        """One run of a commit; an infra failure is retried once, not charged. result.run says which run it was."""
+        job = Job(run=run, commit=commit, seed=seed, timeout=hard_timeout(self.workspace.track["constants"],
+                                                                           self.settings))
+        transcript.event("run_started", commit=commit, timeout_s=job.timeout, runner=self.runner.name, seed=seed)
+        result = self._run(job)
         if result.verdict.triage == Triage.INFRA:
-            self.shared.check()
-            self._room()
             transcript.event("retry", reason=result.verdict.reason, note="infra: same commit once more, not charged")
-            result = self.runner.run(self.workspace, commit, timeout, f"{name}.retry", seed)
+            result = self._run(job.model_copy(update={"run": run.then(RunKind.RETRY)}))
         if result.verdict.triage == Triage.INFRA:
-            result = self._blamed(commit, name, seed, timeout, result, transcript)
+            result = self._blamed(job, result, transcript)
         self.shared.check()
         transcript.event("run_finished", returncode=result.returncode, timed_out=result.timed_out,
                          triage=result.verdict.triage.value, reason=result.verdict.reason,
@@ -63,18 +62,21 @@ class Training:
                          where=result.where)
         return result
 
-    def _blamed(self, commit: str, name: str, seed: int, timeout: float, failed: RunResult,
-                transcript: Transcript) -> RunResult:
+    def _run(self, job: Job) -> RunResult:
+        self.shared.check()
+        self._room()
+        self.shared.checkpoints.use(job.run.experiment, self.workspace.paths(job.run).checkpoint)
+        return dataclasses.replace(self.runner.run(self.workspace, job), run=job.run)
+
+    def _blamed(self, job: Job, failed: RunResult, transcript: Transcript) -> RunResult:
         """A commit that failed twice as a broken machine fails (what its log says may be its own doing: a train.py
         can print "No space left on device") is put to the test: the best commit runs once on the same machine. If it
         runs fine, the failure is the experiment's own (fixable); if not, the machine's (infra: the loop stops)."""
         best = self.shared.ledger.best()
-        if best is None or best.commit == commit:
+        if best is None or best.commit == job.commit:
             return failed
-        self.shared.check()
-        self._room()
         transcript.event("canary", commit=best.commit, reason=failed.verdict.reason)
-        canary = self.runner.run(self.workspace, best.commit, timeout, f"{name}.canary", seed)
+        canary = self._run(job.model_copy(update={"run": job.run.then(RunKind.CANARY), "commit": best.commit}))
         transcript.event("canary_finished", triage=canary.verdict.triage.value, reason=canary.verdict.reason)
         if canary.verdict.triage != Triage.OK:
             return failed
@@ -97,9 +99,10 @@ class Training:
         record_id = f"{best.id}-noise"
         transcript = Transcript(self.workspace.dir / "transcripts" / f"{record_id}.jsonl")
         transcript.event("noise_floor_started", of=best.id, commit=best.commit, runs=len(seeds))
-        names = [f"{record_id}{number + 1}" for number in range(len(seeds))]
+        noise_runs = [RunId.noise(best.id, number + 1) for number in range(len(seeds))]
         with ThreadPoolExecutor(max_workers=max(1, len(seeds)), thread_name_prefix=record_id) as pool:
-            results = list(pool.map(lambda name, seed: self.run(best.commit, name, seed, transcript), names, seeds))
+            results = list(pool.map(lambda run, seed: self.run(best.commit, run, seed, transcript), noise_runs,
+                                    seeds))
         runs = [RunEntry.of(result, seed, self.workspace.dir) for result, seed in zip(results, seeds, strict=True)]
         for result in results:
             if result.verdict.triage == Triage.INFRA:
@@ -114,7 +117,7 @@ class Training:
                 say(f"warning: a noise run of {best.id} (seed {run.seed}) is not counted: {err}")
         with self.shared.lock:
             self.shared.check()
-            values = commit_runs(ledger.records, best.commit) + [r.val_bpb for r in runs if r.val_bpb is not None]
+            values = ledger.history().runs_of(best.commit) + [r.val_bpb for r in runs if r.val_bpb is not None]
             sigma, too_low = floored(sigma_of(values), self.workspace.track["track"])
             record = ExperimentRecord(
                 id=record_id, status=ExperimentStatus.NOISE, triage="ok", of=best.id, parent=best.commit,
@@ -126,11 +129,12 @@ class Training:
                                 total_s=round(time.monotonic() - started, 3)),
                 transcript=str(transcript.path.relative_to(self.workspace.dir)), started=started_at, finished=now())
             ledger.append(record)
-            ledger.prune_checkpoints()
+            self.shared.checkpoints.release(best.id)
+            ledger.prune_checkpoints(self.shared.checkpoints.in_use())
         transcript.event("noise_floor", of=best.id, values=values, sigma=sigma)
         say(f"{record_id} sigma {sigma:.6f} from {len(values)} runs of {best.id}" if sigma is not None
             else f"{record_id}: too few runs succeeded to measure sigma")
-        for warning in (too_low, inflated_floor(sigma, self.workspace.track["track"])):
+        for warning in (too_low, inflated_floor(sigma, self.workspace.track["track"], self.settings.keep_sigmas)):
             if warning:
                 say(f"warning: {warning}")
         return record

@@ -20,6 +20,7 @@ import time
 
 from pydantic import BaseModel
 
+from agent.recording.confirmation import Confirmation, read_confirmation
 from agent.recording.ledger import read_records
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.report.summary import parse_time
@@ -141,10 +142,10 @@ class MlflowSync:
             if record.id not in self.state.logged:
                 self.state.logged[record.id] = self._log_record(record, number)
                 self._save()
-        confirmation = read_json(self.workspace.dir / "confirmation.json")
-        if confirmation and confirmation.get("time") != self.state.confirmation_time:
+        confirmation = read_confirmation(self.workspace.dir)
+        if confirmation is not None and confirmation.time != self.state.confirmation_time:
             self._log_confirmation(confirmation)
-            self.state.confirmation_time = confirmation.get("time")
+            self.state.confirmation_time = confirmation.time
             self._save()
 
     def _log_record(self, record: ExperimentRecord, number: int) -> str:
@@ -184,10 +185,9 @@ class MlflowSync:
             self.client.log_metric(parent, "best_val_bpb", record.val_bpb, now, number)
         return run_id
 
-    def _log_confirmation(self, confirmation: dict) -> None:
-        values = {"holdout_gain": confirmation.get("holdout_gain"), "search_gain": confirmation.get("search_gain"),
-                  "baseline_holdout": (confirmation.get("baseline") or {}).get("holdout"),
-                  "best_holdout": (confirmation.get("best") or {}).get("holdout")}
+    def _log_confirmation(self, confirmation: Confirmation) -> None:
+        values = {"holdout_gain": confirmation.holdout_gain, "search_gain": confirmation.search_gain,
+                  "baseline_holdout": confirmation.baseline.holdout, "best_holdout": confirmation.best.holdout}
         for key, value in values.items():
             if _number(value) is not None:
                 self.client.log_metric(self.state.parent_run_id, key, float(value))

@@ -49,8 +49,8 @@ def test_run_time_attacks_end_as_crashes_and_the_loop_goes_on(workspace, tmp_pat
     assert "the model looks ahead" in lookahead.reason and not lookahead.verified
     # Its number would be an implausible fall; the trusted evaluator scored its one run before any re-run.
     assert len(lookahead.runs) == 1 and lookahead.runs[0].printed < 0.5 * baseline.val_bpb
-    check = lookahead.evidence.verification["checks"][0]
-    assert check["lookahead"] > 1.0 and check["audit"] < 1e-3 and check["repeat"] < 1e-3
+    check = lookahead.evidence.verification.checks[0]
+    assert check.lookahead > 1.0 and check.audit < 1e-3 and check.repeat < 1e-3
 
     assert hostile.status == "crash" and hostile.triage == "over_budget", hostile.reason
     assert "training tokens through make_dataloader" in hostile.reason and hostile.checkpoint is None

@@ -5,16 +5,19 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from agent.loop import LoopSettings, LoopStopped, run_loop
+from agent.llm.types import Usage
+from agent.loop import LoopSettings, LoopStopped, run_cost, run_loop
 from agent.proposers.base import Proposal
 from agent.proposers.edits import Edit
 from agent.proposers.optuna_search import OptunaProposer
 from agent.recording.ledger import Ledger
+from agent.recording.proposal_failures import read_failures
 from agent.running.runner import LocalRunner
 from agent.workspace import WorkspaceError
 from tests.helpers.processes import interruptible, processes_under
@@ -193,3 +196,46 @@ def test_ctrl_c_stops_cleanly_and_records_the_run_as_interrupted(workspace, test
     assert [(r.id, r.status, r.triage) for r in records] == [("0000", "interrupted", "interrupted")]
     assert workspace.is_clean() and not list((workspace.dir / "inflight").glob("*.json"))
     assert processes_under(workspace.runs_dir) == []
+
+
+class Paid(Scripted):
+    """A scripted proposer whose every proposal cost $0.25 of LLM calls."""
+
+    def propose(self, context, transcript):
+        proposal = super().propose(context, transcript)
+        proposal.usage = Usage(input_tokens=1_000, output_tokens=100, cost_usd=0.25, calls=1)
+        return proposal
+
+
+class InterruptsItsSecondRun(LocalRunner):
+    """Ctrl-C (SIGINT to this process) once the experiment after the baseline has started training."""
+
+    def run(self, workspace, job):
+        if job.run.name == "0001":
+            threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return super().run(workspace, job)
+
+
+def test_an_experiment_interrupted_while_it_trains_keeps_what_its_proposal_spent(workspace, test_track):
+    proposer = Paid(("warmdown 0.3", [Edit("WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.3")]))
+    messages = []
+    with pytest.raises(KeyboardInterrupt):
+        run_loop(workspace, proposer, InterruptsItsSecondRun(), LoopSettings(max_experiments=3, noise_seeds=0),
+                 say=messages.append)
+    records = Ledger(workspace.dir).records
+    assert [(r.id, r.status) for r in records] == [("0000", "keep"), ("0001", "interrupted")], messages
+    interrupted = records[1]
+    assert (interrupted.llm.cost_usd, interrupted.llm.calls) == (0.25, 1)
+    assert interrupted.description == "warmdown 0.3" and interrupted.commit != records[0].commit
+    assert run_cost(Ledger(workspace.dir)) == pytest.approx(0.25)  # what --max-cost-usd counts
+    written = json.loads((workspace.dir / "experiments.jsonl").read_text().splitlines()[1])
+    assert written["llm"]["cost_usd"] == 0.25 and written["status"] == "interrupted"
+
+
+def test_a_proposal_refused_after_it_was_paid_for_counts_towards_the_cost_cap(workspace, test_track):
+    proposer = Paid(("an edit that applies nowhere", [Edit("NO SUCH LINE", "x = 1")]),
+                    ("warmdown 0.3", [Edit("WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.3")]))
+    run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=2, noise_seeds=0), say=lambda _: None)
+    failed, = read_failures(workspace.dir)
+    assert failed.kind == "failed" and "old_string was not found" in failed.reason and failed.usage.cost_usd == 0.25
+    assert run_cost(Ledger(workspace.dir)) == pytest.approx(0.5)  # the refused proposal and the one that ran

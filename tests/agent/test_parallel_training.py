@@ -22,11 +22,11 @@ class Timed:
         self.spans: dict[str, tuple[float, float]] = {}
         self._guard = threading.Lock()
 
-    def run(self, workspace, commit, timeout, experiment_id, seed=42):
+    def run(self, workspace, job):
         started = time.monotonic()
-        result = self.runner.run(workspace, commit, timeout, experiment_id, seed)
+        result = self.runner.run(workspace, job)
         with self._guard:
-            self.spans[experiment_id] = (started, time.monotonic())
+            self.spans[job.run.name] = (started, time.monotonic())
         return result
 
     def evaluate(self, *args, **kwargs):

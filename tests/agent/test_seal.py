@@ -165,7 +165,9 @@ def test_the_seal_reads_requests_with_a_length_limit(tmp_path):
 
 def test_the_step_budget_is_counted_at_the_batch_train_py_declares(workspace, test_track, tmp_path):
     run_dir = tmp_path / "run"
-    workspace.export(workspace.head(), run_dir)
+    run_dir.mkdir()
+    for name in TRACKED:
+        (run_dir / name).write_text(workspace.file_at(name))
     assert RunBudget.of_run(test_track.directory, run_dir) == RunBudget(tokens=(30 + 1) * 2**11)
     (run_dir / "train.py").write_text((run_dir / "train.py").read_text().replace(
         "TOTAL_BATCH_SIZE = 2048", "TOTAL_BATCH_SIZE = 2**12"))

@@ -26,11 +26,11 @@ from rich.console import Console
 from agent.judging.confirm import confirm
 from agent.judging.noise import USUAL_SIGMA, inflated_floor
 from agent.loop import LoopSettings, run_loop
-from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver, line_key, run_phase
+from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver, run_phase
 from agent.proposers.base import Proposal
 from agent.proposers.edits import Edit
 from agent.recording.ledger import Ledger, read_records
-from agent.recording.record import ExperimentRecord, ExperimentStatus, InFlight, now
+from agent.recording.record import ExperimentRecord, ExperimentStatus, now
 from agent.report.build import write_report
 from agent.report.status_view import status_view
 from agent.running.run_progress import (
@@ -44,8 +44,10 @@ from agent.running.run_progress import (
 from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.agent.conftest import PROGRAM
+from tests.helpers.jobs import job
 from tests.helpers.synthetic_runner import SyntheticRunner
 from trainer.atomic import read_json, write_json_atomic
+from trainer.run_id import RunId, RunKind
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -192,7 +194,7 @@ def test_a_step_line_is_parsed_bounded_and_shown_live(tmp_path):
     printed = io.StringIO()
     console = Console(file=printed, force_terminal=True, width=200)
     with ProgressObserver(tmp_path, console, interval=0.05) as observer:
-        observer.running("0003.rerun1", 47, log)
+        observer.running(RunId.train("0003").then(RunKind.RERUN, 1), 47, log)
         [written] = read_phases(tmp_path)
         assert written == Phase(experiment_id="0003", phase="re-running", detail="with seed 47", log="logs/0003.log",
                                 since=written.since)
@@ -202,16 +204,26 @@ def test_a_step_line_is_parsed_bounded_and_shown_live(tmp_path):
     assert "ETA 12 s" in shown and "\x1b[31m" not in shown
 
 
-def test_a_run_name_says_what_the_run_is():
-    assert run_phase("0007", 51) == ("0007", "training", "seed 51")
-    assert run_phase("0007.retry", 51) == ("0007", "training", "seed 51, again after a machine failure")
-    assert run_phase("0007.fix1", 51) == ("0007", "training", "fix 1, seed 51")
-    assert run_phase("0007.rerun2", 52) == ("0007", "re-running", "with seed 52")
-    assert run_phase("0007.rebase1", 51) == ("0007", "training", "on the new best (re-base 1), seed 51")
-    assert run_phase("0007.rebase1.rerun2", 53) == ("0007", "re-running", "on the new best (re-base 1), with seed 53")
-    assert run_phase("0003-noise2", 44) == ("0003", "noise floor", "run 2 with seed 44")
-    assert [line_key(name) for name in ("0007.rebase1.fix1", "verify-0007.rerun1", "confirm-0003", "0003-noise2")] \
-        == ["0007", "0007", "0003", "0003-noise2"]
+def test_a_run_id_says_what_the_run_is_and_renders_the_names_logs_had():
+    first = RunId.train("0007")
+    rebased = first.then(RunKind.REBASE, 1)
+    cases = [(first, 51, "0007", "training", "seed 51"),
+             (first.then(RunKind.RETRY), 51, "0007.retry", "training", "seed 51, again after a machine failure"),
+             (first.then(RunKind.FIX, 1), 51, "0007.fix1", "training", "fix 1, seed 51"),
+             (first.then(RunKind.RERUN, 2), 52, "0007.rerun2", "re-running", "with seed 52"),
+             (rebased, 51, "0007.rebase1", "training", "on the new best (re-base 1), seed 51"),
+             (rebased.then(RunKind.FIX, 2).then(RunKind.RETRY), 51, "0007.rebase1.fix2.retry", "training",
+              "on the new best (re-base 1), fix 2, seed 51, again after a machine failure"),
+             (RunId.noise("0003", 2), 44, "0003-noise2", "noise floor", "run 2 with seed 44"),
+             (first.then(RunKind.CANARY), 51, "0007.canary", "checking the machine",
+              "the best commit, after two failures outside the experiment")]
+    for run, seed, name, phase, detail in cases:
+        assert (run.name, run_phase(run, seed)) == (name, (phase, detail))
+    evaluations = [first.then(RunKind.RERUN, 1).then(RunKind.VERIFY), RunId.confirm("0003"),
+                   RunId.noise("0003", 2).then(RunKind.VERIFY), RunId.verify_best("0007", "0004")]
+    assert [(run.name, run.line) for run in evaluations] == [
+        ("verify-0007.rerun1", "0007"), ("confirm-0003", "0003"), ("verify-0003-noise2", "0003-noise2"),
+        ("verify-0007-best-0004", "0007")]
 
 
 def test_status_shows_the_phase_written_by_a_loop_elsewhere(workspace):
@@ -255,13 +267,13 @@ class TwoSlots:
         self._slots = iter((1, 2))
         self._lock = threading.Lock()
 
-    def run(self, workspace, commit, timeout, experiment_id, seed=42):
+    def run(self, workspace, job):
         with self._lock:
             slot = next(self._slots)
         self.both_started.wait(timeout=10)
         assert self.go.wait(timeout=10)
         with self._lock:  # one GitPython repository is not read from two threads at once
-            result = self.inner.run(workspace, commit, timeout, experiment_id, seed)
+            result = self.inner.run(workspace, job)
         return dataclasses.replace(result, where=f"local slot {slot}, GPU {slot - 1}")
 
     def cancel_all(self):
@@ -275,11 +287,12 @@ def two_runs_in_flight(workspace, console) -> tuple[str, str, list[Phase], list[
     ledger = Ledger(workspace.dir)
     commit = workspace.head()
     for experiment_id in ("0001", "0002"):
-        ledger.begin(InFlight(id=experiment_id, commit=commit, parent=commit, started=now()))
+        ledger.save_draft(ExperimentRecord(id=experiment_id, status="pending", commit=commit, parent=commit,
+                                           started=now()))
     with ProgressObserver(workspace.dir, console, interval=0.05) as observer:
         observed = ObservedRunner(runner, observer)
         assert observed.slots == 2 and ObservedRunner(SyntheticRunner({}), observer).slots == 1
-        threads = [threading.Thread(target=observed.run, args=(workspace, commit, 60.0, experiment_id, seed))
+        threads = [threading.Thread(target=observed.run, args=(workspace, job(commit, experiment_id, 60.0, seed)))
                    for experiment_id, seed in (("0001", 11), ("0002", 12))]
         for thread in threads:
             thread.start()
@@ -346,8 +359,8 @@ def midnight(workspace):
     (workspace.dir / "experiments.jsonl").write_text("".join(r.to_json() + "\n" for r in records))
     ledger = Ledger(workspace.dir)
     for experiment_id, description in (("0002", "deeper by one layer"), ("0003", "warmdown 0.3")):
-        ledger.begin(InFlight(id=experiment_id, commit=commit, parent=commit, description=description,
-                              started=now()))
+        ledger.save_draft(ExperimentRecord(id=experiment_id, status="pending", commit=commit, parent=commit,
+                                      description=description, started=now()))
     (workspace.dir / "logs").mkdir(exist_ok=True)
     (workspace.dir / "logs" / "0002.log").write_text(
         "step 00012 ( 40.0%) | loss 5.1000 | lr x1.00 | 900 ms | 3,000 tok/s | mfu n/a | epoch 1 | left 30 s\n")

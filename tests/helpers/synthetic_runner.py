@@ -14,7 +14,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.running.jobs import EvaluationJob, Job
 from agent.workspace import Workspace
+from trainer.evaluation import Evaluation
 from trainer.run_result import RunResult
 from trainer.triage import classify
 
@@ -65,25 +67,26 @@ class SyntheticRunner:
         wobble = ((seed * 7919) % 13 - 6) / 6 * self.noise  # a fixed value per seed
         return round(self.base - gain + wobble, 6)
 
-    def run(self, workspace: Workspace, commit: str, timeout: float, experiment_id: str, seed: int = 42) -> RunResult:
-        source = workspace.file_at("train.py", commit)
+    def run(self, workspace: Workspace, job: Job) -> RunResult:
+        source = workspace.file_at("train.py", job.commit)
         with self._slot_freed:
             self._slot_freed.wait_for(lambda: self._free)
             slot = self._free.pop(0)
         started = time.monotonic()
         try:
             self._cancelled.wait(max([d for text, d in self.delays.items() if text in source], default=0.0))
-            result = self._result(workspace, commit, experiment_id, seed, source)
+            result = self._result(workspace, job, source)
         finally:
             with self._slot_freed:
-                self.spans.append(Span(experiment_id, slot, started, time.monotonic()))
+                self.spans.append(Span(job.run.name, slot, started, time.monotonic()))
                 self._free.append(slot)
                 self._slot_freed.notify()
         result.where = f"synthetic slot {slot + 1}"
         return result
 
-    def _result(self, workspace: Workspace, commit: str, experiment_id: str, seed: int, source: str) -> RunResult:
-        log_path = workspace.dir / "logs" / f"{experiment_id}.log"
+    def _result(self, workspace: Workspace, job: Job, source: str) -> RunResult:
+        commit, seed, paths = job.commit, job.seed, workspace.paths(job.run)
+        log_path = paths.log
         log_path.parent.mkdir(parents=True, exist_ok=True)
         checkpoint = None
         digest = None
@@ -96,7 +99,7 @@ class SyntheticRunner:
             log = "step 00000 | loss 9.01\nstep 00416 | loss 3.20\n---\n" + "\n".join(
                 f"{k}: {v}" for k, v in summary.items()) + "\n"
             returncode = 0
-            checkpoint = workspace.dir / "checkpoints" / f"{experiment_id}.pt"
+            checkpoint = paths.checkpoint
             checkpoint.parent.mkdir(exist_ok=True)
             checkpoint.write_bytes(f"{commit} {seed}".encode())
             digest = hashlib.sha256(checkpoint.read_bytes()).hexdigest()
@@ -108,8 +111,7 @@ class SyntheticRunner:
                          tail="\n".join(lines[-20:]), checkpoint=checkpoint, checkpoint_sha256=digest,
                          seal_seconds=0.01, trained_tokens=1000)
 
-    def evaluate(self, workspace: Workspace, commit: str, checkpoint: Path, name: str, splits: tuple[str, ...],
-                 probe: bool = False, timeout: float = 1800.0) -> dict:
-        value = self.printed[checkpoint]
-        return dict(val=value, holdout=value, device="cpu", lookahead=0.0, probes=1, audit=0.0, audited_tokens=64,
-                    repeat=0.0)
+    def evaluate(self, workspace: Workspace, job: EvaluationJob) -> Evaluation:
+        value = self.printed[job.checkpoint]
+        return Evaluation(val=value, holdout=value, device="cpu", lookahead=0.0, probes=1, audit=0.0, audited_tokens=64,
+                          repeat=0.0)

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from tests.helpers.processes import alive
-from trainer.evaluate import RESULT_PREFIX, SERVER_LOG, ModelServer, ServerFailed
+from trainer.evaluate import SERVER_LOG, ModelServer, ServerFailed
+from trainer.evaluation import Evaluation, evaluation_in
 from trainer.isolation import isolation
 from trainer.sandbox_view import isolated_command
 from trainer.seal import data_paths, hidden_paths
@@ -238,13 +239,12 @@ def write_commit(directory: Path, source: str, track) -> Path:
     return directory
 
 
-def evaluate(commit: Path, checkpoint: Path) -> tuple[dict | None, str, str]:
+def evaluate(commit: Path, checkpoint: Path) -> tuple[Evaluation | None, str, str]:
     """(the EVALUATION result or None, the evaluator's output, the model server's log) of the val split."""
     done = subprocess.run([sys.executable, "-m", "trainer.evaluate", str(checkpoint), "--splits", "val"], cwd=commit,
                           env=environment(), capture_output=True, text=True, timeout=600)
-    found = [line[len(RESULT_PREFIX):] for line in done.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
     log = (commit / SERVER_LOG).read_text(errors="replace")
-    return (json.loads(found[-1]) if found else None), done.stdout + done.stderr, log
+    return evaluation_in(done.stdout.splitlines()), done.stdout + done.stderr, log
 
 
 @contextlib.contextmanager
@@ -301,8 +301,8 @@ def test_a_model_that_adapts_to_the_text_it_is_shown_scores_as_the_honest_one(ho
                                             checkpoint)
     assert adapting_result is not None, output
 
-    assert adapting_result["val"] == pytest.approx(honest_result["val"], rel=1e-6), (adapting_result, honest_result)
-    assert adapting_result["repeat"] == adapting_result["lookahead"] == 0.0
+    assert adapting_result.val == pytest.approx(honest_result.val, rel=1e-6), (adapting_result, honest_result)
+    assert adapting_result.repeat == adapting_result.lookahead == 0.0
     calls = lines(log, "ADAPTING call")
     assert len(calls) >= 10 and set(calls) == {"ADAPTING call 1 knew 0"}  # every batch, the repeat too, met afresh
 

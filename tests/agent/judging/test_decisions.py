@@ -5,7 +5,10 @@ from pathlib import Path
 import pytest
 
 from agent.judging.decisions import IMPLAUSIBLE_FALL, decide, implausible_fall
+from agent.judging.keep_rule import KeepRule
 from agent.judging.noise import CLOSE
+from agent.judging.standing import Standing
+from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry
 from agent.running.runner import RunResult
 from trainer.triage import Triage, Verdict
@@ -22,12 +25,13 @@ def result(triage=Triage.OK, reason="", val_bpb="1.900000"):
 
 
 def test_a_run_that_did_not_finish_cleanly_is_a_crash_naming_its_class():
-    judgement = decide(result(Triage.OOM, "CUDA out of memory"), BEST, [BEST], [RunEntry(seed=45)], 2.0, 0.0)
+    judgement = decide(result(Triage.OOM, "CUDA out of memory"), Standing.of(History([BEST]), BEST),
+                       [RunEntry(seed=45)], KeepRule())
     assert judgement.status == ExperimentStatus.CRASH and judgement.reason == "oom: CUDA out of memory"
 
 
 def test_the_baseline_is_kept_on_its_number():
-    judgement = decide(result(), None, [], [RunEntry(seed=42, val_bpb=2.5)], 2.0, 0.0)
+    judgement = decide(result(), Standing.of(History([]), None), [RunEntry(seed=42, val_bpb=2.5)], KeepRule())
     assert judgement.status == ExperimentStatus.KEEP and judgement.reason == "baseline val_bpb 2.500000"
 
 
@@ -35,7 +39,7 @@ def test_the_baseline_is_kept_on_its_number():
                                                                                           ExperimentStatus.DISCARD)])
 def test_a_candidate_is_judged_against_every_run_of_the_best_and_the_noise_floor(value, status):
     records = [BEST, FLOOR]
-    judgement = decide(result(), BEST, records, [RunEntry(seed=45, val_bpb=value)], 2.0, 0.0)
+    judgement = decide(result(), Standing.of(History(records), BEST), [RunEntry(seed=45, val_bpb=value)], KeepRule())
     assert judgement.status == status
     assert judgement.evidence.best_runs == [2.0, 2.01, 1.99] and judgement.evidence.sigma == 0.01
     assert judgement.evidence.candidate_runs == [value]

@@ -14,9 +14,12 @@ from agent.loop import LoopSettings, run_loop
 from agent.recording.ledger import Ledger
 from agent.recording.record import RunEntry
 from agent.running.runner import LocalRunner
+from tests.helpers.jobs import evaluation_job
 from tests.helpers.scripted import ScriptedChanges
+from tests.helpers.synthetic_runner import SyntheticRunner
 from trainer.hashing import file_sha256
 from trainer.hyperparameters import set_hyperparameters
+from trainer.run_id import RunId
 
 RATES = ("UNEMBEDDING_LR", "EMBEDDING_LR", "VALUE_EMBEDDING_LR", "RESID_LAMBDA_LR", "X0_LAMBDA_LR", "MATRIX_LR")
 
@@ -80,14 +83,48 @@ def test_a_model_that_learnt_val_falls_on_val_alone_and_is_refused(workspace, tm
     subprocess.run([sys.executable, "-c", LEARNS_VAL, str(files), str(workspace.dir / baseline.checkpoint),
                     str(learnt), "150"], check=True, cwd=files)
 
-    best = LocalRunner().evaluate(workspace, baseline.commit, workspace.dir / baseline.checkpoint, "best",
-                                  ("val", "holdout"), probe=True)
-    scored = LocalRunner().evaluate(workspace, baseline.commit, learnt, "learnt", ("val",), probe=True)
-    run = RunEntry(seed=1, val_bpb=scored["val"], printed=scored["val"], checkpoint="checkpoints/learnt.pt",
-                   checkpoint_sha256=file_sha256(learnt), device="cpu", log="logs/learnt.log")
+    best = LocalRunner().evaluate(workspace, evaluation_job(baseline.commit, workspace.dir / baseline.checkpoint,
+                                                            "best", ("val", "holdout"), probe=True))
+    scored = LocalRunner().evaluate(workspace, evaluation_job(baseline.commit, learnt, "learnt", probe=True))
+    run = RunEntry(run_id=RunId.train("learnt"), seed=1, val_bpb=scored.val, printed=scored.val,
+                   checkpoint="checkpoints/learnt.pt", checkpoint_sha256=file_sha256(learnt), device="cpu",
+                   log="logs/learnt.log")
     score_runs(workspace, LocalRunner(), baseline.commit, [run], ("val", "holdout"))  # every check passes
 
-    assert run.trusted and best["val"] - run.val_bpb > 0.1 * best["val"]  # an implausible fall on val ...
-    assert best["holdout"] - run.holdout_bpb < HOLDOUT_SHARE * (best["val"] - run.val_bpb)  # ... that holdout lacks
-    problem = holdout_disagrees([run], best["val"], best["holdout"])
+    assert run.trusted and best.val - run.val_bpb > 0.1 * best.val  # an implausible fall on val ...
+    assert best.holdout - run.holdout_bpb < HOLDOUT_SHARE * (best.val - run.val_bpb)  # ... that holdout lacks
+    problem = holdout_disagrees([run], best.val, best.holdout)
     assert problem and "a model that learnt val" in problem
+
+
+class FallsOnLaterSeeds(SyntheticRunner):
+    """A train.py that reads its seed: the change scores a hair better than the best on its first run (a close
+    call) and a third better on every run after it; its weights score as well on holdout as the baseline's only
+    (what a model that learnt val shows)."""
+
+    CHANGE = "WARMDOWN_RATIO = 0.3"
+
+    def __init__(self):
+        super().__init__({}, noise=0.0)
+        self.candidate_runs = 0
+
+    def score(self, source: str, seed: int) -> float:
+        if self.CHANGE not in source:
+            return self.base
+        self.candidate_runs += 1
+        return self.base - 0.0005 if self.candidate_runs == 1 else round(self.base * 0.66, 6)
+
+    def evaluate(self, workspace, job):
+        return super().evaluate(workspace, job).model_copy(update={"holdout": self.base})
+
+
+def test_a_fall_that_shows_only_in_a_close_call_s_re_run_still_meets_the_holdout_gate(workspace):
+    runner = FallsOnLaterSeeds()
+    change = ("warmdown 0.3", [("WARMDOWN_RATIO = 0.5", FallsOnLaterSeeds.CHANGE)])
+    run_loop(workspace, ScriptedChanges(change), runner, LoopSettings(max_experiments=2, noise_seeds=2),
+             say=lambda _: None)
+    records = [r for r in Ledger(workspace.dir).records if r.is_experiment]
+    candidate = records[-1]
+    assert runner.candidate_runs == 3  # the close call's re-run, then once more from scratch on val and holdout
+    assert candidate.status == "crash" and candidate.triage == "tamper", candidate.reason
+    assert "fell" in candidate.evidence.implausible_fall and "a model that learnt val" in candidate.reason

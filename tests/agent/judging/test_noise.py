@@ -131,5 +131,5 @@ def test_noise_floor_then_a_no_op_re_run_and_discarded_and_a_clear_win_kept(work
     assert confirmed["best"]["val"] == pytest.approx(win.val_bpb, abs=1e-6)
     assert confirmed["baseline"]["search_val"] == pytest.approx(sum(floor.values) / 3)
     assert confirmed["holdout_gain"] > 0 and confirmed["best"]["holdout"] != confirmed["best"]["val"]
-    assert confirm(workspace)["holdout_gain"] == confirmed["holdout_gain"]  # the same weights, the same numbers
+    assert confirm(workspace).holdout_gain == confirmed["holdout_gain"]  # the same weights, the same numbers
     assert workspace.is_clean()

@@ -9,7 +9,9 @@ import pytest
 
 from agent.judging.noise import Judgement
 from agent.judging.simplify import code_lines, simplify_or_discard, weigh
+from agent.judging.standing import Standing
 from agent.loop import LoopSettings, run_loop
+from agent.recording.history import History
 from agent.recording.ledger import Ledger
 from agent.recording.record import Evidence, ExperimentRecord, ExperimentStatus, RunEntry
 from agent.running.runner import LocalRunner
@@ -80,12 +82,13 @@ def test_the_loop_rule_records_its_evidence_either_way():
                                 runs=[RunEntry(val_bpb=1.501), RunEntry(val_bpb=1.499)]),
                ExperimentRecord(id="0001", status="keep", commit="c1", runs=[RunEntry(val_bpb=1.4995)])]
     discard = Judgement(ExperimentStatus.DISCARD, "no gain", Evidence(gain=-0.0004))
-    kept = simplify_or_discard(discard, parent, "a = 1\n", [RunEntry(val_bpb=1.4999)], records[2], records)
+    standing = Standing.of(History(records), records[2])
+    kept = simplify_or_discard(discard, parent, "a = 1\n", [RunEntry(val_bpb=1.4999)], standing)
     assert kept.status == ExperimentStatus.KEEP and kept.evidence.kept_as == "simplify"
     assert kept.evidence.simplify.best_ever_mean == pytest.approx(1.4995)
     assert kept.evidence.gain == -0.0004 and discard.evidence.simplify is None  # the discard's evidence is kept
-    refused = simplify_or_discard(discard, parent, "a = 1\n", [RunEntry(val_bpb=1.5012)], records[2], records)
+    refused = simplify_or_discard(discard, parent, "a = 1\n", [RunEntry(val_bpb=1.5012)], standing)
     assert refused.status == ExperimentStatus.DISCARD and "not kept as a simplification" in refused.reason
     assert refused.evidence.simplify.allowed is False
-    assert simplify_or_discard(discard, parent, parent + "d = 4\n", [RunEntry(val_bpb=1.4)], records[2], records) \
+    assert simplify_or_discard(discard, parent, parent + "d = 4\n", [RunEntry(val_bpb=1.4)], standing) \
         is discard  # adds code: the rule does not apply

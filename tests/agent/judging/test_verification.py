@@ -13,6 +13,7 @@ from agent.recording.record import RunEntry
 from agent.running.runner import LocalRunner
 from tests.helpers.scripted import ScriptedEdits
 from trainer.hyperparameters import set_hyperparameters
+from trainer.run_id import RunId
 
 MATRIX = "MATRIX_LR = 0.0            # times sqrt(max(1, rows / cols))"
 MAIN = "def main() -> None:\n"
@@ -57,15 +58,15 @@ def test_faked_numbers_never_keep_and_an_honest_gain_is_verified(workspace):
         assert record.runs[0].val_bpb < honest.val_bpb  # each printed a "better" number
         events = [json.loads(line) for line in (workspace.dir / record.transcript).read_text().splitlines()]
         assert [e for e in events if e["type"] == "verification"][0]["passed"] is False
-    assert halved.evidence.verification["checks"][0]["audit"] > 1.0
-    under_check = under.evidence.verification["checks"][0]
-    assert under_check["printed"] < 0.85 * under_check["trusted"] and under_check["audit"] < 1e-3
-    assert lookahead.evidence.verification["checks"][0]["lookahead"] > 1.0
+    assert halved.evidence.verification.checks[0].audit > 1.0
+    under_check = under.evidence.verification.checks[0]
+    assert under_check.printed < 0.85 * under_check.trusted and under_check.audit < 1e-3
+    assert lookahead.evidence.verification.checks[0].lookahead > 1.0
 
     assert honest.status == "keep" and honest.verified and "verified" in honest.reason
-    check = honest.evidence.verification["checks"][0]
-    assert check["gap"] <= AGREEMENT["cpu"] and check["lookahead"] == 0.0
-    assert check["audit"] <= CONSISTENCY_LIMIT and check["repeat"] == 0.0 and check["audited_tokens"] >= 2048
+    check = honest.evidence.verification.checks[0]
+    assert check.gap <= AGREEMENT["cpu"] and check.lookahead == 0.0
+    assert check.audit <= CONSISTENCY_LIMIT and check.repeat == 0.0 and check.audited_tokens >= 2048
     history = workspace.repo.git.rev_list("--first-parent", workspace.branch).split()
     assert history[0] == honest.commit and history[1] == baseline.commit and workspace.is_clean()
     tsv = (workspace.dir / "results.tsv").read_text().splitlines()[1:]
@@ -76,7 +77,8 @@ def test_weights_changed_after_the_seal_are_tamper(workspace):
     saved = workspace.dir / "checkpoints" / "0001.pt"
     saved.parent.mkdir(exist_ok=True)
     saved.write_bytes(b"the weights as sealed")
-    run = RunEntry(seed=43, val_bpb=1.5, checkpoint="checkpoints/0001.pt", log="logs/0001.log",
+    run = RunEntry(run_id=RunId.train("0001"), seed=43, val_bpb=1.5, checkpoint="checkpoints/0001.pt",
+                   log="logs/0001.log",
                    checkpoint_sha256=hashlib.sha256(b"the weights as sealed").hexdigest())
 
     # Unchanged, the hash passes and the file goes to the evaluator (which cannot load these bytes).

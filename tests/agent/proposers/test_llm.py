@@ -271,7 +271,7 @@ def test_malformed_tool_calls_and_a_one_off_400_cost_at_most_one_proposal(worksp
     assert outputs[0].startswith("ERROR: invalid arguments") and len(outputs) == 2
     failed = read_failures(workspace.dir)
     assert [(f.experiment_id, f.kind, f.in_a_row) for f in failed] == [("0002", "failed", 1)]
-    assert "refused the request (400" in failed[0].reason and failed[0].usage.get("calls", 0) == 0
+    assert "refused the request (400" in failed[0].reason and failed[0].usage.calls == 0
     assert any(m.startswith("proposal failed (1 in a row)") for m in messages)
     shown = subprocess.run([sys.executable, "-m", "agent.cli", "status", "--tag", "llm",
                             "--workspaces", str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
@@ -285,16 +285,16 @@ def test_failed_proposals_spend_counts_towards_the_cap(workspace, server):
     with pytest.raises(LoopStopped, match="failed 5 times in a row; last error: no valid submit_experiment"):
         loop(workspace, llm_proposer(workspace, max_tool_calls=1), experiments=3)
     failed = read_failures(workspace.dir)
-    assert len(failed) == 5 and all(f.usage["calls"] == 1 for f in failed)
-    assert sum(f.usage["cost_usd"] for f in failed) == pytest.approx(5 * (0.5 + 0.025))  # Opus 4.5: $5 in, $25 out
+    assert len(failed) == 5 and all(f.usage.calls == 1 for f in failed)
+    assert sum(f.usage.cost_usd for f in failed) == pytest.approx(5 * (0.5 + 0.025))  # Opus 4.5: $5 in, $25 out
     assert run_cost(Ledger(workspace.dir)) == pytest.approx(5 * 0.525)
 
 
 def propose(workspace, proposer, tmp_path):
     """One proposal without training anything; returns it (or raises) and the transcript's events."""
     ledger = Ledger(workspace.dir)
-    context = Proposing(workspace, ledger, proposer).context(ledger.next_id(), ledger.best(), read_program(workspace),
-                                                             workspace.file_at("train.py"))
+    context = Proposing(workspace, ledger, proposer).context(f"{len(ledger.records):04d}", ledger.best(),
+                                                             read_program(workspace), workspace.file_at("train.py"))
     transcript = Transcript(tmp_path / "proposal.jsonl")
     try:
         return proposer.propose(context, transcript), transcript.events()
@@ -318,7 +318,7 @@ def test_a_context_too_long_is_retried_once_with_old_tool_results_cut(workspace,
 def test_the_model_is_told_the_calls_left_and_the_proposal_ends_at_the_limit(workspace, server, tmp_path):
     server.script(*[tool_call("show_diff", {"experiment_id": "0000"})] * 3)
     err, _ = propose(workspace, llm_proposer(workspace, "opus", max_tool_calls=3), tmp_path)
-    assert isinstance(err, ProposerError) and "within 3 tool calls" in str(err) and err.usage["calls"] == 3
+    assert isinstance(err, ProposerError) and "within 3 tool calls" in str(err) and err.usage.calls == 3
     notes = [r.body["messages"][-1]["content"][-1]["text"] for r in server.requests[1:]]
     assert notes == ["2 tool calls left.", "This is your last tool call: call submit_experiment now with your best "
                                            "change."]
@@ -328,7 +328,7 @@ def test_a_proposal_over_its_token_budget_fails_with_its_spend(workspace, server
     server.script(*[tool_call("read_file", {"path": "train.py"}, usage=(60_000, 1_000))] * 2)
     err, _ = propose(workspace, llm_proposer(workspace, "opus", max_proposal_tokens=100_000), tmp_path)
     assert isinstance(err, ProposerError) and "over its budget of 100,000" in str(err)
-    assert err.usage["calls"] == 2 and err.usage["cost_usd"] == pytest.approx(2 * (0.3 + 0.025))
+    assert err.usage.calls == 2 and err.usage.cost_usd == pytest.approx(2 * (0.3 + 0.025))
 
 
 def test_a_cost_cap_needs_a_price_for_the_model(workspace):
@@ -387,8 +387,8 @@ def test_a_night_of_provider_faults_runs_every_experiment_it_was_asked_for(works
     cut = [e["content"] for e in second if e["type"] == "tool_result" and e["is_error"]]
     assert len(cut) == 1 and "cut at the output limit" in cut[0]  # never run with its partial arguments
     failed = read_failures(workspace.dir)
-    assert len(failed) == 1 and "declined" in failed[0].reason and failed[0].usage["calls"] == 1
-    assert failed[0].usage["cost_usd"] > 0
+    assert len(failed) == 1 and "declined" in failed[0].reason and failed[0].usage.calls == 1
+    assert failed[0].usage.cost_usd > 0
 
 
 def test_a_stream_error_the_service_calls_permanent_fails_only_the_proposal(workspace, server, tmp_path):
@@ -409,7 +409,7 @@ def test_anything_else_that_breaks_a_proposal_fails_it_with_its_spend(workspace,
     monkeypatch.setattr(ToolBox, "run", broken)
     err, seen = propose(workspace, llm_proposer(workspace, "opus"), tmp_path)
     assert isinstance(err, ProposerError) and "RuntimeError: disk went away" in str(err)
-    assert err.usage["calls"] == 1 and err.usage["cost_usd"] > 0
+    assert err.usage.calls == 1 and err.usage.cost_usd > 0
     assert any(e["type"] == "proposal_error" for e in seen)
 
 
@@ -500,7 +500,7 @@ def test_every_current_model_of_the_table_proposes_reasons_and_hits_the_cache(wo
     read = (second["cache_read_input_tokens"] if info.provider == "anthropic"
             else second["input_tokens_details"]["cached_tokens"])
     assert read > 4096, second  # at least system prompt and train.py, whatever the model's minimum
-    assert proposal.usage["cost_usd"] > 0
+    assert proposal.usage.cost_usd > 0
 
 
 def test_a_stream_that_ends_inside_a_tool_call_is_retried_never_taken_whole(workspace, server, tmp_path):
@@ -525,5 +525,5 @@ def test_the_spend_of_a_proposal_cut_by_a_night_ending_error_is_recorded(workspa
     with pytest.raises(LoopStopped, match="no credit left"):
         loop(workspace, llm_proposer(workspace), experiments=2)
     failed = read_failures(workspace.dir)
-    assert len(failed) == 1 and failed[0].usage["calls"] == 1
+    assert len(failed) == 1 and failed[0].usage.calls == 1
     assert run_cost(Ledger(workspace.dir)) == pytest.approx(0.5 + 0.025)  # Opus 4.5: $5 in, $25 out

@@ -1,8 +1,11 @@
 """The read-only tools' answers: the history table, files, logs and diffs, bounded; bad calls are tool errors."""
 
+from typing import get_args
+
+from agent.llm.tools import ListExperimentsArgs
 from agent.llm.types import ToolCall
 from agent.proposers.toolbox import ToolBox, bounded, history_table
-from agent.recording.record import Evidence, ExperimentRecord, RunEntry
+from agent.recording.record import SIMPLIFY, Evidence, ExperimentRecord, ExperimentStatus, RunEntry
 
 RECORDS = [
     ExperimentRecord(id="0000", status="keep", triage="ok", val_bpb=2.5, description="baseline", log="logs/0000.log"),
@@ -98,3 +101,13 @@ def test_read_run_log_gives_every_run_of_an_experiment_and_write_notes_is_bounde
     refused = box.run(call("write_notes", text="x" * 9000))
     assert refused.is_error and "over the limit of 8192" in refused.content
     assert (tmp_path / "notes.md").read_text() == "- open: warm-down\n"
+
+
+def test_list_experiments_filters_on_every_status_the_ledger_records(tmp_path):
+    offered = set(get_args(get_args(ListExperimentsArgs.model_fields["status"].annotation)[0]))
+    in_the_ledger = {status.value for status in ExperimentStatus} - {"pending"}  # pending: a draft's, never recorded
+    assert offered == in_the_ledger | {SIMPLIFY}
+    superseded = ExperimentRecord(id="0003", status="superseded", triage="ok", val_bpb=2.46, description="WD 0 -> 0.1")
+    shown = ToolBox(tmp_path, {"train.py": ""}, [*RECORDS, superseded]).run(call("list_experiments",
+                                                                                 status="superseded"))
+    assert not shown.is_error and "WD 0 -> 0.1" in shown.content and "LR 0.04" not in shown.content

@@ -2,9 +2,11 @@
 
 import json
 
-from agent.judging.noise import commit_runs, current_sigma, fresh_seed
+from agent.judging.noise import fresh_seed
+from agent.llm.types import Usage
+from agent.recording.history import History
 from agent.recording.ledger import Ledger, read_records
-from agent.recording.record import ExperimentRecord, ExperimentStatus, LlmUsage, RunEntry
+from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry
 from agent.report.summary import headline
 
 BASE, CHANGE = "a" * 40, "b" * 40
@@ -67,7 +69,7 @@ def test_lines_of_older_and_newer_versions_are_read_typed(tmp_path):
     assert newer.runs[0].model_extra == {"gpu_temperature": 71} and newer.evidence.model_extra == {"flavour": "new"}
     # The numbers every reader derives from them.
     records = [first, interrupted, floor, newer]
-    assert commit_runs(records, BASE) == [2.5, 2.52, 2.51] and current_sigma(records) == 0.01
+    assert History(records).runs_of(BASE) == [2.5, 2.52, 2.51] and History(records).sigma() == 0.01
     assert fresh_seed(records, 42) == 46
     summary = headline(records)
     assert (summary.experiments, summary.keeps, summary.tokens, summary.cost_usd) == (3, 0, 1200, 0.02)
@@ -82,7 +84,7 @@ def test_records_are_written_back_with_exactly_the_keys_they_were_read_with(tmp_
     assert (tmp_path / "results.tsv").read_text().splitlines()[1:] == [
         "aaaaaaa\t2.500000\t0.8\tkeep\tbaseline", "bbbbbbb\t0.000000\t0.0\tcrash\tLR 0.04 -> 0.05",
         "bbbbbbb\t2.600000\t0.0\tdiscard\tWARMDOWN 0.3 -> 0.4"]
-    assert ledger.best().id == "0000" and ledger.next_id() == "0003"
+    assert ledger.best().id == "0000"
 
 
 def test_a_line_whose_known_keys_have_the_wrong_type_is_set_aside_not_crashed_on(tmp_path):
@@ -96,7 +98,8 @@ def test_a_line_whose_known_keys_have_the_wrong_type_is_set_aside_not_crashed_on
 def test_a_new_record_is_written_with_the_keys_it_was_built_with(tmp_path):
     ledger = Ledger(tmp_path)
     ledger.append(ExperimentRecord(id="0000", status=ExperimentStatus.CRASH, val_bpb=None, architecture={"d": 1},
-                                   llm=LlmUsage.summed({"cost_usd": 0.5, "calls": 1}, {"cost_usd": 0.25, "calls": 1})))
+                                   llm=Usage.total(Usage(cost_usd=0.5, calls=1), Usage(cost_usd=0.25, calls=1))))
     line = json.loads((tmp_path / "experiments.jsonl").read_text())
     assert line == {"id": "0000", "status": "crash", "val_bpb": None, "model_config": {"d": 1},
-                    "llm": {"cost_usd": 0.75, "calls": 2}}
+                    "llm": {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0,
+                            "cache_write_1h_tokens": 0, "thinking_tokens": 0, "cost_usd": 0.75, "calls": 2}}

@@ -6,7 +6,7 @@ import subprocess
 import time
 
 from agent.recording.ledger import Ledger
-from agent.recording.record import ExperimentRecord, ExperimentStatus, InFlight, now
+from agent.recording.record import ExperimentRecord, ExperimentStatus, now
 from agent.recording.recovery import settle_interrupted
 
 
@@ -16,8 +16,10 @@ def test_the_experiment_in_flight_is_recorded_once_and_its_orphans_stopped(works
     ledger.append(ExperimentRecord(id="0000", status="keep", commit=base, val_bpb=2.5, description="baseline"))
     change = workspace.commit_train(workspace.file_at("train.py") + "\n# a change\n", "0001: a change")
     workspace.advance_to(change)
-    ledger.begin(InFlight(id="0001", commit=change, parent=base, description="a change", started=now(),
-                          proposal={"trial": 3}, program="program", seed=43))
+    (workspace.dir / "inflight").mkdir()  # the marker as the version before drafts wrote it
+    (workspace.dir / "inflight" / "0001.json").write_text(json.dumps(dict(
+        id="0001", commit=change, parent=base, description="a change", started=now(), pid=12, proposal={"trial": 3},
+        program="program", seed=43)))
     (workspace.dir / "train.py").write_text("half-written by a dead loop")
     run_dir = workspace.runs_dir / "0001"
     run_dir.mkdir(parents=True)
@@ -57,10 +59,9 @@ def test_every_experiment_left_in_flight_is_recorded_once(workspace):
     ledger = Ledger(workspace.dir)
     ledger.append(ExperimentRecord(id="0000", status="keep", commit=base, val_bpb=2.5, description="baseline"))
     for number in (1, 2):
-        ledger.begin(InFlight(id=f"000{number}", commit=base, parent=base, description=f"change {number}",
-                              started=now()))
-    (workspace.dir / "current.json").write_text(InFlight(id="0003", commit=base, parent=base, started=now())
-                                                .model_dump_json())
+        ledger.save_draft(ExperimentRecord(id=f"000{number}", status="pending", commit=base, parent=base,
+                                      description=f"change {number}", started=now()))
+    (workspace.dir / "current.json").write_text(json.dumps(dict(id="0003", commit=base, parent=base, started=now())))
     ledger.append(ExperimentRecord(id="0002", status="discard", commit=base, val_bpb=2.6, description="change 2"))
     messages = []
     settle_interrupted(workspace, Ledger(workspace.dir), say=messages.append)

@@ -24,9 +24,11 @@ from agent.running.ray_runner import RayRunner  # noqa: E402
 from agent.settings import LoopSettings  # noqa: E402
 from agent.steps.sharing import Shared  # noqa: E402
 from agent.steps.training import Training  # noqa: E402
+from tests.helpers import jobs  # noqa: E402
 from tests.helpers.processes import processes_under  # noqa: E402
 from tests.helpers.scripted import ScriptedEdits  # noqa: E402
 from trainer.ray_task import OWNER, process_gone, sweep_abandoned  # noqa: E402
+from trainer.run_id import RunId  # noqa: E402
 from trainer.sandbox import runs_root  # noqa: E402
 from trainer.triage import Triage  # noqa: E402
 
@@ -90,8 +92,8 @@ def in_threads(call, arguments: list[tuple]) -> list:
 def test_two_runs_at_once_on_two_nodes_bring_back_log_and_weights_but_never_a_key(cluster, workspace):
     assert cluster.runner.slots == 2
     commit = timed_variant(workspace)
-    first, second = in_threads(cluster.runner.run, [(workspace, commit, 300.0, "0001", 1),
-                                                    (workspace, commit, 300.0, "0002", 2)])
+    first, second = in_threads(cluster.runner.run, [(workspace, jobs.job(commit, "0001", 300.0, 1)),
+                                                    (workspace, jobs.job(commit, "0002", 300.0, 2))])
     for result, name in ((first, "0001"), (second, "0002")):
         assert result.verdict.triage == Triage.OK, result.tail
         assert result.log_path == workspace.dir / "logs" / f"{name}.log"
@@ -114,8 +116,8 @@ def test_two_runs_at_once_on_two_nodes_bring_back_log_and_weights_but_never_a_ke
     assert not list((runs_root() / "ray-results").iterdir()) and not list((runs_root() / "ray").iterdir())
 
     # The trusted evaluator scores the weights on a node: the run's own val score, recomputed.
-    scores = cluster.runner.evaluate(workspace, commit, first.checkpoint, "0001-eval", ("val",))
-    assert scores["val"] == pytest.approx(float(first.summary["val_bpb"]), abs=1e-3)
+    evaluation = cluster.runner.evaluate(workspace, jobs.evaluation_job(commit, first.checkpoint, "0001-eval"))
+    assert evaluation.val == pytest.approx(float(first.summary["val_bpb"]), abs=1e-3)
     assert (workspace.dir / "logs" / "0001-eval.log").is_file()
 
 
@@ -130,7 +132,7 @@ def test_cancel_all_kills_the_runs_in_flight_and_takes_no_more(cluster, workspac
     commit = timed_variant(workspace, pause=300.0)
     before = set((runs_root() / "ray-results").glob("*/run.log"))
     results = []
-    thread = threading.Thread(target=lambda: results.append(runner.run(workspace, commit, 600.0, "0005")))
+    thread = threading.Thread(target=lambda: results.append(runner.run(workspace, jobs.job(commit, "0005", 600.0))))
     thread.start()
     deadline = time.monotonic() + 60
     while not (started := started_runs(before)):
@@ -145,7 +147,7 @@ def test_cancel_all_kills_the_runs_in_flight_and_takes_no_more(cluster, workspac
     while processes_under(run_dir):
         assert time.monotonic() < deadline, "the cancelled run's processes outlived it"
         time.sleep(0.2)
-    late = runner.run(workspace, commit, 600.0, "0006")
+    late = runner.run(workspace, jobs.job(commit, "0006", 600.0))
     assert late.verdict.triage == Triage.INFRA and "not submitted" in late.verdict.reason
     while ray.available_resources().get("GPU", 0) < 2:  # the cancelled task's GPU is given back
         assert time.monotonic() < deadline + 40, ray.available_resources()
@@ -162,12 +164,13 @@ class Watched:
         self.spans: dict[str, tuple[float, float]] = {}
         self.where: dict[str, str] = {}
 
-    def run(self, workspace, commit, timeout, experiment_id, seed=42):
+    def run(self, workspace, job):
         started = time.monotonic()
-        result = self.runner.run(workspace, commit, timeout, experiment_id, seed)
-        self.spans[experiment_id], self.where[experiment_id] = (started, time.monotonic()), result.where
+        result = self.runner.run(workspace, job)
+        name = job.run.name
+        self.spans[name], self.where[name] = (started, time.monotonic()), result.where
         deadline = time.monotonic() + 120
-        while not self.may_return(experiment_id) and time.monotonic() < deadline:
+        while not self.may_return(name) and time.monotonic() < deadline:
             time.sleep(0.2)
         return result
 
@@ -217,7 +220,7 @@ def test_a_node_dying_mid_run_is_an_infra_failure_retried_once_on_the_other_node
     before = set((runs_root() / "ray-results").glob("*/run.log"))
     results = []
     runs = threading.Thread(target=lambda: results.extend(in_threads(training.run, [
-        (commit, "0003", 3, transcripts[0]), (commit, "0004", 4, transcripts[1])])))
+        (commit, RunId.train("0003"), 3, transcripts[0]), (commit, RunId.train("0004"), 4, transcripts[1])])))
     runs.start()
     deadline = time.monotonic() + 120
     while len(started_runs(before)) < 2:

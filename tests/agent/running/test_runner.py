@@ -9,6 +9,7 @@ import time
 import pytest
 
 from agent.running.runner import LocalRunner
+from tests.helpers.jobs import job
 from tests.helpers.processes import alive, processes_under
 from trainer.sandbox import isolation
 from trainer.triage import Triage
@@ -16,7 +17,7 @@ from trainer.triage import Triage
 
 def run_script(workspace, body, timeout=60.0, experiment_id="0001"):
     commit = workspace.commit_train(textwrap.dedent(body), "hostile variant")
-    return LocalRunner().run(workspace, commit, timeout, experiment_id)
+    return LocalRunner().run(workspace, job(commit, experiment_id, timeout))
 
 
 def pids_in(log_path):
@@ -79,7 +80,7 @@ def test_triage_of_real_runs(workspace, body, triage, reason):
 
 def test_missing_data_is_infra(workspace, tmp_path, monkeypatch):
     monkeypatch.setenv("AUTORESEARCH_CACHE", str(tmp_path / "empty-cache"))
-    result = LocalRunner().run(workspace, workspace.head(), 60, "0000")
+    result = LocalRunner().run(workspace, job(workspace.head(), "0000", 60))
     assert result.returncode != 0
     assert result.verdict.triage == Triage.INFRA, result.tail
     assert "is not prepared in" in result.verdict.reason
@@ -91,7 +92,7 @@ def test_ctrl_c_while_running_leaves_no_process(workspace):
     signal.setitimer(signal.ITIMER_REAL, 2.0)
     try:
         with pytest.raises(KeyboardInterrupt):
-            LocalRunner().run(workspace, commit, 60, "0002")
+            LocalRunner().run(workspace, job(commit, "0002", 60))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -113,7 +114,7 @@ def test_the_compile_cache_is_the_runs_own(workspace):
     """)
     commit = workspace.commit_train(body, "leaves a stash in the compile cache")
     runner = LocalRunner()
-    first, second = runner.run(workspace, commit, 60, "0001"), runner.run(workspace, commit, 60, "0002")
+    first, second = runner.run(workspace, job(commit, "0001", 60)), runner.run(workspace, job(commit, "0002", 60))
     for result in (first, second):
         assert result.verdict.triage == Triage.OK, result.tail
         assert "found: []" in result.log_path.read_text(), result.tail
@@ -129,8 +130,8 @@ def test_one_gpu_per_slot_and_cancel_all_stops_every_run(workspace, monkeypatch)
     waits = 'import os, time\nprint("gpu", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)\ntime.sleep(1000)\n'
     commit = workspace.commit_train(waits, "prints its GPU, then waits")
     results = {}
-    threads = [threading.Thread(target=lambda name=name: results.update({name: runner.run(workspace, commit, 300,
-                                                                                            name)}))
+    threads = [threading.Thread(target=lambda name=name: results.update({name: runner.run(workspace,
+                                                                                            job(commit, name, 300))}))
                for name in ("0001", "0002")]
     for thread in threads:
         thread.start()

@@ -19,6 +19,7 @@ from agent.loop import LoopSettings, run_loop
 from agent.proposers.optuna_search import OptunaProposer
 from agent.recording.ledger import Ledger
 from agent.running.spool_runner import SpoolRunner
+from tests.helpers import jobs
 from tests.helpers.processes import processes_under
 from trainer import spool as spoolfs
 from trainer.sandbox import isolation_available
@@ -75,7 +76,7 @@ def workers(tmp_path, test_track):
 
 def run_job(workers, workspace, body: str, timeout=60.0) -> dict:
     commit = workspace.commit_train(textwrap.dedent(body), "variant")
-    return SpoolRunner(workers.spool, dead_after=10).run(workspace, commit, timeout, "0001")
+    return SpoolRunner(workers.spool, dead_after=10).run(workspace, jobs.job(commit, "0001", timeout))
 
 
 def test_loop_through_the_spool(workspace, workers):
@@ -86,7 +87,7 @@ def test_loop_through_the_spool(workspace, workers):
     # The saved weights travel back through the spool, and the worker scores them with the evaluator.
     assert records[0].checkpoint == "checkpoints/0000.pt" and (workspace.dir / "checkpoints/0000.pt").is_file()
     confirmed = confirm(workspace, SpoolRunner(workers.spool))
-    assert confirmed["baseline"]["val"] == pytest.approx(records[0].val_bpb, abs=1e-6)
+    assert confirmed.baseline.val == pytest.approx(records[0].val_bpb, abs=1e-6)
     assert (workspace.dir / "logs" / "confirm-0000.log").read_text().count("EVALUATION ") == 1
     assert [r.triage for r in records] == ["ok", "ok"] and records[0].status == "keep"
     assert "val_bpb:" in (workspace.dir / records[1].log).read_text()
@@ -167,7 +168,8 @@ def test_cancel_all_withdraws_a_waiting_job_and_kills_a_running_one(workspace, w
     assert runner.slots == 1
     commit = workspace.commit_train("import time\nprint('step 0000', flush=True)\ntime.sleep(1000)\n", "sleeps")
     results = {}
-    threads = [threading.Thread(target=lambda n=name: results.update({n: runner.run(workspace, commit, 120, n)}))
+    threads = [threading.Thread(target=lambda n=name: results.update({n: runner.run(workspace,
+                                                                                    jobs.job(commit, n, 120))}))
                for name in ("0001", "0002")]
     for thread in threads:
         thread.start()
@@ -185,7 +187,7 @@ def test_cancel_all_withdraws_a_waiting_job_and_kills_a_running_one(workspace, w
         assert result.verdict.triage == Triage.INFRA and "cancelled" in result.verdict.reason
     assert [r.where for r in results.values()].count("spool worker w1") == 1  # the one that ran
     assert not list((workers.spool / "jobs").iterdir()) and processes_under(workers.scratch) == []
-    late = runner.run(workspace, commit, 120, "0003")
+    late = runner.run(workspace, jobs.job(commit, "0003", 120))
     assert late.verdict.triage == Triage.INFRA and "not submitted" in late.verdict.reason
 
 
@@ -229,7 +231,7 @@ def test_the_run_has_no_network(workspace, workers):
 def test_no_worker_alive_is_infra(workspace, tmp_path):
     runner = SpoolRunner(spoolfs.layout(tmp_path / "empty-spool"), dead_after=1)
     assert runner.slots == 1  # none alive: still one, so that a loop waits and then says why
-    result = runner.run(workspace, workspace.head(), 30, "0000")
+    result = runner.run(workspace, jobs.job(workspace.head(), "0000", 30))
     assert result.verdict.triage == Triage.INFRA and "no trainer worker is alive" in result.verdict.reason
     assert not list((tmp_path / "empty-spool" / "jobs").iterdir())
 
@@ -251,7 +253,7 @@ def test_a_result_the_agent_cannot_read_is_infra_with_the_reason(workspace, tmp_
     thread = threading.Thread(target=old_worker)
     thread.start()
     try:
-        result = SpoolRunner(spool, poll=0.05).run(workspace, workspace.head(), 30, "0000")
+        result = SpoolRunner(spool, poll=0.05).run(workspace, jobs.job(workspace.head(), "0000", 30))
     finally:
         stop.set()
         thread.join()

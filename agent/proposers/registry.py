@@ -1,0 +1,100 @@
+"""The proposers `--proposer` chooses from, by name: a factory each, that imports its proposer's module (and
+with it optuna or an LLM SDK) when called."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.proposers.base import Proposer
+    from agent.proposers.llm import LLMProposer
+    from agent.proposers.optuna_search import OptunaProposer
+    from agent.settings import RunSettings
+    from agent.workspace import Workspace
+
+
+class ProposerUnavailable(Exception):
+    """The proposer cannot start as asked; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ProposerRequest:
+    """What a proposer factory is given: the workspace, the run's settings, and where to say what it found."""
+    workspace: Workspace
+    settings: RunSettings
+    say: Callable[[str], None]
+    warn: Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ProposerChoice:
+    make: Callable[[ProposerRequest], Proposer]  # raises ProposerUnavailable
+    summary: str | None = None                   # said in --proposer's help after the name
+
+
+def _optuna(request: ProposerRequest) -> OptunaProposer:
+    from agent.proposers.optuna_search import WARM_STARTS, OptunaProposer
+    workspace = request.workspace
+    return OptunaProposer(workspace.dir / "optuna.journal", warm_start=WARM_STARTS.get(workspace.track["track"], []))
+
+
+def _llm(request: ProposerRequest) -> LLMProposer:
+    from agent.llm.pricing import PriceTable
+    from agent.llm.select import checked_factory, model_warnings, parse_model
+    from agent.llm.types import ProviderFatal
+    from agent.proposers.llm import LLMProposer
+    settings, model = request.settings, request.settings.model
+    if model is None:
+        raise ProposerUnavailable(f"--proposer {settings.proposer} needs --model PROVIDER:MODEL "
+                                  "(e.g. anthropic:claude-opus-5-5)")
+    try:
+        for warning in model_warnings(model):
+            request.warn(warning)
+        prices = PriceTable(settings.pricing)
+        name = parse_model(model)[1].name
+        if settings.max_cost_usd is not None and prices.price(name) is None:
+            raise ProposerUnavailable(
+                f"--max-cost-usd cannot be enforced: {model} has no price. Give one with --pricing FILE, e.g. "
+                f'{{"{name}": {{"input": 3.0, "output": 15.0, "cache_read": 0.3}}}} (USD per million tokens)')
+        factory, found = checked_factory(model, settings.base_url, settings.thinking_budget, effort=settings.effort,
+                                         cache_key=request.workspace.tag)
+    except (ProviderFatal, OSError, ValueError) as err:
+        raise ProposerUnavailable(str(err)) from err
+    request.say(found)
+    return LLMProposer(factory, request.workspace.dir, prices, max_tool_calls=settings.max_tool_calls,
+                       outage_window_s=settings.outage_minutes * 60)
+
+
+def _hybrid(request: ProposerRequest) -> Proposer:
+    from agent.proposers.hybrid import HybridProposer
+    optuna = _optuna(request)
+    return HybridProposer(_llm(request), optuna, request.settings.hybrid_share)
+
+
+PROPOSERS: dict[str, ProposerChoice] = {
+    "optuna": ProposerChoice(_optuna, "offline"),
+    "llm": ProposerChoice(_llm),
+    "hybrid": ProposerChoice(_hybrid, "Optuna on a share"),
+}
+
+
+def proposers_help() -> str:
+    """--proposer's help: every registered proposer."""
+    described = [name + (f" ({choice.summary})" if choice.summary else "") for name, choice in PROPOSERS.items()]
+    return _listed(described, ", or ") + "."
+
+
+def unknown_proposer(name: str) -> str | None:
+    """What to say of a --proposer that names no registered proposer; None for one that does."""
+    return None if name in PROPOSERS else f"unknown proposer {name!r}: use " + _listed(list(PROPOSERS), " or ")
+
+
+def make_proposer(request: ProposerRequest) -> Proposer:
+    """The proposer the settings name (a registered one); ProposerUnavailable when it cannot start."""
+    return PROPOSERS[request.settings.proposer].make(request)
+
+
+def _listed(items: list[str], last_joint: str) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + last_joint + items[-1]

@@ -1,0 +1,46 @@
+"""The questions every rule and view asks of a workspace's records, answered in one place."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+from agent.recording.record import ExperimentRecord, ExperimentStatus
+
+
+class History:
+    """A snapshot of the records, oldest first: experiments and noise floors."""
+
+    def __init__(self, records: Iterable[ExperimentRecord]):
+        self.records = list(records)
+
+    def experiments(self) -> list[ExperimentRecord]:
+        return [r for r in self.records if r.is_experiment]
+
+    def kept(self) -> list[ExperimentRecord]:
+        """Every keep, the baseline first: the branch's history."""
+        return [r for r in self.records if r.status == ExperimentStatus.KEEP]
+
+    def best(self) -> ExperimentRecord | None:
+        kept = self.kept()
+        return kept[-1] if kept else None
+
+    def baseline(self) -> ExperimentRecord | None:
+        kept = self.kept()
+        return kept[0] if kept else None
+
+    def runs_of(self, commit: str) -> list[float]:
+        """val_bpb of every successful run of a kept commit: its experiment's runs and its noise runs."""
+        return [value for r in self.records
+                if r.commit == commit and r.status in (ExperimentStatus.KEEP, ExperimentStatus.NOISE)
+                for value in r.measured]
+
+    def sigma(self) -> float | None:
+        """sigma of val_bpb from the latest noise floor, None before one was measured."""
+        floors = [r for r in self.records if not r.is_experiment and r.sigma is not None]
+        return floors[-1].sigma if floors else None
+
+    def best_ever_mean(self) -> float | None:
+        """The lowest mean of the runs of any commit that was the best."""
+        means = [statistics.fmean(values) for r in self.kept() for values in [self.runs_of(r.commit)] if values]
+        return min(means, default=None)

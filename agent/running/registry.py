@@ -1,0 +1,112 @@
+"""The runners `--runner` chooses from, by name.
+
+A new runner is a module of agent/running/ with a class that provides the Runner protocol
+(agent/running/runner.py: name, isolation, slots, run, cancel_all, evaluate) and one entry in RUNNERS
+below: a factory that builds it from RunnerOptions. Factories import their module when called, so that
+an optional dependency (ray) is needed only by the runner that uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.running.runner import Runner
+
+
+class RunnerUnavailable(Exception):
+    """The runner cannot start as asked; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    """What the command line says about where to train."""
+    parallel: int | None = None
+    spool: Path | None = None
+    ray_address: str | None = None
+
+
+@dataclass(frozen=True)
+class NeededOption:
+    """An option a runner needs, and which no other runner takes: given if and only if that runner is chosen."""
+    field: str    # the RunnerOptions field
+    metavar: str  # what the user types after the option
+
+    @property
+    def shown(self) -> str:
+        return f"--{self.field.replace('_', '-')} {self.metavar}"
+
+
+@dataclass(frozen=True)
+class RunnerChoice:
+    make: Callable[[RunnerOptions], Runner]  # raises RunnerUnavailable
+    summary: str                             # what it is, for --runner's help
+    needs: NeededOption | None = None
+
+
+def _local(options: RunnerOptions) -> Runner:
+    from agent.running.runner import LocalRunner
+    try:
+        return LocalRunner(slots=options.parallel)
+    except ValueError as err:
+        raise RunnerUnavailable(str(err)) from err
+
+
+def _spool(options: RunnerOptions) -> Runner:
+    from agent.running.spool_runner import SpoolRunner
+    return SpoolRunner(options.spool)
+
+
+def _ray(options: RunnerOptions) -> Runner:
+    from agent.running.ray_runner import RayRunner, RayUnavailable
+    try:
+        return RayRunner(options.ray_address)
+    except RayUnavailable as err:
+        raise RunnerUnavailable(str(err)) from err
+
+
+DEFAULT_RUNNER = "local"
+RUNNERS: dict[str, RunnerChoice] = {
+    "local": RunnerChoice(_local, "a subprocess here"),
+    "spool": RunnerChoice(_spool, "trainer workers", NeededOption("spool", "DIR")),
+    "ray": RunnerChoice(_ray, "a Ray cluster", NeededOption("ray_address", "HOST:PORT")),
+}
+
+
+def runners_help() -> str:
+    """--runner's help: every registered runner, with the option it needs."""
+    described = [f"{name} ({choice.summary}" + (f", with {choice.needs.shown})" if choice.needs else ")")
+                 for name, choice in RUNNERS.items()]
+    return _listed(described, " or ") + "."
+
+
+def runner_problem(name: str, options: RunnerOptions) -> str | None:
+    """How to choose a runner when the name is not registered or a runner's needed option is given without it
+    (or it without the option); None when they choose one."""
+    chosen = RUNNERS.get(name)
+    if chosen is not None and all((choice is chosen) == (getattr(options, choice.needs.field) is not None)
+                                  for choice in RUNNERS.values() if choice.needs):
+        return None
+    usages = [f"--runner {registered}" + (f" {choice.needs.shown}" if choice.needs else "")
+              for registered, choice in RUNNERS.items()]
+    return "use " + _listed(usages, ", or ")
+
+
+def implied_runner(options: RunnerOptions) -> str:
+    """The runner whose needed option is given (the last registered of several, so --ray-address wins over
+    --spool), else the default: for commands that take the options but no --runner."""
+    given = [name for name, choice in RUNNERS.items()
+             if choice.needs and getattr(options, choice.needs.field) is not None]
+    return given[-1] if given else DEFAULT_RUNNER
+
+
+def make_runner(name: str, options: RunnerOptions) -> Runner:
+    """The named runner built from the options; RunnerUnavailable when it cannot start."""
+    return RUNNERS[name].make(options)
+
+
+def _listed(items: list[str], last_joint: str) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + last_joint + items[-1]
