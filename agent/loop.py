@@ -250,7 +250,7 @@ class Loop:
             self.failures += 1
             self._proposal_failed(experiment.id, error, self.failures)
         elif isinstance(error, ProviderUnavailable):
-            spent = getattr(error, "usage", Usage()).cost_usd
+            spent = (error.usage or Usage()).cost_usd
             self._record_spend(experiment.id, error)
             self.say(f"paused: {error}; " + (f"its proposal had spent ${spent:.4f}, " if spent else "nothing was "
                      "charged, ") + f"trying again in {self.settings.outage_poll_seconds:.0f} s")
@@ -261,9 +261,9 @@ class Loop:
         elif not isinstance(error, Stopping):
             raise error
 
-    def _record_spend(self, experiment_id: str, error: Exception) -> None:
+    def _record_spend(self, experiment_id: str, error: ProviderUnavailable | ProviderFatal) -> None:
         """A proposal cut by an outage or a night-ending error had paid for its calls: they are recorded."""
-        usage = getattr(error, "usage", None) or Usage()
+        usage = error.usage or Usage()
         if usage.calls:
             record_failure(self.workspace.dir, FailedProposal(experiment_id=experiment_id, kind="failed",
                                                               reason=str(error), usage=usage))
@@ -298,10 +298,10 @@ class Loop:
                 if not experiment.admitted.is_set():
                     experiment.admit(why_not=why)
 
-    def _proposal_failed(self, experiment_id: str, err: Exception, in_a_row: int) -> None:
+    def _proposal_failed(self, experiment_id: str, err: ProposerError | EditRejected, in_a_row: int) -> None:
         record_failure(self.workspace.dir, FailedProposal(
             experiment_id=experiment_id, kind="failed", reason=str(err), in_a_row=in_a_row,
-            usage=getattr(err, "usage", None) or Usage()))
+            usage=err.usage or Usage()))
         self.say(f"proposal failed ({in_a_row} in a row): {err}")
         if in_a_row >= MAX_CONSECUTIVE_PROPOSER_FAILURES:
             self.halted = LoopStopped(f"the proposer failed {in_a_row} times in a row; last error: {err}")

@@ -208,12 +208,10 @@ class ObservedRunner:
 
     @property
     def slots(self) -> int:
-        return getattr(self._runner, "slots", 1)
+        return self._runner.slots
 
     def cancel_all(self) -> None:
-        cancel = getattr(self._runner, "cancel_all", None)
-        if cancel is not None:
-            cancel()
+        self._runner.cancel_all()
 
     def run(self, workspace, job: Job):
         self._observer.running(job.run, job.seed, workspace.paths(job.run).log)

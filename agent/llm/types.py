@@ -87,6 +87,7 @@ def rate_headers(headers) -> dict:
 
 class ProviderFatal(Exception):
     """The night cannot go on: a bad key, no permission, an unknown model or an exhausted account."""
+    usage: Usage | None = None  # what the proposal it ended had spent
 
 
 class RequestRefused(Exception):
@@ -108,6 +109,7 @@ class FailedAfterAnswer(Exception):
 
 class ProviderUnavailable(Exception):
     """The provider did not answer for the whole outage window; nothing was charged."""
+    usage: Usage | None = None  # what the proposal's calls before the outage had spent
 
 
 class Conversation(Protocol):

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agent.running.registry import listed
+
 if TYPE_CHECKING:
     from agent.proposers.base import Proposer
     from agent.proposers.llm import LLMProposer
@@ -83,18 +85,14 @@ PROPOSERS: dict[str, ProposerChoice] = {
 def proposers_help() -> str:
     """--proposer's help: every registered proposer."""
     described = [name + (f" ({choice.summary})" if choice.summary else "") for name, choice in PROPOSERS.items()]
-    return _listed(described, ", or ") + "."
+    return listed(described, ", or ") + "."
 
 
 def unknown_proposer(name: str) -> str | None:
     """What to say of a --proposer that names no registered proposer; None for one that does."""
-    return None if name in PROPOSERS else f"unknown proposer {name!r}: use " + _listed(list(PROPOSERS), " or ")
+    return None if name in PROPOSERS else f"unknown proposer {name!r}: use " + listed(list(PROPOSERS), " or ")
 
 
 def make_proposer(request: ProposerRequest) -> Proposer:
     """The proposer the settings name (a registered one); ProposerUnavailable when it cannot start."""
     return PROPOSERS[request.settings.proposer].make(request)
-
-
-def _listed(items: list[str], last_joint: str) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + last_joint + items[-1]

@@ -80,7 +80,7 @@ def runners_help() -> str:
     """--runner's help: every registered runner, with the option it needs."""
     described = [f"{name} ({choice.summary}" + (f", with {choice.needs.shown})" if choice.needs else ")")
                  for name, choice in RUNNERS.items()]
-    return _listed(described, " or ") + "."
+    return listed(described, " or ") + "."
 
 
 def runner_problem(name: str, options: RunnerOptions) -> str | None:
@@ -92,7 +92,7 @@ def runner_problem(name: str, options: RunnerOptions) -> str | None:
         return None
     usages = [f"--runner {registered}" + (f" {choice.needs.shown}" if choice.needs else "")
               for registered, choice in RUNNERS.items()]
-    return "use " + _listed(usages, ", or ")
+    return "use " + listed(usages, ", or ")
 
 
 def implied_runner(options: RunnerOptions) -> str:
@@ -108,5 +108,6 @@ def make_runner(name: str, options: RunnerOptions) -> Runner:
     return RUNNERS[name].make(options)
 
 
-def _listed(items: list[str], last_joint: str) -> str:
+def listed(items: list[str], last_joint: str) -> str:
+    """Choices as a sentence lists them: a, b or c."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + last_joint + items[-1]

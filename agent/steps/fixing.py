@@ -45,7 +45,7 @@ class Fixing:
             except (ProposerError, EditRejected, ProviderUnavailable, ProviderFatal) as err:
                 # the crash stands; a dead provider stops the next turn; what the fix spent counts all the same
                 experiment.transcript.event("fix_failed", reason=str(err))
-                draft.llm.add(getattr(err, "usage", None) or Usage())
+                draft.llm.add(err.usage or Usage())
                 return
             fixes += 1
             draft.llm.add(fix.usage)

@@ -29,7 +29,7 @@ class Experiment:
     program: Program
     clock: float                    # time.monotonic() at its start
     facts: NightFacts               # the budget left and the keep rule, as the proposer is told
-    record: ExperimentRecord = None  # the draft (made in __post_init__)
+    record: ExperimentRecord = field(init=False)  # the draft, made with it
     best: ExperimentRecord | None = None   # the best it is judged against (None: this is the baseline)
     phase: str = PROPOSING
     admitted: threading.Event = field(default_factory=threading.Event)  # it may train now
@@ -42,9 +42,7 @@ class Experiment:
     holds_slot_from: float | None = None  # time.monotonic() once it was both proposed and admitted
 
     def __post_init__(self):
-        if self.record is None:
-            self.record = ExperimentRecord.draft(self.id, ProgramRef(name=self.program.name,
-                                                                     sha256=self.program.sha256))
+        self.record = ExperimentRecord.draft(self.id, ProgramRef(name=self.program.name, sha256=self.program.sha256))
 
     @property
     def spend(self) -> Usage:
