@@ -30,6 +30,8 @@ TrackOption = Annotated[str, typer.Option(help=f"Track: {', '.join(TRACKS)}.")]
 CacheOption = Annotated[Path | None, typer.Option(
     help="Cache directory (default $AUTORESEARCH_CACHE or ~/.cache/autoresearch).")]
 TAG_HELP = "Run tag: the workspace is workspace/<tag>, branch autoresearch/<tag>."
+ProfileOption = Annotated[str | None, typer.Option(
+    help="Hardware profile instead of this machine's (`autoresearch doctor` lists them).")]
 
 
 def checked_tag(tag: str | list[str]) -> str | list[str]:
@@ -102,11 +104,53 @@ def prepare(
 
 @app.command()
 def init(tag: TagOption, track: TrackOption = "cpu", program: ProgramOption = DEFAULT_PROGRAM,
-         workspaces: WorkspacesOption = None, cache: CacheOption = None) -> None:
-    """Create workspace/<tag>: its own git repository with train.py for the track, prepare.py and track.json."""
-    workspace = _create(tag, track, program, workspaces, cache)
+         workspaces: WorkspacesOption = None, cache: CacheOption = None, profile: ProfileOption = None) -> None:
+    """Create workspace/<tag>: its own git repository with train.py for the track (set for this machine's
+    hardware profile), prepare.py and track.json."""
+    workspace = _create(tag, track, program, workspaces, cache, profile)
     console.print(f"created {workspace.dir} on branch {workspace.branch} (track {track}); "
                   f"start it with `autoresearch run --tag {tag}`")
+
+
+@app.command()
+def doctor() -> None:
+    """What this machine is, how runs are isolated on it, and the profile each track would get here."""
+    from trainer.hardware import this_machine
+    from trainer.profiles import KNOWN_DEVICES, ProfileError, profile_for
+    from trainer.sandbox import isolation
+    hardware = this_machine()
+    say(f"device: {hardware.describe()}")
+    say(f"runs: {isolation().note}")
+    for track in TRACKS:
+        try:
+            say(f"{track}: " + profile_for(track, hardware).describe())
+        except ProfileError as err:
+            say(f"{track}: no profile fits: {err}")
+    say(f"profiles by name (--profile): {', '.join(KNOWN_DEVICES)}")
+
+
+@app.command()
+def calibrate(track: TrackOption = "gpu", seeds: Annotated[int, typer.Option(
+                  help="Runs of the baseline, seeds 42, 43, ...", min=1)] = 3,
+              profile: ProfileOption = None, cache: CacheOption = None) -> None:
+    """Train the track's unmodified baseline on this machine and record its val_bpb mean, sigma and tokens/s in
+    the cache: reports show a night's best as the offset from it, and compare machines by their offsets."""
+    from agent.recording.calibration import calibration_path, store_calibration
+    from agent.running.runner import LocalRunner
+    from agent.steps.calibration import CalibrationError
+    from agent.steps.calibration import calibrate as calibrate_here
+    _use_cache(cache)
+    prepared = _prepare(track, None, None, cache)
+    chosen = _profile(track, profile)
+    say(chosen.describe())
+    try:
+        calibration = calibrate_here(prepared.spec, chosen, [42 + n for n in range(seeds)], LocalRunner(), say)
+    except CalibrationError as err:
+        fail(f"calibration failed: {err}")
+    from trainer.prepare import cache_root
+    path = calibration_path(cache_root(), track, calibration.hardware)
+    store_calibration(path, calibration)
+    say(f"calibrated baseline of {track}: {calibration.describe()}\nwritten to {path}")
 
 
 def settings_command(model: type[BaseModel], extras: dict[str, dict]):
@@ -159,7 +203,7 @@ def run(settings: RunCommandSettings) -> None:
         workspace = Workspace.open(settings.tag, settings.workspaces)
     except WorkspaceError:
         workspace = _create(settings.tag, settings.track, settings.program or DEFAULT_PROGRAM, settings.workspaces,
-                            settings.cache)
+                            settings.cache, settings.profile)
         console.print(f"created {workspace.dir} (track {settings.track})")
     if settings.program is not None:
         _set_program(workspace, settings.program)
@@ -355,14 +399,26 @@ def _describe(prepared) -> str:
     return describe(prepared)
 
 
-def _create(tag: str, track: str, program: Path, workspaces: Path | None, cache: Path | None):
+def _create(tag: str, track: str, program: Path, workspaces: Path | None, cache: Path | None,
+            profile: str | None = None):
     from agent.workspace import Workspace, WorkspaceError
     if not program.is_file():
         fail(f"research program {program} does not exist: pass --program PATH to a markdown file")
+    chosen = _profile(track, profile)
     prepared = _prepare(track, None, None, cache)
+    say(chosen.describe())
     try:
-        return Workspace.create(tag, prepared.spec, program.resolve(), workspaces)
+        return Workspace.create(tag, prepared.spec, program.resolve(), workspaces, chosen)
     except WorkspaceError as err:
+        fail(str(err))
+
+
+def _profile(track: str, name: str | None):
+    """The hardware profile for a track here (or the named one); a device none fits ends the command."""
+    from trainer.profiles import ProfileError, profile_for
+    try:
+        return profile_for(track, name=name)
+    except ProfileError as err:
         fail(str(err))
 
 

@@ -46,6 +46,8 @@ class LoopSettings(BaseModel):
 class RunSettings(LoopSettings):
     tag: str = Field("demo", description="Run tag: the workspace is workspace/<tag>, branch autoresearch/<tag>.")
     track: str = Field("cpu", description="Track for a new tag (an existing tag keeps its own).")
+    profile: str | None = Field(None, description="Hardware profile for a new tag (default: this machine's; "
+                                                   "`autoresearch doctor` lists them).")
     proposer: str = Field("optuna", description="A proposer of agent/proposers/registry.py (the help lists them).")
     model: str | None = Field(None, description="PROVIDER:MODEL for llm/hybrid: anthropic:..., openai:..., "
                                                 "openai-compatible:NAME.")

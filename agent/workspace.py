@@ -26,6 +26,7 @@ from gitdb.base import IStream
 
 from trainer.atomic import write_text_atomic
 from trainer.hyperparameters import train_source_for_track
+from trainer.profiles import Profile
 from trainer.run_id import RunId, RunPaths
 from trainer.sandbox import runs_root
 from trainer.training_run import FROZEN, TRACKED
@@ -35,7 +36,7 @@ UNTRACKED = ("results.tsv", "experiments.jsonl", "logs/", "transcripts/", "runs/
              ".lock", "run.json", "optuna.journal", "optuna.journal.lock", "report/", "checkpoints/",
              "confirmation.json", "experiments.quarantine.jsonl", "proposal_failures.jsonl", "progress.json",
              ".progress.json.*", "mlflow.json", ".mlflow.json.*", "notes.md",
-             "notes.md.lock")  # .*: their atomic writes' temporary files
+             "notes.md.lock", "calibration.json")  # .*: their atomic writes' temporary files
 TAG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Every git call ignores what could make git execute something a run planted in .git or elsewhere: hooks,
 # an fsmonitor, system and global config, attributes files (filters); diffs skip external and textconv drivers.
@@ -96,7 +97,9 @@ class Workspace:
     # -- creation -----------------------------------------------------------
 
     @classmethod
-    def create(cls, tag: str, track_spec: dict, program: Path, root: Path | None = None) -> Workspace:
+    def create(cls, tag: str, track_spec: dict, program: Path, root: Path | None = None,
+               profile: Profile | None = None) -> Workspace:
+        """The workspace of a new tag: train.py for the track (and the profile's hardware values, if given)."""
         if not TAG_PATTERN.match(tag):
             raise WorkspaceError(f"tag {tag!r} is not usable: use letters, digits, '.', '_' or '-' (max 64)")
         directory = (root or default_root()) / tag
@@ -116,7 +119,8 @@ class Workspace:
             (staging / ".git" / "info").mkdir(parents=True, exist_ok=True)
             (staging / ".git" / "info" / "exclude").write_text("\n".join(UNTRACKED) + "\n")
             track = track_spec["track"]
-            source = train_source_for_track((TRAINER_DIR / "train.py").read_text(), track)
+            source = train_source_for_track((TRAINER_DIR / "train.py").read_text(), track,
+                                            profile.hyperparameters if profile else None)
             (staging / "train.py").write_text(source)
             shutil.copy2(TRAINER_DIR / "prepare.py", staging / "prepare.py")
             (staging / "track.json").write_text(json.dumps(track_spec, indent=2, sort_keys=True) + "\n")
@@ -124,7 +128,8 @@ class Workspace:
             repo.index.commit(f"baseline: train.py for track {track}", skip_hooks=True)
             (staging / "run.json").write_text(json.dumps({
                 "tag": tag, "track": track, "fingerprint": track_spec["fingerprint"],
-                "program": str(program), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n")
+                "program": str(program), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                **({"profile": profile.model_dump()} if profile else {})}, indent=2) + "\n")
             os.replace(staging, directory)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

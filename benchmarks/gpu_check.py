@@ -13,7 +13,10 @@
    start-up, compile (uncounted warm-up) and eval seconds;
 4. the trusted evaluator (trainer/evaluate.py) on the second run's weights: trusted against printed
    val_bpb, audit and repeat differences, the lookahead probe: the numbers behind the CUDA tolerances;
-5. attention alone, forward and backward, for each backend that loads (if time is left).
+5. hardware profiles (trainer/profiles.py), warm compile cache, short budget: this GPU held to 24 GB and to
+   16 GB (torch.cuda.set_per_process_memory_fraction) on the profiles chosen for those sizes, and this GPU's
+   profile with SDPA instead of its kernel: does each train without OOM, tokens/s, peak memory;
+6. attention alone, forward and backward, for each backend that loads (if time is left).
 
 Every phase checks the time left before the deadline and says what it skipped. The last line is
 ``GPU_CHECK {json}``.
@@ -77,6 +80,13 @@ class AttentionTiming(BaseModel):
     milliseconds: float
 
 
+class ProfileRun(BaseModel):
+    label: str
+    memory_cap_gib: float | None
+    hyperparameters: dict[str, int | str]
+    run: TrainRun
+
+
 class Report(BaseModel):
     mode: str
     environment: dict[str, str | None]
@@ -85,6 +95,7 @@ class Report(BaseModel):
     runs: list[TrainRun] = []
     evaluation: Evaluation | None = None
     attention: list[AttentionTiming] = []
+    profiles: list[ProfileRun] = []
     skipped: list[str] = []
 
 
@@ -181,7 +192,7 @@ def workspace_for(track: str, prepared_dir: Path, workspace: Path, budget: int, 
     source = train_source_for_track(source or (REPO / "trainer" / "train.py").read_text(), track)
     if track == "test":
         source = set_hyperparameters(source, {"COMPILE_ON_CPU": True})
-    anchor = ("from prepare import BUDGET_CLOCK, MAX_SEQ_LEN, STEP_BUDGET, TIME_BUDGET, Tokenizer, evaluate_bpb, "
+    anchor = ("from prepare import BUDGET_CLOCK, MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, budget_steps, evaluate_bpb, "
               "make_dataloader\n")
     if source.count(anchor) != 1:
         raise SystemExit(f"train.py no longer imports the budget as `{anchor.strip()}`: update {__file__}")
@@ -201,11 +212,11 @@ def parse_summary(log: str) -> dict[str, str]:
     return {key.strip(): value.strip() for key, sep, value in (line.partition(":") for line in after) if sep}
 
 
-def run_train(label: str, workspace: Path, env: dict[str, str], timeout: float) -> TrainRun:
+def run_train(label: str, workspace: Path, env: dict[str, str], timeout: float, script: str = "train.py") -> TrainRun:
     say(f"== train.py, {label}")
     start = time.perf_counter()
     try:
-        done = subprocess.run([sys.executable, "train.py"], cwd=workspace, env=env, capture_output=True, text=True,
+        done = subprocess.run([sys.executable, script], cwd=workspace, env=env, capture_output=True, text=True,
                               timeout=timeout)
         log, code = done.stdout + done.stderr, done.returncode
     except subprocess.TimeoutExpired as err:
@@ -268,6 +279,48 @@ def time_attention(train, torch, device, windows: list[int], probes: list[Kernel
     return timings
 
 
+def profile_variants(torch, device, track: str) -> list[tuple[str, float | None, dict[str, int | str]]]:
+    """(label, memory cap in GiB, block values): this device's profile at 24 and 16 GB, and with SDPA."""
+    from trainer.hardware import GIB, Hardware
+    from trainer.profiles import choose_profile
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        here = Hardware(backend="cuda", name=props.name, memory_bytes=props.total_memory,
+                        capability=f"{props.major}.{props.minor}")
+    else:
+        here = Hardware(backend="cpu", name="CPU", memory_bytes=32 * GIB)
+    variants = []
+    for cap in (24, 16):
+        held = here.model_copy(update={"memory_bytes": cap * GIB})
+        capped = float(cap) if device.type == "cuda" else None  # off CUDA only the profile's values are walked
+        variants.append((f"{cap} GB profile", capped, choose_profile(held, track).hyperparameters))
+    own = choose_profile(here, track).hyperparameters
+    variants.append((f"own profile, ATTENTION sdpa (its own: {own['ATTENTION']})", None, {**own, "ATTENTION": "sdpa"}))
+    return variants
+
+
+def run_profile(label: str, cap_gib: float | None, values: dict, workspace: Path, env: dict[str, str],
+                timeout: float, budget: int) -> ProfileRun:
+    """train.py with the profile's values and a budget of its own, under a memory cap of cap_gib (CUDA) set
+    before train.py starts."""
+    import re
+
+    from trainer.hyperparameters import set_hyperparameters
+    variant = workspace.with_name(f"{workspace.name}-{label.split()[0]}")
+    shutil.copytree(workspace, variant, dirs_exist_ok=True)
+    source = set_hyperparameters((workspace / "train.py").read_text(), values)
+    (variant / "train.py").write_text(re.sub(r"^TIME_BUDGET = \d+", f"TIME_BUDGET = {budget}", source, count=1,
+                                             flags=re.MULTILINE))
+    cap = "" if cap_gib is None else (
+        "import torch; total = torch.cuda.get_device_properties(0).total_memory; "
+        f"torch.cuda.set_per_process_memory_fraction(min(1.0, {cap_gib} * 2**30 / total)); ")
+    launcher = variant / "capped.py"
+    launcher.write_text(f"import runpy, sys\n{cap}\nsys.argv = ['train.py']\nrunpy.run_path('train.py', "
+                        "run_name='__main__')\n")
+    run = run_train(f"{label}: {values}", variant, env, timeout, script="capped.py")
+    return ProfileRun(label=label, memory_cap_gib=cap_gib, hyperparameters=values, run=run)
+
+
 def tolerance_lines(evaluation: Evaluation) -> list[str]:
     from agent.judging.verify import AGREEMENT, CONSISTENCY_LIMIT, LOOKAHEAD_LIMIT
     return [f"|trusted - printed| {evaluation.gap:.3g} (printed {evaluation.printed:.6f}, trusted "
@@ -295,6 +348,11 @@ def print_report(report: Report) -> None:
         say(f"  run {run.label}: exit {run.returncode}, {run.wall_seconds:.1f} s wall")
         for key in keys:
             say(f"    {key}: {run.summary.get(key, '(missing)')}")
+    for profile in report.profiles:
+        summary = profile.run.summary
+        say(f"  profile {profile.label}, cap {profile.memory_cap_gib or 'none'} GiB, {profile.hyperparameters}: exit "
+            f"{profile.run.returncode}; tokens/s {summary.get('tokens_per_second', '-')}, peak_vram_mb "
+            f"{summary.get('peak_vram_mb', '-')}, attention {summary.get('attention', '-')}")
     if report.evaluation:
         for line in tolerance_lines(report.evaluation):
             say(f"  {line}")
@@ -306,7 +364,7 @@ def print_report(report: Report) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=45, help="training seconds per run (the track's is 300)")
-    parser.add_argument("--deadline", type=float, default=420, help="seconds for the whole check")
+    parser.add_argument("--deadline", type=float, default=540, help="seconds for the whole check")
     parser.add_argument("--smoke", action="store_true", help="CPU, the test track: exercises every phase quickly")
     parser.add_argument("--keep", type=Path, default=None, help="keep the data, workspace and caches here")
     args = parser.parse_args()
@@ -370,6 +428,15 @@ def main() -> int:
         report.evaluation = run_evaluator(workspace, checkpoint, float(printed), env, max(seconds_left() - 10, 10))
     else:
         report.skipped.append("trusted evaluator: no run printed val_bpb with saved weights, or no time left")
+
+    profile_budget = 20 if not args.smoke else 0
+    for label, cap, values in profile_variants(torch, device, track):
+        if seconds_left() < profile_budget + 90:
+            report.skipped.append(f"profile {label}: {seconds_left():.0f} s left")
+            continue
+        short = {**env, "AUTORESEARCH_CHECKPOINT": str(root / "profile-weights.pt")}
+        report.profiles.append(run_profile(label, cap, values, workspace, short,
+                                           min(profile_budget + 150, seconds_left() - 30), profile_budget))
 
     if seconds_left() > 60:
         say(f"== attention alone, forward + backward, rows x {train.MAX_SEQ_LEN} tokens, 4 heads x {train.HEAD_DIM}")

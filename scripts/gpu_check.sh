@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check in one command, on one CUDA GPU (H100/H200: at most 8 minutes), from the repository root:
+# The GPU check in one command, on one CUDA GPU (H100/H200: at most 10 minutes), from the repository root:
 #
 #     bash scripts/gpu_check.sh [OUT_FILE] [-- options of benchmarks/gpu_check.py]
 #
@@ -27,9 +27,9 @@ fi
     echo "missing: $missing. Install the project first (bash scripts/setup_venv.sh .venv, which installs a CUDA torch where nvidia-smi works), or set PYTHON to an interpreter that has it."
     exit 2
   fi
-  timeout --kill-after=10 480 "$python" benchmarks/gpu_check.py "$@"
+  timeout --kill-after=10 590 "$python" benchmarks/gpu_check.py "$@"
   status=$?
-  echo "== exit status $status$([ $status = 124 ] && echo ' (stopped at 8 minutes)')"
+  echo "== exit status $status$([ $status = 124 ] && echo ' (stopped at 10 minutes)')"
   exit $status
 } 2>&1 | tee "$out"
 status=${PIPESTATUS[0]}

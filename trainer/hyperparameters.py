@@ -14,7 +14,7 @@ import re
 
 from trainer import parsing
 
-BLOCK_START = re.compile(r"^# === HYPERPARAMETERS \(track: (\w+)\) =*$", re.MULTILINE)
+BLOCK_START = re.compile(r"^# === HYPERPARAMETERS \(track: ([\w-]+)\) =*$", re.MULTILINE)
 BLOCK_END = "# === END HYPERPARAMETERS"
 
 TRACK_HYPERPARAMETERS: dict[str, dict[str, object]] = {
@@ -26,6 +26,8 @@ TRACK_HYPERPARAMETERS: dict[str, dict[str, object]] = {
     "test": {"DEPTH": 2, "ASPECT_RATIO": 32, "HEAD_DIM": 32,
              "TOTAL_BATCH_SIZE": 2**11, "DEVICE_BATCH_SIZE": 16},
 }
+TRACK_HYPERPARAMETERS["gpu-flops"] = TRACK_HYPERPARAMETERS["gpu"]  # the same models, held to FLOPs not seconds
+TRACK_HYPERPARAMETERS["test-flops"] = TRACK_HYPERPARAMETERS["test"]
 
 
 class BlockError(ValueError):
@@ -78,7 +80,8 @@ def set_hyperparameters(source: str, values: dict[str, object], track: str | Non
     return result
 
 
-def train_source_for_track(source: str, track: str) -> str:
+def train_source_for_track(source: str, track: str, profile: dict[str, object] | None = None) -> str:
+    """train.py for a track, with a hardware profile's values (trainer/profiles.py) over the track's."""
     if track not in TRACK_HYPERPARAMETERS:
         raise BlockError(f"no hyperparameters for track {track!r}: choose one of {', '.join(TRACK_HYPERPARAMETERS)}")
-    return set_hyperparameters(source, TRACK_HYPERPARAMETERS[track], track)
+    return set_hyperparameters(source, {**TRACK_HYPERPARAMETERS[track], **(profile or {})}, track)

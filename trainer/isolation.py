@@ -13,6 +13,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 
 STRANGER_UID = 65534            # nobody: what the probe drops to
@@ -64,6 +65,9 @@ def _sizes_tmpfs() -> bool:
 
 @functools.cache
 def isolation() -> Isolation:
+    if sys.platform == "darwin":
+        return Isolation(False, "runs are NOT isolated: macOS has no Linux namespaces, so bubblewrap does not "
+                                "exist there; " + NOT_ISOLATED)
     if shutil.which("bwrap") is None:
         return Isolation(False, "runs are NOT isolated: bubblewrap is not installed (`apt-get install bubblewrap`); "
                                 + NOT_ISOLATED)

@@ -58,6 +58,13 @@ TRACKS: dict[str, dict] = {
                 vocab_size=4096, source="stdlib", doc_chars=384, budget_clock="cpu"),
     "test": dict(max_seq_len=128, time_budget=5, eval_tokens=256 * 128,
                  vocab_size=1024, source="stdlib", doc_chars=192, step_budget=30),
+    # FLOPs-budgeted: every machine trains the same compute, only the wall clock differs (time_budget is then
+    # the wall-clock figure the budget was set from). gpu-flops: the reference model's 953 steps of 2**19
+    # tokens, what it trains in 300 s on an H100; test-flops: the test track's 30 steps of 2**11 tokens.
+    "gpu-flops": dict(max_seq_len=2048, time_budget=300, eval_tokens=40 * 524_288,
+                      vocab_size=8192, source="climbmix", doc_chars=3072, flops_budget=2.0e17),
+    "test-flops": dict(max_seq_len=128, time_budget=5, eval_tokens=256 * 128,
+                       vocab_size=1024, source="stdlib", doc_chars=192, flops_budget=1.2e11),
 }
 SPECIAL_TOKENS = ["<|bos|>", "<|special_1|>", "<|special_2|>", "<|special_3|>"]
 BOS_TOKEN = SPECIAL_TOKENS[0]
@@ -112,8 +119,25 @@ STEP_BUDGET: int | None = _constants.get("step_budget")
 # The cpu track counts CPU seconds of the process (all its threads) instead of wall-clock seconds: what other
 # work on a shared machine takes away is wall-clock time, which would otherwise turn machine load into noise.
 BUDGET_CLOCK: str = _constants.get("budget_clock", "wall")
+# A FLOPs-budgeted track counts training compute instead, as the harness does: training_flops_per_token of
+# the sealed weights times the training tokens make_dataloader handed out.
+FLOPS_BUDGET: float | None = _constants.get("flops_budget")
 EVAL_TOKENS: int = _constants["eval_tokens"]      # validation tokens scored by evaluate_bpb
 VOCAB_SIZE: int = _constants["vocab_size"]        # including the special tokens
+
+
+def training_flops_per_token(num_params: int, n_layer: int, n_embd: int, seq_len: int = MAX_SEQ_LEN) -> int:
+    """Training FLOPs per token as the harness counts them: 6 x every parameter (embeddings too: a table and a
+    matrix look alike from outside) + 12 x layers x width x sequence length for attention (full causal)."""
+    return 6 * num_params + 12 * n_layer * n_embd * seq_len
+
+
+def budget_steps(num_params: int, n_layer: int, n_embd: int, batch_tokens: int) -> int | None:
+    """Optimizer steps of batch_tokens the track allows a model of this size: its step budget, or what its
+    FLOPs budget buys as the harness counts it; None on a timed track."""
+    if FLOPS_BUDGET:
+        return int(FLOPS_BUDGET // (batch_tokens * training_flops_per_token(num_params, n_layer, n_embd)))
+    return STEP_BUDGET
 
 
 def load_track(data_dir: Path | None = None) -> dict:
@@ -331,8 +355,9 @@ def evaluate_bpb(model, tokenizer: Tokenizer, batch_size: int, split: str = "val
     token_bytes = torch.from_numpy(tokenizer.token_bytes.astype(np.int64)).to(device)
     total_rows = EVAL_TOKENS // MAX_SEQ_LEN
     packer = BestFitPacker(tokenizer, iter_documents(split_files(split, data_dir)), MAX_SEQ_LEN + 1)
-    total_nats = torch.zeros((), dtype=torch.float64, device=device)
-    total_bytes = torch.zeros((), dtype=torch.int64, device=device)
+    summed = torch.device("cpu") if device.type == "mps" else device  # MPS has no float64
+    total_nats = torch.zeros((), dtype=torch.float64, device=summed)
+    total_bytes = torch.zeros((), dtype=torch.int64, device=summed)
     with torch.no_grad():
         for start in range(0, total_rows, batch_size):
             counted = min(batch_size, total_rows - start)
@@ -341,8 +366,8 @@ def evaluate_bpb(model, tokenizer: Tokenizer, batch_size: int, split: str = "val
                 rows = np.concatenate([rows, np.resize(rows, (batch_size - counted, rows.shape[1]))])
             rows = torch.from_numpy(rows.astype(np.int64)).to(device)
             inputs, targets = rows[:, :-1], rows[:, 1:]
-            loss = model(inputs, targets, reduction="none").view(batch_size, -1)[:counted].double()
-            nbytes = token_bytes[targets[:counted]]
+            loss = model(inputs, targets, reduction="none").view(batch_size, -1)[:counted].to(summed).double()
+            nbytes = token_bytes[targets[:counted]].to(summed)
             total_nats += (loss * (nbytes > 0)).sum()
             total_bytes += nbytes.sum()
     if packer.epoch > 1:

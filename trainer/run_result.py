@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
 
+from trainer.hardware import Hardware
 from trainer.run_id import RunId
 from trainer.run_limits import RunLimits
 from trainer.run_log import read_log
@@ -33,12 +34,14 @@ class RunResult:
     checkpoint_sha256: str | None = None  # their hash at the seal
     seal_seconds: float | None = None     # from the run's start to its seal, timed by the harness
     trained_tokens: int | None = None     # training tokens make_dataloader handed out, as reported at the seal
+    flops: float | None = None            # training FLOPs the harness counted at the seal (FLOPs-budgeted tracks)
     isolated: bool | None = None          # whether it ran as a stranger (trainer/sandbox.py); None: never started
     where: str = ""                       # what ran it: a local slot and its GPU, a spool worker, a cluster node
     limits: RunLimits | None = None       # what it was allowed to consume
     ended: str | None = None              # why the harness ended it before it exited (after its seal)
     device: str = "cpu"                   # what the harness let it reach: "cuda" where a GPU was in its view
     run: RunId | None = None              # which run it was (the agent's Training sets it)
+    hardware: Hardware | None = None      # the machine that ran it, as the harness read it there
 
     @property
     def summary(self) -> dict[str, str]:

@@ -89,10 +89,14 @@ REQUEST = re.compile(r"seal (\w{1,16})(?: trained_tokens=(\d{1,18}))?")
 class RunBudget:
     """What a run may consume before it seals: seconds from its start (measured here, outside the run) on a
     wall-clock track; CPU seconds of its processes (read from the kernel) on a CPU-clock track; training tokens
-    drawn through make_dataloader (reported by the run's frozen prepare.py) on a step-budgeted one."""
+    drawn through make_dataloader (reported by the run's frozen prepare.py) on a step-budgeted one; on a
+    FLOPs-budgeted one, those tokens times the training FLOPs per token of the weights it sealed, counted here
+    (prepare.training_flops_per_token), with one optimizer step of TOTAL_BATCH_SIZE drawn ahead allowed."""
     seconds: float | None = None
     tokens: int | None = None
     cpu_seconds: float | None = None
+    flops: float | None = None
+    batch_tokens: int | None = None  # TOTAL_BATCH_SIZE as train.py declares it, on a FLOPs-budgeted track
 
     @classmethod
     def of_run(cls, track_dir: Path, run_dir: Path) -> RunBudget:
@@ -103,6 +107,8 @@ class RunBudget:
         except (OSError, ValueError, KeyError):
             return cls()
         steps = constants.get("step_budget")
+        if constants.get("flops_budget"):
+            return cls(flops=float(constants["flops_budget"]), batch_tokens=declared_batch_tokens(run_dir / "train.py"))
         if not steps:
             budget = float(constants["time_budget"])
             allowed = budget + max(STARTUP_ALLOWANCE * budget, MIN_STARTUP_ALLOWANCE_S)
@@ -153,6 +159,7 @@ class Sealed:
     cpu_seconds: float | None = None  # CPU seconds of the run's processes at its seal request, read by the harness
     trained_tokens: int | None = None  # what the run's prepare.py reported make_dataloader handed out
     harness_failed: str | None = None  # the harness itself could not seal (its disk is full): not the run's doing
+    flops: float | None = None       # training FLOPs counted at the seal, on a FLOPs-budgeted track
 
 
 class Seal:
@@ -243,6 +250,9 @@ class Seal:
             return self._refuse("no weights were saved before the seal (AUTORESEARCH_CHECKPOINT)")
         self.destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(self.checkpoint, self.destination)
+        if over := self._over_flops():
+            self.destination.unlink(missing_ok=True)
+            return self._refuse(OVER_BUDGET + over)
         self.result.checkpoint, self.result.sha256 = self.destination, file_sha256(self.destination)
         opened = self.run_dir / OPENED_DIR / self.track_dir.name
         opened.mkdir(parents=True, exist_ok=True)
@@ -266,15 +276,63 @@ class Seal:
                     f"the batch train.py declares (TOTAL_BATCH_SIZE) allows {self.budget.tokens:,}")
         return None
 
+    def _over_flops(self) -> str | None:
+        """On a FLOPs-budgeted track, why the sealed weights and the tokens reported went past the budget."""
+        if self.budget.flops is None:
+            return None
+        tokens = self.result.trained_tokens
+        if tokens is None:
+            return "the seal request did not say how many training tokens make_dataloader handed out"
+        try:
+            per_token = sealed_flops_per_token(self.destination, self.track_dir)
+        except (OSError, ValueError, RuntimeError, KeyError, TypeError) as err:
+            return f"the sealed weights could not be counted ({' '.join(str(err).split())[:200]})"
+        allowed = self.budget.flops + per_token * (self.budget.batch_tokens or 0)
+        self.result.flops = per_token * tokens
+        if self.result.flops > allowed:
+            return (f"the run trained {self.result.flops:.3g} FLOPs ({tokens:,} tokens x {per_token:,} FLOPs per "
+                    f"token of its sealed weights); the track's budget is {self.budget.flops:.3g}")
+        return None
+
     def _refuse(self, why: str) -> str:
         self.result.problem = self.result.problem or why
         return f"refused {why}"
 
 
+def sealed_flops_per_token(checkpoint: Path, track_dir: Path) -> int:
+    """prepare.training_flops_per_token of sealed weights: every tensor's elements (read lazily: the file may
+    be large), the config's layers and width, the track's sequence length."""
+    import torch
+
+    from trainer.prepare import training_flops_per_token
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    config = state.get("config") or {}
+    n_layer, n_embd = config.get("n_layer"), config.get("n_embd")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (n_layer, n_embd)):
+        raise ValueError("its config needs whole n_layer and n_embd of at least 1 (GPTConfig's)")
+    params = sum(t.numel() for t in state["state_dict"].values() if isinstance(t, torch.Tensor))
+    seq_len = json.loads((track_dir / "track.json").read_text())["constants"]["max_seq_len"]
+    return training_flops_per_token(params, n_layer, n_embd, seq_len)
+
+
 def process_tree_cpu_seconds(root: int) -> float:
     """User + system CPU seconds of root and every process below it (all threads, and the children they
-    reaped), as the kernel charged them (Linux /proc)."""
+    reaped), as the kernel charged them (Linux /proc; elsewhere, macOS, `ps`: without what reaped children
+    used)."""
+    parents, charged = _processes_from_proc() if Path("/proc/self/stat").exists() else _processes_from_ps()
+    below, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in below]
+        below.update(children)
+        frontier += children
+    return sum(charged.get(pid, 0.0) for pid in below)
+
+
+def _processes_from_proc() -> tuple[dict[int, int], dict[int, float]]:
+    """(pid -> parent, pid -> CPU seconds with its reaped children's) of every process, from /proc."""
     parents, charged = {}, {}
+    tick = os.sysconf("SC_CLK_TCK")
     for stat_path in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat_path.read_text().rpartition(")")[2].split()
@@ -282,11 +340,21 @@ def process_tree_cpu_seconds(root: int) -> float:
             continue  # exited meanwhile
         pid = int(stat_path.parent.name)
         parents[pid] = int(fields[1])
-        charged[pid] = sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime (clock ticks)
-    below, frontier = {root}, [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in below]
-        below.update(children)
-        frontier += children
-    return sum(charged.get(pid, 0) for pid in below) / os.sysconf("SC_CLK_TCK")
+        charged[pid] = sum(int(v) for v in fields[11:15]) / tick  # utime, stime, cutime, cstime (clock ticks)
+    return parents, charged
+
+
+def _processes_from_ps() -> tuple[dict[int, int], dict[int, float]]:
+    """The same from `ps` (its `time`: [days-][hours:]minutes:seconds[.fraction], on Linux and macOS)."""
+    import subprocess
+    listed = subprocess.run(["ps", "-A", "-o", "pid=", "-o", "ppid=", "-o", "time="], capture_output=True,
+                            text=True, timeout=30).stdout
+    parents, charged = {}, {}
+    for line in listed.splitlines():
+        pid, ppid, used = line.split()
+        days, _, clock = used.rpartition("-")
+        seconds = 0.0
+        for part in clock.split(":"):
+            seconds = 60 * seconds + float(part)
+        parents[int(pid)], charged[int(pid)] = int(ppid), seconds + 86400 * int(days or 0)
+    return parents, charged

@@ -29,6 +29,7 @@ class TrackConstants(BaseModel):
     doc_chars: int
     step_budget: int | None = None
     budget_clock: Literal["wall", "cpu"] = "wall"  # what time_budget counts: wall-clock or the run's CPU seconds
+    flops_budget: float | None = None  # training FLOPs the harness allows (trainer/seal.py), instead of seconds
 
 
 class ClimbmixSource(BaseModel):

@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from prepare import BUDGET_CLOCK, MAX_SEQ_LEN, STEP_BUDGET, TIME_BUDGET, Tokenizer, evaluate_bpb, make_dataloader
+from prepare import BUDGET_CLOCK, MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, budget_steps, evaluate_bpb, make_dataloader
 
 # === HYPERPARAMETERS (track: gpu) ===========================================
 # Model
@@ -33,6 +33,7 @@ DEPTH = 8                  # transformer blocks
 ASPECT_RATIO = 64          # model width = DEPTH * ASPECT_RATIO, rounded up to HEAD_DIM
 HEAD_DIM = 128             # channels per attention head
 WINDOW_PATTERN = "SSSL"    # per layer, cycled: S = half the sequence, L = all of it; last layer is L
+ATTENTION = "fa3"          # kernel on CUDA: fa3 (Hopper; Flex if no build loads), flex or sdpa; others: sdpa
 # Batch
 TOTAL_BATCH_SIZE = 2**19   # tokens per optimizer step
 DEVICE_BATCH_SIZE = 128    # rows per forward/backward; gradient accumulation makes up the rest
@@ -49,7 +50,7 @@ MATRIX_LR = 0.04           # times sqrt(max(1, rows / cols))
 MUON_MOMENTUM = (0.85, 0.95, 300)  # Nesterov momentum: start, end, warm-up steps
 NORMUON_BETA2 = 0.95       # EMA of per-row/column second moments
 WEIGHT_DECAY = 0.2         # cautious, decays linearly to 0 over the budget
-# Schedule, on progress = training seconds / TIME_BUDGET (CPU seconds on the cpu track, steps on the test track)
+# Schedule, on progress = training seconds / TIME_BUDGET (CPU seconds on cpu; steps on test, on FLOPs tracks)
 WARMUP_RATIO = 0.0
 WARMDOWN_RATIO = 0.5       # linear decay over the last half
 FINAL_LR_FRAC = 0.0
@@ -62,12 +63,12 @@ ROTARY_BASE = 10000.0
 VE_GATE_CHANNELS = 32      # input channels of the value-embedding gate
 WARMUP_STEPS_UNCOUNTED = 11  # steps 0..10 (compilation) are not part of the budget
 SEED = int(os.environ.get("AUTORESEARCH_SEED", "42"))
+STEP_BUDGET = None         # set in main: the steps a step- or FLOPs-budgeted track allows this model (else None)
 budget_clock = time.process_time if BUDGET_CLOCK == "cpu" else time.perf_counter  # CPU seconds: all threads'
 
 
 # ---------------------------------------------------------------------------
 # Model
-# ---------------------------------------------------------------------------
 
 @dataclass
 class GPTConfig:
@@ -247,7 +248,6 @@ def build_model(config: GPTConfig, device="cpu", attend=None) -> GPT:
 # ---------------------------------------------------------------------------
 # Attention kernels: q, k, v are (batch, time, heads, head_dim). Query i sees keys i - window .. i,
 # window + 1 keys with itself: FlashAttention-3's window_size=(window, 0). All kernels give this pattern.
-# ---------------------------------------------------------------------------
 
 ATTENTION_TOLERANCE = 1e-2  # relative error against float32: bf16 rounding ~0.002, one key off at window 1: 0.5-1
 FLASH_ATTENTION_REPOS = {9: ("varunneal/flash-attention-3", "kernels-community/flash-attn3")}  # by major capability
@@ -312,12 +312,16 @@ def attention_error(attend, device, seq_len: int, windows: list[int]) -> float:
     return worst
 
 
-def choose_attention(device, seq_len: int, windows: list[int], get_kernel=None, capability=None):
-    """(name, kernel, why each FA3 build was passed over): on CUDA the first FA3 build that loads and agrees
-    with the reference, else FlexAttention; off CUDA SDPA with a banded mask (unless a capability is given:
-    get_kernel and capability stand in for the hub's loader and the GPU's compute capability)."""
-    if device.type != "cuda" and capability is None:
+def choose_attention(device, seq_len: int, windows: list[int], get_kernel=None, capability=None, wanted="fa3"):
+    """(name, kernel, why each FA3 build was passed over): SDPA with a banded mask off CUDA or when wanted;
+    FlexAttention when wanted; else the first FA3 build that loads and agrees with the reference, else Flex
+    (get_kernel and capability stand in for the hub's loader and the GPU's compute capability)."""
+    if wanted not in ("fa3", "flex", "sdpa"):
+        raise ValueError(f"ATTENTION must be fa3, flex or sdpa, not {wanted!r}")
+    if wanted == "sdpa" or (device.type != "cuda" and capability is None):
         return "sdpa-banded", sdpa_attention, []
+    if wanted == "flex":
+        return "flex", make_flex_attention(seq_len, windows, device), []
     major, _ = capability or torch.cuda.get_device_capability(device)
     skipped = []
     for repo in FLASH_ATTENTION_REPOS.get(major, ("kernels-community/flash-attn3",)):
@@ -336,7 +340,6 @@ def choose_attention(device, seq_len: int, windows: list[int], get_kernel=None, 
 # ---------------------------------------------------------------------------
 # Optimizer: AdamW for embeddings, head and scalars; Muon for block matrices.
 # Hyperparameters travel as 0-D tensors so that changing them never recompiles.
-# ---------------------------------------------------------------------------
 
 # Polar Express: per-iteration (a, b, c) of x -> a x + b x^3 + c x^5, mapping singular
 # values in [1e-3, 1] to about 1 in five steps.
@@ -464,7 +467,6 @@ def muon_momentum(step: int) -> float:
 
 # ---------------------------------------------------------------------------
 # Setup: device, precision, peak FLOPs
-# ---------------------------------------------------------------------------
 
 # Dense bf16 tensor-core peak FLOP/s with fp32 accumulation (as autocast matmuls run), no sparsity. Datasheets print
 # 2:4-sparse figures (halved here); GeForce whitepapers' dense/sparse "BF16 ... FP32 Accumulate": 4090 165.2/330.4.
@@ -538,9 +540,9 @@ def describe_model(model: GPT, attention: str) -> str:
 
 # ---------------------------------------------------------------------------
 # Training loop
-# ---------------------------------------------------------------------------
 
 def main() -> None:
+    global STEP_BUDGET
     torch.manual_seed(SEED)
     device = torch.device("cuda" if torch.cuda.is_available() else
                           "mps" if torch.backends.mps.is_available() else "cpu")
@@ -552,9 +554,11 @@ def main() -> None:
 
     tokenizer = Tokenizer.from_directory()
     config = config_from_hyperparameters(tokenizer.get_vocab_size())
-    attention, attend, attention_skipped = choose_attention(device, MAX_SEQ_LEN, layer_windows(config))
+    attention, attend, attention_skipped = choose_attention(device, MAX_SEQ_LEN, layer_windows(config),
+                                                            wanted=ATTENTION)
     model = build_model(config, device, attend)
     num_params, flops_per_token = sum(p.numel() for p in model.parameters()), model.flops_per_token()
+    STEP_BUDGET = budget_steps(num_params, config.n_layer, config.n_embd, TOTAL_BATCH_SIZE)
     peak = peak_flops(device)
     print(describe_model(model, attention))
     print(f"config: {asdict(config)}")

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainer.hardware import this_machine
 from trainer.hashing import regular_file_sha256
 from trainer.prepare import PrepareError, cache_root, track_dir
 from trainer.run_limits import RunLimits, free_bytes, gpu_in_reach
@@ -119,9 +120,10 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
                                   f"No space left on device: the filesystem holding {run_dir.parent} was full when "
                                   "the run ended" if full else None),
                               checkpoint=sealed.checkpoint, checkpoint_sha256=sealed.sha256,
-                              seal_seconds=sealed.seconds, trained_tokens=sealed.trained_tokens,
+                              seal_seconds=sealed.seconds, trained_tokens=sealed.trained_tokens, flops=sealed.flops,
                               isolated=outcome.isolated, limits=outcome.limits,
-                              ended=outcome.ended.why if outcome.ended else None, device=device)
+                              ended=outcome.ended.why if outcome.ended else None, device=device,
+                              hardware=this_machine())
 
 
 def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[str, ...], *, probe: bool,

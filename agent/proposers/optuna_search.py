@@ -34,6 +34,10 @@ WARM_STARTS: dict[str, list[tuple[str, float | int]]] = {
 }
 
 
+# Set by the hardware profile (trainer/profiles.py): how the work is laid out, never what is learnt.
+LAYOUT_ONLY = {"DEVICE_BATCH_SIZE"}
+
+
 @dataclass(frozen=True)
 class SearchDimension:
     name: str
@@ -59,7 +63,7 @@ def search_space(source: str) -> dict[str, SearchDimension]:
                 and isinstance(node.targets[0], ast.Name)):
             continue
         value = _constant_number(node.value)
-        if value is not None:
+        if value is not None and node.targets[0].id not in LAYOUT_ONLY:
             space[node.targets[0].id] = _dimension(node.targets[0].id, value)
     return space
 

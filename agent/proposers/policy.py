@@ -69,9 +69,11 @@ FORBIDDEN_ATTRIBUTES = {"__globals__", "__code__", "__dict__", "__builtins__", "
 # Names that reach what the rules above forbid when only called: referring to them otherwise (g = getattr) is
 # how a forbidden call would be hidden.
 CALL_ONLY_BUILTINS = FORBIDDEN_BUILTINS | {"getattr", "open"}
-PREPARE_CALLABLES = {"Tokenizer", "make_dataloader", "evaluate_bpb", "get_token_bytes"}
-PREPARE_API = {"MAX_SEQ_LEN", "TIME_BUDGET", "BUDGET_CLOCK", "STEP_BUDGET", "EVAL_TOKENS", "VOCAB_SIZE", "Tokenizer",
-               "make_dataloader", "evaluate_bpb", "get_token_bytes"}
+PREPARE_CALLABLES = {"Tokenizer", "make_dataloader", "evaluate_bpb", "get_token_bytes", "budget_steps",
+                     "training_flops_per_token"}
+PREPARE_API = {"MAX_SEQ_LEN", "TIME_BUDGET", "BUDGET_CLOCK", "STEP_BUDGET", "FLOPS_BUDGET", "EVAL_TOKENS",
+               "VOCAB_SIZE", "Tokenizer", "make_dataloader", "evaluate_bpb", "get_token_bytes", "budget_steps",
+               "training_flops_per_token"}
 HELD_OUT_WORDS = ("val", "holdout")
 # Settings train.py may assign on imported modules; anything else (torch.x = ..., F.cross_entropy = ...,
 # prepare.EVAL_TOKENS = ...) would change code that others rely on, the metric included.

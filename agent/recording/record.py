@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.llm.types import Usage
+from trainer.hardware import Hardware
 from trainer.run_id import RunId
 
 SIMPLIFY = "simplify"  # how a keep won by removing code is shown (its status stays keep)
@@ -77,6 +78,7 @@ class RunEntry(_Part):
     training_seconds: float | None = None
     seal_seconds: float | None = None
     trained_tokens: int | None = None
+    flops: float | None = None            # training FLOPs the harness counted at the seal (FLOPs-budgeted tracks)
     device: str | None = None             # what the harness let the run reach: cuda where a GPU was in view
     triage: str | None = None
     seconds: float | None = None          # the runner's wall clock for the run
@@ -84,6 +86,7 @@ class RunEntry(_Part):
     where: str | None = None              # what ran it (local slot and GPU, spool worker, cluster node)
     limits: str | None = None             # what it was allowed to consume (trainer/run_limits.py)
     ended: str | None = None              # why the harness ended it after its seal, before it exited
+    hardware: Hardware | None = None      # the machine that ran it (trainer/hardware.py)
     run_id: RunId | None = Field(default=None, exclude=True)  # which run it was, while the loop that ran it runs
 
     @classmethod
@@ -96,11 +99,13 @@ class RunEntry(_Part):
                    checkpoint_sha256=result.checkpoint_sha256,
                    training_seconds=summary_number(result.summary.get("training_seconds")),
                    seal_seconds=result.seal_seconds, trained_tokens=result.trained_tokens,
+                   **({"flops": result.flops} if result.flops is not None else {}),
                    device=result.device, triage=result.verdict.triage.value,
                    seconds=round(result.seconds, 3), log=str(result.log_path.relative_to(workspace_dir)),
                    **({"where": result.where} if result.where else {}),
                    **({"limits": result.limits.describe()} if result.limits else {}),
-                   **({"ended": result.ended} if result.ended else {}))
+                   **({"ended": result.ended} if result.ended else {}),
+                   **({"hardware": result.hardware} if result.hardware else {}))
 
 
 class Timings(_Part):
@@ -235,6 +240,11 @@ class ExperimentRecord(BaseModel):
         if self.status == ExperimentStatus.KEEP and self.evidence.kept_as == SIMPLIFY:
             return SIMPLIFY
         return self.status.value
+
+    @property
+    def hardware(self) -> Hardware | None:
+        """The machine its first run trained on (its fingerprint, as the harness read it there)."""
+        return next((run.hardware for run in self.runs if run.hardware is not None), None)
 
     @property
     def measured(self) -> list[float]:

@@ -13,7 +13,7 @@ from agent.recording.proposal_failures import read_failures
 from agent.recording.transcript import Transcript
 from agent.report.page import comparison_page, page
 from agent.report.plot import comparison_png, progress_png
-from agent.report.summary import headline
+from agent.report.summary import headline, night_calibration
 from agent.running.run_progress import describe, last_step_line, read_phases
 from agent.workspace import Workspace
 
@@ -29,7 +29,8 @@ def write_report(workspace: Workspace) -> Path:
     (out / "progress.png").write_bytes(png)
     index = out / "index.html"
     confirmation = read_confirmation(workspace.dir)
-    index.write_text(page(workspace.tag, workspace.track, records, headline(records), png, cumulative, events,
+    h = headline(records, night_calibration(workspace.dir, workspace.track, records))
+    index.write_text(page(workspace.tag, workspace.track, records, h, png, cumulative, events,
                           confirmation, read_failures(workspace.dir), read_notes(workspace.dir).text,
                           read_in_flight(workspace.dir), doing(workspace), stored_keep_rule(workspace)))
     return index
@@ -50,5 +51,6 @@ def write_comparison(workspaces: list[Workspace], destination: Path) -> Path:
     destination.mkdir(parents=True, exist_ok=True)
     (destination / "progress.png").write_bytes(png)
     index = destination / "index.html"
-    index.write_text(comparison_page({tag: headline(records) for tag, records in runs.items()}, png))
+    headlines = {w.tag: headline(runs[w.tag], night_calibration(w.dir, w.track, runs[w.tag])) for w in workspaces}
+    index.write_text(comparison_page(headlines, png))
     return index

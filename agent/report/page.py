@@ -65,6 +65,10 @@ def cards(h: Headline) -> str:
         (f"{h.tokens:,} / ${h.cost_usd:.2f}", "LLM tokens / cost"),
         (f"{h.sigma:.6f}" if h.sigma else "not measured", f"sigma of val_bpb between seeds; {h.confirmed} keep(s) "
                                                           "confirmed by a re-run"),
+        ("; ".join(h.hardware) or "not recorded", "hardware the runs trained on"),
+        (f"{h.offset:+.6f}" if h.offset is not None else "not calibrated",
+         f"best less this machine's calibrated baseline ({h.calibration.describe()})" if h.calibration else
+         "best less this machine's baseline: `autoresearch calibrate --track TRACK` measures it"),
     ]
     return "<div class='cards'>" + "".join(
         f"<div class='card'><b>{escape(a)}</b><span>{escape(b)}</span></div>" for a, b in items) + "</div>"
@@ -261,7 +265,10 @@ def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, pl
 
 
 def comparison_page(headlines: dict[str, Headline], plot_png: bytes) -> str:
-    rows = "".join(f"<tr><td>{escape(tag)}</td><td>{_value(h.baseline)}</td><td>{_value(h.best)}</td>"
+    rows = "".join(f"<tr><td>{escape(tag)}</td><td>{escape('; '.join(h.hardware) or '-')}</td>"
+                   f"<td>{_value(h.baseline)}</td><td>{_value(h.best)}</td>"
+                   f"<td>{_value(h.calibration.mean if h.calibration else None)}</td>"
+                   f"<td>{f'{h.offset:+.6f}' if h.offset is not None else '-'}</td>"
                    f"<td>{h.gain_percent:.2f}%</td><td>{h.experiments}</td><td>{100 * h.keep_rate:.0f}%</td>"
                    f"<td>${h.cost_usd:.2f}</td></tr>" for tag, h in headlines.items())
     plot = base64.b64encode(plot_png).decode()
@@ -269,6 +276,8 @@ def comparison_page(headlines: dict[str, Headline], plot_png: bytes) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>autoresearch: runs compared</title><style>{STYLE}</style>
 </head><body><h1>Runs compared</h1>
 <img class="plot" alt="runs compared" src="data:image/png;base64,{plot}">
-<table><tr><th>tag</th><th>baseline</th><th>best</th><th>gain</th><th>experiments</th><th>keep rate</th>
-<th>LLM $</th></tr>{rows}</table></body></html>
+<p>Machines compare by offset: each best less the calibrated baseline of the machine it trained on
+(`autoresearch calibrate`), not by val_bpb itself.</p>
+<table><tr><th>tag</th><th>hardware</th><th>baseline</th><th>best</th><th>calibrated baseline</th><th>offset</th>
+<th>gain</th><th>experiments</th><th>keep rate</th><th>LLM $</th></tr>{rows}</table></body></html>
 """

@@ -16,7 +16,7 @@ from agent.recording.ledger import read_in_flight, read_ledger
 from agent.recording.proposal_failures import read_failures
 from agent.recording.record import ExperimentRecord
 from agent.recording.research_memory import lessons_by_id, reasoning
-from agent.report.summary import headline, parse_time, where_ran
+from agent.report.summary import headline, night_calibration, parse_time, where_ran
 from agent.running.run_progress import Phase, describe, last_step_line, read_phases
 from agent.untrusted import bounded, shown
 from agent.workspace import Workspace
@@ -32,7 +32,7 @@ def status_view(workspace: Workspace) -> Group:
     if not records:
         lines.append(Text(f"{workspace.tag}: no experiments yet"))
     else:
-        h = headline(records)
+        h = headline(records, night_calibration(workspace.dir, workspace.track, records))
         lines.append(Text.from_markup(
             f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}, {h.experiments} experiments, "
             f"{h.keeps} kept, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, duty cycle {h.duty_cycle:.0%}"))
@@ -50,6 +50,12 @@ def status_view(workspace: Workspace) -> Group:
             if warning := inflated_floor(floor.sigma, workspace.track["track"],
                                          stored_keep_rule(workspace).keep_sigmas):
                 lines.append(Text(f"warning: {warning}", style="yellow"))
+        if h.hardware:
+            lines.append(shown(f"hardware: {'; '.join(h.hardware)}"
+                               + (" (the runs trained on different machines)" if len(h.hardware) > 1 else "")))
+        if h.calibration and h.offset is not None:
+            lines.append(shown(f"calibrated baseline of that machine: {h.calibration.describe()}; "
+                               f"the best is {h.offset:+.6f} from it"))
         if h.crash_rates:
             lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
         if h.tokens:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+from agent.recording.calibration import Calibration, calibration_for
 from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus
+from trainer.prepare import cache_root
 
 
 def parse_time(stamp: str) -> float:
@@ -28,6 +31,13 @@ class Headline:
     cost_usd: float
     sigma: float | None     # run-to-run sigma of val_bpb from the latest noise floor
     confirmed: int          # keeps decided on the mean of re-runs (close calls that held up)
+    hardware: list[str]     # the machines the runs trained on, described, in the order they first did
+    calibration: Calibration | None = None  # the calibrated baseline of the machine the best trained on
+
+    @property
+    def offset(self) -> float | None:
+        """The best's val_bpb less its machine's calibrated baseline (negative: better than the baseline)."""
+        return self.best - self.calibration.mean if self.best is not None and self.calibration else None
 
     @property
     def gain(self) -> float:
@@ -38,7 +48,7 @@ class Headline:
         return 100 * self.gain / self.baseline if self.baseline else 0.0
 
 
-def headline(records: list[ExperimentRecord]) -> Headline:
+def headline(records: list[ExperimentRecord], calibration: Calibration | None = None) -> Headline:
     history = History(records)
     experiments, kept = history.experiments(), history.kept()
     proposed = [r for r in experiments if r.proposer != "baseline"]
@@ -57,7 +67,15 @@ def headline(records: list[ExperimentRecord]) -> Headline:
         hours=wall / 3600, duty_cycle=sum(map(training_seconds, records)) / wall if wall > 0 else 0.0,
         tokens=sum(r.llm.input_tokens + r.llm.output_tokens for r in records),
         cost_usd=sum(r.llm.cost_usd for r in records), sigma=history.sigma(),
-        confirmed=sum(1 for r in keeps if len(r.runs) > 1))
+        confirmed=sum(1 for r in keeps if len(r.runs) > 1),
+        hardware=list(dict.fromkeys(r.hardware.describe() for r in records if r.hardware)), calibration=calibration)
+
+
+def night_calibration(workspace_dir: Path, track: dict, records: list[ExperimentRecord]) -> Calibration | None:
+    """The calibrated baseline of the machine the night's best (else its latest run) trained on."""
+    best = History(records).best()
+    machine = (best.hardware if best else None) or next((r.hardware for r in reversed(records) if r.hardware), None)
+    return calibration_for(workspace_dir, cache_root(), track, machine)
 
 
 def commit_mean(records: list[ExperimentRecord], record: ExperimentRecord) -> float:

@@ -35,7 +35,8 @@ class LoopStopped(Exception):
 
 def hard_timeout(constants: dict, settings: LoopSettings) -> float:
     """Wall-clock seconds after which a run of a track with these constants is killed: 2 x budget + grace."""
-    load_blind = constants.get("budget_clock") == "cpu" or bool(constants.get("step_budget"))
+    load_blind = (constants.get("budget_clock") == "cpu" or bool(constants.get("step_budget"))
+                  or bool(constants.get("flops_budget")))
     budget = constants["time_budget"] * (LOAD_BLIND_WALL_FACTOR if load_blind else 1)
     return settings.timeout_seconds or 2 * budget + settings.grace_seconds
 

@@ -1,5 +1,6 @@
 """The command line: one way to open a workspace or fail, and `run`'s options as one settings object."""
 
+import json
 import signal
 import socket
 import subprocess
@@ -12,8 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from typer.testing import CliRunner
 
 from agent import cli
+from agent.recording.calibration import calibration_path, read_calibration
 from agent.settings import LoopSettings, RunSettings, internal
 from tests.helpers.processes import interruptible
+from trainer.hardware import this_machine
 
 
 @pytest.mark.parametrize("command", [["status"], ["steer", "--tag", "nope", "prompts/program.md"], ["transcript"],
@@ -112,3 +115,44 @@ def test_a_ray_cluster_that_is_not_there_is_said_at_once(tmp_path, workspace):
         assert result.exit_code == 2, result.output
         assert f"error: cannot connect to the Ray cluster at '{address}'" in result.output
         assert "ray start --head" in result.output
+
+
+def test_init_picks_this_machine_s_profile_and_says_why_or_takes_a_named_one(test_track, tmp_path):
+    workspaces = ["--workspaces", str(tmp_path), "--cache", str(test_track.directory.parent)]
+    result = CliRunner().invoke(cli.app, ["init", "--tag", "here", "--track", "test", *workspaces], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "profile cpu (" in result.output and "ATTENTION = 'sdpa'" in result.output and "CPU: SDPA" in result.output
+    assert 'ATTENTION = "sdpa"' in (tmp_path / "here" / "train.py").read_text()
+    assert json.loads((tmp_path / "here" / "run.json").read_text())["profile"]["name"] == "cpu"
+
+    result = CliRunner().invoke(cli.app, ["init", "--tag", "card", "--track", "test", "--profile", "rtx-4090",
+                                          *workspaces], terminal_width=200)
+    assert result.exit_code == 0 and "profile rtx-4090" in result.output, result.output
+    assert 'ATTENTION = "flex"' in (tmp_path / "card" / "train.py").read_text()
+
+    result = CliRunner().invoke(cli.app, ["init", "--tag", "old", "--track", "test", "--profile", "t4", *workspaces],
+                                terminal_width=200)
+    assert result.exit_code == 2 and "error: Tesla T4 has compute capability 7.5" in result.output
+    assert not (tmp_path / "old").exists()
+
+
+def test_doctor_says_what_this_machine_is_and_what_each_track_would_get(test_track):
+    result = CliRunner().invoke(cli.app, ["doctor"], terminal_width=300)
+    assert result.exit_code == 0, result.output
+    assert f"device: {this_machine().describe()}" in result.output and "runs: " in result.output
+    assert "cpu: profile cpu" in result.output and "gpu: profile h100" in result.output
+    assert "no GPU on this machine" in result.output and "rtx-5090" in result.output
+
+
+def test_calibrate_trains_the_baseline_over_seeds_and_keeps_its_numbers_in_the_cache(test_track):
+    result = CliRunner().invoke(cli.app, ["calibrate", "--track", "test", "--seeds", "2"], terminal_width=300)
+    assert result.exit_code == 0, result.output
+    path = calibration_path(test_track.directory.parent, "test", this_machine())
+    try:
+        calibration = read_calibration(path)
+        assert calibration.seeds == [42, 43] and len(calibration.val_bpb) == 2 and calibration.profile == "cpu"
+        assert calibration.data == test_track.spec["fingerprint"] and calibration.hardware == this_machine()
+        assert calibration.val_bpb[0] != calibration.val_bpb[1] and calibration.tokens_per_second > 0
+        assert f"seed 42: val_bpb {calibration.val_bpb[0]:.6f}" in result.output and str(path) in result.output
+    finally:
+        path.unlink(missing_ok=True)

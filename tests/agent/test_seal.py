@@ -20,6 +20,8 @@ from trainer.seal import (
     OVER_BUDGET,
     RunBudget,
     Seal,
+    _processes_from_proc,
+    _processes_from_ps,
     data_paths,
     hidden_paths,
     process_tree_cpu_seconds,
@@ -198,6 +200,11 @@ def test_a_cpu_clock_budget_counts_the_cpu_seconds_of_the_run_and_everything_bel
     try:
         assert run.stdout.readline() == "spun\n"
         assert 0.9 <= process_tree_cpu_seconds(run.pid) < 5  # the grandchild's second, not this process's
+        from_proc, from_ps = _processes_from_proc(), _processes_from_ps()  # ps: where there is no /proc (macOS)
+        grandchild = next(pid for pid, parent in from_ps[0].items() if parent == run.pid)
+        assert from_ps[0][grandchild] == from_proc[0][grandchild] == run.pid
+        assert abs(from_ps[1][grandchild] - from_proc[1][grandchild]) < 1.0  # procps shows whole seconds
+        assert from_ps[1][grandchild] >= 0.9
     finally:
         run.kill()
         run.wait()

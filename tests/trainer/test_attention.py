@@ -176,6 +176,21 @@ def test_without_the_kernels_package_both_builds_are_skipped(train):
     assert train.choose_attention(CPU, 64, [64]) == ("sdpa-banded", train.sdpa_attention, [])
 
 
+def test_the_profile_s_kernel_is_taken_without_asking_the_hub(train):
+    get_kernel = hub({})  # a hub asked for anything would raise
+    assert train.choose_attention(CPU, 64, [64], get_kernel, capability=(12, 0), wanted="sdpa") == (
+        "sdpa-banded", train.sdpa_attention, [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        name, attend, skipped = train.choose_attention(CPU, 64, [32, 64], get_kernel, capability=AMPERE,
+                                                       wanted="flex")
+    assert (name, skipped, get_kernel.calls) == ("flex", [], [])
+    q, k, v = torch.randn(3, 1, 64, 2, 16).unbind(0)
+    assert torch.allclose(attend(q, k, v, 32), masked_attention(q, k, v, reference_allowed(64, 32)), atol=1e-5)
+    with pytest.raises(ValueError, match="ATTENTION must be fa3, flex or sdpa, not 'flash'"):
+        train.choose_attention(CPU, 64, [64], get_kernel, capability=HOPPER, wanted="flash")
+
+
 def test_the_agreement_check_passes_bf16_rounding_and_catches_one_key(train):
     faithful = train.load_flash_attention_3("r", hub({"r": types.SimpleNamespace(flash_attn_func=FakeFlash())}))
     one_short = train.load_flash_attention_3("r", hub({"r": types.SimpleNamespace(flash_attn_func=FakeFlash(-1))}))

@@ -10,7 +10,7 @@ from agent.proposers.policy import _walk, check_policy
 
 TRAIN = (Path(__file__).resolve().parents[3] / "trainer" / "train.py").read_text()
 TRAIN_LINES = TRAIN.splitlines()
-IMPORT_LINE = ("from prepare import BUDGET_CLOCK, MAX_SEQ_LEN, STEP_BUDGET, TIME_BUDGET, Tokenizer, evaluate_bpb, "
+IMPORT_LINE = ("from prepare import BUDGET_CLOCK, MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, budget_steps, evaluate_bpb, "
                "make_dataloader")
 EVALUATE_LINE = "        val_bpb = evaluate_bpb(train_model, tokenizer, DEVICE_BATCH_SIZE)"
 LOADER_LINE = '    train_loader = make_dataloader(tokenizer, DEVICE_BATCH_SIZE, MAX_SEQ_LEN, "train", device=device)'
@@ -100,7 +100,7 @@ def test_an_appended_violation_is_rejected_naming_its_line_and_rule(code, rule):
 
 REPLACED_VIOLATIONS = [
     (IMPORT_LINE, IMPORT_LINE + ", split_files",
-     ["prepare.split_files is not part of what train.py may use (BUDGET_CLOCK, EVAL_TOKENS, MAX_SEQ_LEN"]),
+     ["prepare.split_files is not part of what train.py may use (BUDGET_CLOCK, EVAL_TOKENS, FLOPS_BUDGET"]),
     (LOADER_LINE, "    train_loader = make_dataloader(tokenizer, 8, 128, \"val\")",
      ['make_dataloader() must read the "train" split, written as that literal', f"'val': {HELD_OUT}"]),
     (EVALUATE_LINE, '        val_bpb = evaluate_bpb(model, tokenizer, 8, split="holdout")',

@@ -20,14 +20,18 @@ from agent.loop import LoopSettings, run_loop
 from agent.proposers.hybrid import HybridProposer
 from agent.proposers.llm import LLMProposer
 from agent.proposers.optuna_search import OptunaProposer
+from agent.recording.calibration import Calibration, calibration_path, read_calibration, store_calibration
 from agent.recording.ledger import read_records
 from agent.recording.record import ExperimentStatus
-from agent.report.build import write_report
+from agent.report.build import write_comparison, write_report
 from agent.report.status_view import status_view
+from agent.report.summary import headline
 from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.llm_server import LLMServer, tool_call
 from tests.helpers.submissions import reasoned
+from trainer.hardware import this_machine
+from trainer.prepare import cache_root
 
 ROOT = Path(__file__).resolve().parents[3]
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
@@ -217,3 +221,33 @@ def test_report_shows_hypotheses_lessons_and_the_notes(reported):
         assert escape(text) in learned or escape(text) in html.split("<h2>Every experiment</h2>")[1]
     assert f"<b>lesson</b>: {escape(llm.lesson)}" in learned  # beside the experiment it is about
     assert escape(NOTES.strip()) in learned and "<b>dead end</b>" not in html
+
+
+def test_the_report_names_the_machine_and_the_best_s_offset_from_its_calibrated_baseline(reported, tmp_path):
+    workspace, _, html = reported
+    here = this_machine()
+    records = read_records(workspace.dir)
+    assert [run.hardware for r in records for run in r.runs] == [here] * sum(len(r.runs) for r in records)
+    assert escape(here.describe()) in html and "not calibrated" in html
+    best = headline(records).best
+    calibration = Calibration(track="test", data=workspace.track["fingerprint"], hardware=here, profile="cpu",
+                              seeds=[42, 43], val_bpb=[best + 0.1, best + 0.3], tokens_per_second=1000.0,
+                              created="2026-12-05T07:00:00+0000")
+    cached = calibration_path(cache_root(), "test", here)
+    store_calibration(cached, calibration.model_copy(update={"data": "0" * 64}))  # another dataset's: not used
+    try:
+        assert "not calibrated" in write_report(workspace).read_text()
+        store_calibration(cached, calibration)
+        html = write_report(workspace).read_text()
+        assert "-0.200000" in html and escape(calibration.describe()) in html
+        assert read_calibration(workspace.dir / "calibration.json") == calibration  # the workspace keeps its copy
+        printed = io.StringIO()
+        Console(file=printed, width=300).print(status_view(workspace))
+        assert f"hardware: {here.describe()}" in printed.getvalue()
+        assert "the best is -0.200000 from it" in printed.getvalue()
+        cached.unlink()  # read on another machine: the copy it kept still gives the offset
+        compared = write_comparison([workspace], tmp_path / "compared").read_text()
+        assert "-0.200000" in compared and escape(here.describe()) in compared
+    finally:
+        cached.unlink(missing_ok=True)
+        (workspace.dir / "calibration.json").unlink(missing_ok=True)
