@@ -186,7 +186,8 @@ class RunCommandSettings(RunSettings):
 @settings_command(RunCommandSettings, {"tag": dict(callback=checked_tag), "track": dict(help=f"Track for a new tag: "
                                                                               f"{', '.join(TRACKS)} (an existing "
                                                                               "tag keeps its own)."),
-                                       "proposer": dict(help=proposers_help()), "runner": dict(help=runners_help())})
+                                       "proposer": dict(help=proposers_help()), "runner": dict(help=runners_help()),
+                                       "profile": dict(envvar="AUTORESEARCH_PROFILE")})
 def run(settings: RunCommandSettings) -> None:
     """Run the research loop on a tag (created if new, resumed if it exists). Ctrl-C stops cleanly."""
     from agent.judging.keep_rule import KeepRule, store_keep_rule
@@ -417,7 +418,7 @@ def _profile(track: str, name: str | None):
     """The hardware profile for a track here (or the named one); a device none fits ends the command."""
     from trainer.profiles import ProfileError, profile_for
     try:
-        return profile_for(track, name=name)
+        return profile_for(track, name=name or None)  # an empty name (an unset compose variable): this machine's
     except ProfileError as err:
         fail(str(err))
 

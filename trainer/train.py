@@ -36,7 +36,7 @@ WINDOW_PATTERN = "SSSL"    # per layer, cycled: S = half the sequence, L = all o
 ATTENTION = "fa3"          # kernel on CUDA: fa3 (Hopper; Flex if no build loads), flex or sdpa; others: sdpa
 # Batch
 TOTAL_BATCH_SIZE = 2**19   # tokens per optimizer step
-DEVICE_BATCH_SIZE = 128    # rows per forward/backward; gradient accumulation makes up the rest
+DEVICE_BATCH_SIZE = 128    # rows per forward/backward, sized to the GPU's memory; accumulation makes up the rest
 # AdamW learning rates (the first three are scaled by (width / 768) ** -0.5)
 UNEMBEDDING_LR = 0.004     # lm_head
 EMBEDDING_LR = 0.6         # token embedding
