@@ -27,8 +27,8 @@ def sealed_model(track: str, vocab: int, directory: Path) -> tuple[Path, int]:
     import dataclasses
 
     import torch
-
     import train
+
     from trainer.hyperparameters import TRACK_HYPERPARAMETERS
     saved = {name: getattr(train, name) for name in TRACK_HYPERPARAMETERS[track]}
     for name, value in TRACK_HYPERPARAMETERS[track].items():

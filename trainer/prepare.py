@@ -132,11 +132,13 @@ def training_flops_per_token(num_params: int, n_layer: int, n_embd: int, seq_len
     return 6 * num_params + 12 * n_layer * n_embd * seq_len
 
 
-def budget_steps(num_params: int, n_layer: int, n_embd: int, batch_tokens: int) -> int | None:
+def budget_steps(num_params: int, n_layer: int, n_embd: int, batch_tokens: int, ahead_tokens: int) -> int | None:
     """Optimizer steps of batch_tokens the track allows a model of this size: its step budget, or what its
-    FLOPs budget buys as the harness counts it; None on a timed track."""
+    FLOPs budget buys as the harness counts it, less ahead_tokens drawn past the last step (the next
+    micro-batch, fetched early); None on a timed track."""
     if FLOPS_BUDGET:
-        return int(FLOPS_BUDGET // (batch_tokens * training_flops_per_token(num_params, n_layer, n_embd)))
+        tokens = FLOPS_BUDGET // training_flops_per_token(num_params, n_layer, n_embd) - ahead_tokens
+        return max(0, int(tokens // batch_tokens))
     return STEP_BUDGET
 
 
@@ -323,9 +325,10 @@ def make_dataloader(tokenizer: Tokenizer, batch_size: int, seq_len: int, split: 
     device = torch.device(device)
     pinned = device.type == "cuda"
     while True:
-        rows = torch.from_numpy(packer.rows(batch_size).astype(np.int64))
-        if split == "train":
-            _consumed["train_tokens"] += batch_size * seq_len
+        produced = packer.rows(batch_size)
+        if split == "train":  # what was made, not what was asked: the arguments are the caller's objects
+            _consumed["train_tokens"] += produced.shape[0] * (produced.shape[1] - 1)
+        rows = torch.from_numpy(produced.astype(np.int64))
         if pinned:
             rows = rows.pin_memory().to(device, non_blocking=True)
         else:

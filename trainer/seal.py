@@ -83,6 +83,7 @@ EVALUATED = "evaluated"  # said by evaluate_bpb once the metric is computed: the
 SUMMARY_GRACE_S = 15.0
 POST_SEAL_SHARE, POST_SEAL_MIN_S = 0.5, 120.0
 REQUEST = re.compile(r"seal (\w{1,16})(?: trained_tokens=(\d{1,18}))?")
+COUNTED_DTYPES = ("torch.float32", "torch.bfloat16", "torch.float16")  # as str(dtype): no torch at import
 
 
 @dataclass(frozen=True)
@@ -91,12 +92,12 @@ class RunBudget:
     wall-clock track; CPU seconds of its processes (read from the kernel) on a CPU-clock track; training tokens
     drawn through make_dataloader (reported by the run's frozen prepare.py) on a step-budgeted one; on a
     FLOPs-budgeted one, those tokens times the training FLOPs per token of the weights it sealed, counted here
-    (prepare.training_flops_per_token), with one optimizer step of TOTAL_BATCH_SIZE drawn ahead allowed."""
+    (prepare.training_flops_per_token): nothing train.py declares widens it."""
     seconds: float | None = None
     tokens: int | None = None
     cpu_seconds: float | None = None
     flops: float | None = None
-    batch_tokens: int | None = None  # TOTAL_BATCH_SIZE as train.py declares it, on a FLOPs-budgeted track
+    problem: str | None = None  # why this run's budget cannot be known: every seal is refused with it
 
     @classmethod
     def of_run(cls, track_dir: Path, run_dir: Path) -> RunBudget:
@@ -108,17 +109,22 @@ class RunBudget:
             return cls()
         steps = constants.get("step_budget")
         if constants.get("flops_budget"):
-            return cls(flops=float(constants["flops_budget"]), batch_tokens=declared_batch_tokens(run_dir / "train.py"))
+            return cls(flops=float(constants["flops_budget"]))
         if not steps:
             budget = float(constants["time_budget"])
             allowed = budget + max(STARTUP_ALLOWANCE * budget, MIN_STARTUP_ALLOWANCE_S)
             return cls(cpu_seconds=allowed) if constants.get("budget_clock") == "cpu" else cls(seconds=allowed)
         batch = declared_batch_tokens(run_dir / "train.py")
-        return cls(tokens=(steps + 1) * batch) if batch else cls()  # + 1: the batch drawn ahead of the last step
+        if batch is None:
+            return cls(problem="the step budget counts steps of TOTAL_BATCH_SIZE tokens, which train.py must "
+                               "assign once, at the top level, as a whole number (2**11 or 2048)")
+        return cls(tokens=(steps + 1) * batch)  # + 1: the batch drawn ahead of the last step
 
 
 def declared_batch_tokens(train_py: Path) -> int | None:
-    """TOTAL_BATCH_SIZE as a literal assignment in train.py (its last one at the top level), or None."""
+    """TOTAL_BATCH_SIZE where train.py binds that name exactly once, in a top-level `TOTAL_BATCH_SIZE = <literal>`;
+    None where it binds it anywhere else or more often (annotated, augmented, in a function, imported, declared
+    global), or not as a literal."""
     import ast
 
     from trainer.parsing import parse
@@ -126,19 +132,24 @@ def declared_batch_tokens(train_py: Path) -> int | None:
         tree = parse(train_py.read_text())
     except (OSError, SyntaxError, ValueError):
         return None
-    found = None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TOTAL_BATCH_SIZE"
-                                                for t in node.targets):
-            try:
-                value = ast.literal_eval(node.value)
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                if isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Pow):
-                    value = _power(node.value)
-                else:
-                    value = None
-            found = value if isinstance(value, int) and 0 < value < 1 << 40 else None
-    return found
+    name = "TOTAL_BATCH_SIZE"
+    bindings = [node for node in ast.walk(tree) if (
+        isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load)
+        or isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names
+        or isinstance(node, ast.alias) and (node.asname or node.name) == name
+        or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name
+        or isinstance(node, ast.arg) and node.arg == name
+        or isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name == name)]
+    top = [node for node in tree.body if isinstance(node, ast.Assign) and len(node.targets) == 1
+           and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name]
+    if len(bindings) != 1 or len(top) != 1:
+        return None
+    try:
+        value = ast.literal_eval(top[0].value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        value = _power(top[0].value) if isinstance(top[0].value, ast.BinOp) and isinstance(top[0].value.op,
+                                                                                            ast.Pow) else None
+    return value if isinstance(value, int) and 0 < value < 1 << 40 else None
 
 
 def _power(node) -> int | None:
@@ -262,6 +273,8 @@ class Seal:
         return f"open {opened}"
 
     def _over_budget(self) -> str | None:
+        if self.budget.problem:
+            return self.budget.problem
         seconds, tokens = self.result.seconds, self.result.trained_tokens
         if self.budget.seconds is not None and seconds > self.budget.seconds:
             return (f"the run reached the seal {seconds:.0f} s after it started; the track's budget with its "
@@ -285,11 +298,11 @@ class Seal:
             return "the seal request did not say how many training tokens make_dataloader handed out"
         try:
             per_token = sealed_flops_per_token(self.destination, self.track_dir)
-        except (OSError, ValueError, RuntimeError, KeyError, TypeError) as err:
-            return f"the sealed weights could not be counted ({' '.join(str(err).split())[:200]})"
-        allowed = self.budget.flops + per_token * (self.budget.batch_tokens or 0)
+        except Exception as err:  # whatever the run's file makes the loader do, the answer is a refusal
+            return (f"the sealed weights could not be counted: {type(err).__name__}: "
+                    f"{' '.join(str(err).split())[:200]}")
         self.result.flops = per_token * tokens
-        if self.result.flops > allowed:
+        if self.result.flops > self.budget.flops:
             return (f"the run trained {self.result.flops:.3g} FLOPs ({tokens:,} tokens x {per_token:,} FLOPs per "
                     f"token of its sealed weights); the track's budget is {self.budget.flops:.3g}")
         return None
@@ -301,16 +314,28 @@ class Seal:
 
 def sealed_flops_per_token(checkpoint: Path, track_dir: Path) -> int:
     """prepare.training_flops_per_token of sealed weights: every tensor's elements (read lazily: the file may
-    be large), the config's layers and width, the track's sequence length."""
+    be large), the config's layers and width, the track's sequence length. Only the form torch itself saves
+    is counted: a flat state_dict of floating-point tensors and a config of plain values; anything else
+    (weights packed into another dtype, nested, or carried in the config) is a ValueError."""
     import torch
 
     from trainer.prepare import training_flops_per_token
     state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-    config = state.get("config") or {}
+    if not isinstance(state, dict) or not isinstance(state.get("state_dict"), dict):
+        raise ValueError("the checkpoint must hold a state_dict mapping names to tensors")
+    weights, config = state["state_dict"], state.get("config")
+    for name, tensor in weights.items():
+        if not isinstance(tensor, torch.Tensor) or str(tensor.dtype) not in COUNTED_DTYPES:
+            kind = tensor.dtype if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise ValueError(f"state_dict[{str(name)[:60]!r}] is {kind}: only tensors of "
+                             f"{', '.join(COUNTED_DTYPES)} are counted")
+    if not isinstance(config, dict) or not all(
+            isinstance(value, (int, float, str, bool, type(None))) for value in config.values()):
+        raise ValueError("its config must be a dict of plain values (GPTConfig's fields)")
     n_layer, n_embd = config.get("n_layer"), config.get("n_embd")
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (n_layer, n_embd)):
         raise ValueError("its config needs whole n_layer and n_embd of at least 1 (GPTConfig's)")
-    params = sum(t.numel() for t in state["state_dict"].values() if isinstance(t, torch.Tensor))
+    params = sum(tensor.numel() for tensor in weights.values())
     seq_len = json.loads((track_dir / "track.json").read_text())["constants"]["max_seq_len"]
     return training_flops_per_token(params, n_layer, n_embd, seq_len)
 

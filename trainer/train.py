@@ -558,7 +558,8 @@ def main() -> None:
                                                             wanted=ATTENTION)
     model = build_model(config, device, attend)
     num_params, flops_per_token = sum(p.numel() for p in model.parameters()), model.flops_per_token()
-    STEP_BUDGET = budget_steps(num_params, config.n_layer, config.n_embd, TOTAL_BATCH_SIZE)
+    STEP_BUDGET = budget_steps(num_params, config.n_layer, config.n_embd, TOTAL_BATCH_SIZE,
+                               DEVICE_BATCH_SIZE * MAX_SEQ_LEN)
     peak = peak_flops(device)
     print(describe_model(model, attention))
     print(f"config: {asdict(config)}")

@@ -56,8 +56,23 @@ FORBIDDEN_OS_CALLS = {
     "chmod", "chown", "symlink", "link", "putenv", "open", "fdopen", "write", "chdir", "fchdir", "chroot",
     "mkdir", "makedirs", "renames", "truncate", "ftruncate", "mkfifo", "mknod", "lchown", "lchmod", "fchmod",
     "fchown", "utime", "dup", "dup2", "sendfile", "memfd_create", "setsid", "setpgid", "setpgrp", "pipe",
-    "pwrite", "pwritev", "writev", "unsetenv",
+    "pwrite", "pwritev", "writev", "unsetenv", "pipe2", "splice", "copy_file_range", "tee", "vmsplice", "close",
+    "closerange",
 }
+# How the weights are saved and loaded is torch's own: the harness counts and checks the sealed weights in that
+# form (trainer/seal.py), and the trusted evaluator loads them with it.
+SAVED_FORM = {"state_dict", "load_state_dict", "_save_to_state_dict", "_load_from_state_dict", "get_extra_state",
+              "set_extra_state", "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__"}
+STATE_HOOKS = ("state_dict_hook", "state_dict_pre_hook", "state_dict_post_hook")
+# Reading a tensor's bits as another dtype (and so packing weights where the count above would not see them).
+REINTERPRETING = {"frombuffer", "untyped_storage", "_typed_storage", "storage", "set_", "view_as_real",
+                  "view_as_complex", "view_as_real_copy", "view_as_complex_copy"}
+DTYPE_NAMES = {"float32", "float", "float16", "half", "bfloat16", "float64", "double", "complex64", "cfloat",
+               "complex128", "cdouble", "complex32", "chalf", "int8", "uint8", "int16", "short", "uint16", "int32",
+               "int", "uint32", "int64", "long", "uint64", "bool", "float8_e4m3fn", "float8_e5m2"}
+# Which devices a run sees is the harness's choice (one GPU per slot).
+DEVICE_SELECTORS = {"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+                    "NVIDIA_VISIBLE_DEVICES"}
 FORBIDDEN_BUILTINS = {"eval", "exec", "compile", "__import__", "breakpoint", "globals", "locals", "vars",
                       "setattr", "delattr"}
 FORBIDDEN_ATTRIBUTES = {"__globals__", "__code__", "__dict__", "__builtins__", "__subclasses__", "__bases__",
@@ -272,6 +287,14 @@ class _Checker(ast.NodeVisitor):
                 self.flag(node, f"os.{func.attr}() is not allowed")
         if isinstance(func, ast.Name) and func.id in self.prepare_names:
             self._check_data_call(node, func.id)
+        if isinstance(func, ast.Attribute) and func.attr == "view" and (
+                any(k.arg == "dtype" for k in node.keywords)
+                or any(isinstance(a, ast.Attribute) and a.attr in DTYPE_NAMES for a in node.args)):
+            self.flag(node, f"{shortened(ast.unparse(node))}: reading a tensor's bits as another dtype is not "
+                            "allowed; convert with .to(dtype)")
+        for keyword in node.keywords:
+            if keyword.arg in DEVICE_SELECTORS:
+                self.flag(node, f"{keyword.arg}: which devices a run sees is the harness's choice")
         paths = self._written_paths(node)
         if paths is not None:
             self._check_written(node, f"{shortened(ast.unparse(func))}()", paths)
@@ -366,10 +389,17 @@ class _Checker(ast.NodeVisitor):
                                 "evaluate_bpb in prepare.py scores the model")
             if "prepare.py" in text or "track.json" in text:
                 self.flag(node, f"{node.value!r}: prepare.py and track.json are frozen; do not open them")
+            if node.value.upper() in DEVICE_SELECTORS:
+                self.flag(node, f"{node.value!r}: which devices a run sees is the harness's choice")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in FORBIDDEN_ATTRIBUTES:
             self.flag(node, f".{node.attr} may not be used")
+        if node.attr in REINTERPRETING:
+            self.flag(node, f".{node.attr}: reading a tensor's bits as another dtype or buffer is not allowed")
+        if node.attr.endswith(STATE_HOOKS) or node.attr in SAVED_FORM and isinstance(node.ctx, (ast.Store, ast.Del)):
+            self.flag(node, f".{node.attr}: how the weights are saved and loaded is torch's own (the harness counts "
+                            "and checks them in that form)")
         if isinstance(node.ctx, ast.Load) and self._writer(node):
             self._check_called(node)
         if node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id in self.sys_names:
@@ -419,6 +449,9 @@ class _Checker(ast.NodeVisitor):
     def _definition(self, node) -> None:
         if node.name in self.prepare_names:
             self.flag(node, f"{node.name} comes from prepare.py and may not be redefined")
+        if node.name in SAVED_FORM or node.name.endswith(STATE_HOOKS):
+            self.flag(node, f"{node.name}: how the weights are saved and loaded is torch's own (the harness counts "
+                            "and checks them in that form)")
         self.generic_visit(node)
 
 

@@ -167,6 +167,8 @@ class MlflowSync:
                 "decision": bounded(record.reason or record.description, TAG_CHARS)}
         if record.verified:
             tags["verified"] = "true"
+        if record.hardware:
+            tags["hardware"] = bounded(record.hardware.describe(), TAG_CHARS)
         self.client.log_batch(
             run_id, metrics=[Metric(k, v, now, 0) for k, v in ((k, _number(v)) for k, v in metrics.items())
                              if v is not None],

@@ -220,3 +220,85 @@ def test_a_cpu_clock_budget_counts_the_cpu_seconds_of_the_run_and_everything_bel
     assert ask(client, b"seal val trained_tokens=1\n").startswith(b"refused no weights were saved")
     client.close()
     seal.finish()
+
+
+@pytest.mark.parametrize("rebinding", [
+    "TOTAL_BATCH_SIZE: int = 2048\n",                                     # annotated: the first form missed it
+    "def main():\n    global TOTAL_BATCH_SIZE\n    TOTAL_BATCH_SIZE = 2048\n",
+    "TOTAL_BATCH_SIZE //= 2**13\n",
+    "for TOTAL_BATCH_SIZE in (2048,):\n    pass\n",
+])
+def test_a_batch_declared_twice_leaves_a_step_budget_unknown_and_every_seal_refused(tmp_path, rebinding):
+    track = tmp_path / "track"
+    track.mkdir()
+    (track / "track.json").write_text(json.dumps({"constants": {"time_budget": 5, "step_budget": 30}}))
+    (tmp_path / "train.py").write_text("TOTAL_BATCH_SIZE = 2**24\n")
+    assert RunBudget.of_run(track, tmp_path) == RunBudget(tokens=31 * 2**24)
+    (tmp_path / "train.py").write_text("TOTAL_BATCH_SIZE = 2**24\n" + rebinding)
+    budget = RunBudget.of_run(track, tmp_path)
+    assert budget.tokens is None and "assign once, at the top level" in budget.problem
+    seal, client = seal_client(tmp_path / "seal", budget)
+    assert ask(client, b"seal val trained_tokens=1\n").startswith(b"refused over budget: the step budget counts")
+    client.close()
+    seal.finish()
+
+
+def flops_checkpoint(tmp_path, state) -> tuple:
+    """A track directory of a FLOPs-budgeted track and a seal whose run saved `state` as its weights."""
+    import torch
+    track = tmp_path / "track"
+    track.mkdir(parents=True)
+    (track / "track.json").write_text(json.dumps({"constants": {"max_seq_len": 128, "flops_budget": 1e12}}))
+    (track / "val").mkdir()  # what the seal opens for a run it accepts
+    seal, client = seal_client(tmp_path, RunBudget(flops=1e12))
+    torch.save(state, tmp_path / "run" / CHECKPOINT)
+    return seal, client
+
+
+CONFIG = {"n_layer": 2, "n_embd": 64, "sequence_len": 128, "window_pattern": "SSSL"}
+
+
+def weights(**tensors):
+    return {"state_dict": tensors, "config": CONFIG}
+
+
+@pytest.mark.parametrize(("state", "why"), [
+    ({"state_dict": [("w", "tensor")], "config": CONFIG}, "a state_dict mapping names to tensors"),
+    (weights(w={"packed": "tensor"}), "state_dict['w'] is dict"),
+    (weights(w="complex"), "state_dict['w'] is torch.complex128"),
+    ({"state_dict": {"w": "tensor"}, "config": {**CONFIG, "carried": ["tensor"]}}, "config must be a dict of plain"),
+    ({"state_dict": {"w": "tensor"}, "config": {**CONFIG, "n_layer": True}}, "whole n_layer and n_embd"),
+    (["not", "a", "dict"], "a state_dict mapping names to tensors"),  # the count once raised: the run hung
+])
+def test_sealed_weights_in_any_form_but_torch_s_own_are_refused_not_counted(tmp_path, state, why):
+    import torch
+    made = {"tensor": torch.zeros(4096), "complex": torch.zeros(4096).view(torch.complex128)}
+
+    def real(value):
+        if isinstance(value, dict):
+            return {k: real(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(real(v) for v in value)
+        return made.get(value, value) if isinstance(value, str) else value
+    seal, client = flops_checkpoint(tmp_path, real(state))
+    answer = ask(client, b"seal val trained_tokens=2048\n").decode()
+    client.close()
+    sealed = seal.finish()
+    assert answer.startswith("refused over budget: the sealed weights could not be counted") and why in answer
+    assert sealed.checkpoint is None and not (tmp_path / "sealed.pt").exists()
+
+
+def test_weights_in_torch_s_form_are_counted_every_tensor_and_held_to_the_budget(tmp_path):
+    import torch
+    state = weights(w=torch.zeros(64, 64), e=torch.zeros(1024, 64, dtype=torch.bfloat16))
+    per_token = prepare.training_flops_per_token(64 * 64 + 1024 * 64, 2, 64, 128)
+    seal, client = flops_checkpoint(tmp_path / "within", state)
+    within = int(1e12 // per_token)
+    assert ask(client, f"seal val trained_tokens={within}\n".encode()).startswith(b"open ")
+    client.close()
+    assert seal.finish().flops == per_token * within <= 1e12
+    seal, client = flops_checkpoint(tmp_path / "past", state)
+    assert ask(client, f"seal val trained_tokens={within + 1}\n".encode()).startswith(b"refused over budget: the run "
+                                                                                        b"trained")
+    client.close()
+    assert seal.finish().checkpoint is None

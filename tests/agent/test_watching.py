@@ -47,6 +47,7 @@ from tests.agent.conftest import PROGRAM
 from tests.helpers.jobs import job
 from tests.helpers.synthetic_runner import SyntheticRunner
 from trainer.atomic import read_json, write_json_atomic
+from trainer.hardware import this_machine
 from trainer.run_id import RunId, RunKind
 
 mlflow = pytest.importorskip("mlflow")
@@ -163,6 +164,7 @@ def test_the_mirror_caught_up_after_the_server_came_up(watched):
     assert experiment_run.data.params["description"] == "warmdown over the last 30%"
     assert experiment_run.data.tags["status"] == records[-1].status.value
     assert experiment_run.data.tags["decision"].startswith(records[-1].reason[:50])
+    assert experiment_run.data.tags["hardware"] == this_machine().describe()  # the machine that trained it
     for metric in ("tokens_per_second", "training_seconds", "peak_vram_mb"):
         assert experiment_run.data.metrics[metric] > 0
     noise = next(r for r in records if r.status == ExperimentStatus.NOISE)

@@ -119,3 +119,30 @@ def test_evaluate_bpb_scores_a_better_model_lower(test_track):
     uniform = evaluate_bpb(UniformModel(tok.vocab_size), tok, 32)
     unigram = evaluate_bpb(Unigram(tok.vocab_size), tok, 32)
     assert unigram < uniform - 0.25
+
+
+class Rows(int):
+    """A row count that multiplies to nothing: what a run could hand make_dataloader to hide its draws."""
+    def __mul__(self, other):
+        return 0
+
+    __rmul__ = __mul__
+
+
+def test_the_training_tokens_reported_are_those_made_whatever_the_arguments_are(test_track, monkeypatch):
+    monkeypatch.setitem(prepare._consumed, "train_tokens", 0)
+    loader = make_dataloader(Tokenizer.from_directory(), Rows(8), prepare.MAX_SEQ_LEN, "train")
+    for _ in range(3):
+        x, _, _ = next(loader)
+    assert x.shape == (8, prepare.MAX_SEQ_LEN)
+    assert prepare._consumed["train_tokens"] == 3 * 8 * prepare.MAX_SEQ_LEN
+
+
+def test_budget_steps_leave_room_for_the_micro_batch_drawn_ahead(monkeypatch):
+    per_token = prepare.training_flops_per_token(294_980, 2, 64, 128)
+    monkeypatch.setattr(prepare, "FLOPS_BUDGET", 1.2e11)
+    steps = prepare.budget_steps(294_980, 2, 64, 2048, 2048)
+    assert (steps * 2048 + 2048) * per_token <= 1.2e11 < ((steps + 1) * 2048 + 2048) * per_token
+    assert prepare.budget_steps(294_980, 2, 64, 8192, 8192) == int((1.2e11 // per_token - 8192) // 8192)
+    monkeypatch.setattr(prepare, "FLOPS_BUDGET", None)
+    assert prepare.budget_steps(294_980, 2, 64, 2048, 2048) == prepare.STEP_BUDGET

@@ -184,6 +184,23 @@ EVASIONS = [
     ("sys.settrace(None)", ".settrace may not be used"),
     ('repo = torch.hub.load("x", "y")', ".hub may not be used"),
     ('getattr(torch, "manual_seed")(0)', "getattr(..., 'manual_seed'): the seed belongs to the harness"),
+    # the FLOPs budget's attacker: weights saved in another form than torch's, bits read as another dtype, the
+    # seal's socket written through a pipe, other GPUs made visible
+    ("class Packed(nn.Module):\n    def state_dict(self, *args, **kwargs):\n        return []",
+     "state_dict: how the weights are saved and loaded is torch's own"),
+    ("class Extra(nn.Module):\n    def get_extra_state(self):\n        return {}",
+     "get_extra_state: how the weights are saved and loaded is torch's own"),
+    ("model = GPT\nmodel.load_state_dict = print", ".load_state_dict: how the weights are saved and loaded"),
+    ("handle = nn.Module().register_state_dict_post_hook(print)", ".register_state_dict_post_hook: how the weights"),
+    ("packed = torch.zeros(8).view(torch.complex64)", "reading a tensor's bits as another dtype is not allowed"),
+    ("packed = torch.zeros(8).view(dtype=torch.int32)", "reading a tensor's bits as another dtype is not allowed"),
+    ("pairs = torch.view_as_real(torch.zeros(2, dtype=torch.cfloat))", ".view_as_real: reading a tensor's bits"),
+    ("raw = torch.zeros(8).untyped_storage()", ".untyped_storage: reading a tensor's bits"),
+    ("r, w = os.pipe2(0)", "os.pipe2() is not allowed"),
+    ("os.splice(0, 1, 64)", "os.splice() is not allowed"),
+    ("os.close(3)", "os.close() is not allowed"),
+    ('os.environ.update(CUDA_VISIBLE_DEVICES="0,1")', "CUDA_VISIBLE_DEVICES: which devices a run sees is the harness"),
+    ('os.environ["HIP_VISIBLE_DEVICES"] = "1"', "'HIP_VISIBLE_DEVICES': which devices a run sees is the harness"),
 ]
 
 
