@@ -36,7 +36,7 @@ WINDOW_PATTERN = "SSSL"    # per layer, cycled: S = half the sequence, L = all o
 ATTENTION = "fa3"          # kernel on CUDA: fa3 (Hopper; Flex if no build loads), flex or sdpa; others: sdpa
 # Batch
 TOTAL_BATCH_SIZE = 2**19   # tokens per optimizer step
-DEVICE_BATCH_SIZE = 128    # rows per forward/backward, sized to the GPU's memory; accumulation makes up the rest
+DEVICE_BATCH_SIZE = 128    # most rows per forward/backward (what the GPU's memory holds); accumulation does the rest
 # AdamW learning rates (the first three are scaled by (width / 768) ** -0.5)
 UNEMBEDDING_LR = 0.004     # lm_head
 EMBEDDING_LR = 0.6         # token embedding
@@ -558,18 +558,18 @@ def main() -> None:
                                                             wanted=ATTENTION)
     model = build_model(config, device, attend)
     num_params, flops_per_token = sum(p.numel() for p in model.parameters()), model.flops_per_token()
-    STEP_BUDGET = budget_steps(num_params, config.n_layer, config.n_embd, TOTAL_BATCH_SIZE,
-                               DEVICE_BATCH_SIZE * MAX_SEQ_LEN)
+    rows = min(DEVICE_BATCH_SIZE, max(1, TOTAL_BATCH_SIZE // MAX_SEQ_LEN))  # a smaller step needs fewer
+    STEP_BUDGET = budget_steps(num_params, config.n_layer, config.n_embd, TOTAL_BATCH_SIZE, rows * MAX_SEQ_LEN)
     peak = peak_flops(device)
     print(describe_model(model, attention))
     print(f"config: {asdict(config)}")
 
-    tokens_per_micro_step = DEVICE_BATCH_SIZE * MAX_SEQ_LEN
+    tokens_per_micro_step = rows * MAX_SEQ_LEN
     if TOTAL_BATCH_SIZE % tokens_per_micro_step:
-        fail(f"TOTAL_BATCH_SIZE {TOTAL_BATCH_SIZE} is not a multiple of DEVICE_BATCH_SIZE x MAX_SEQ_LEN "
+        fail(f"TOTAL_BATCH_SIZE {TOTAL_BATCH_SIZE} is not a multiple of {rows} rows x MAX_SEQ_LEN "
              f"= {tokens_per_micro_step}")
     grad_accum_steps = TOTAL_BATCH_SIZE // tokens_per_micro_step
-    print(f"device: {device}, batch {TOTAL_BATCH_SIZE} tokens/step = {DEVICE_BATCH_SIZE} rows x "
+    print(f"device: {device}, batch {TOTAL_BATCH_SIZE} tokens/step = {rows} rows x "
           f"{MAX_SEQ_LEN} x {grad_accum_steps} accumulation, budget {STEP_BUDGET or TIME_BUDGET}"
           f"{' steps' if STEP_BUDGET else f' s ({BUDGET_CLOCK} clock)'}, seed {SEED}")
 
@@ -579,7 +579,7 @@ def main() -> None:
         from torch._dynamo.utils import set_compilation_metrics_limit
         set_compilation_metrics_limit(100_000)  # torch keeps the last 64 compiles; compile_report counts all
     train_model = torch.compile(model, dynamic=False) if compile_model else model
-    train_loader = make_dataloader(tokenizer, DEVICE_BATCH_SIZE, MAX_SEQ_LEN, "train", device=device)
+    train_loader = make_dataloader(tokenizer, rows, MAX_SEQ_LEN, "train", device=device)
     x, y, epoch = next(train_loader)
 
     startup_seconds = time.perf_counter() - PROCESS_START
@@ -635,7 +635,7 @@ def main() -> None:
     eval_start = time.perf_counter()
     model.eval()
     with autocast:
-        val_bpb = evaluate_bpb(train_model, tokenizer, DEVICE_BATCH_SIZE)
+        val_bpb = evaluate_bpb(train_model, tokenizer, rows)
     eval_seconds = time.perf_counter() - eval_start
     if not math.isfinite(val_bpb):
         fail(f"val_bpb is {val_bpb}")

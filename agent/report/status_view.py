@@ -33,8 +33,10 @@ def status_view(workspace: Workspace) -> Group:
         lines.append(Text(f"{workspace.tag}: no experiments yet"))
     else:
         h = headline(records, night_calibration(workspace.dir, workspace.track, records))
+        profile = (workspace.settings.get("profile") or {}).get("name")
         lines.append(Text.from_markup(
-            f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}, {h.experiments} experiments, "
+            f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}"
+            + (f" (profile {profile})" if profile else "") + f", {h.experiments} experiments, "
             f"{h.keeps} kept, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, duty cycle {h.duty_cycle:.0%}"))
         best = History(records).best() if h.best is not None else None
         if best:

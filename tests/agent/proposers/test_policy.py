@@ -12,8 +12,8 @@ TRAIN = (Path(__file__).resolve().parents[3] / "trainer" / "train.py").read_text
 TRAIN_LINES = TRAIN.splitlines()
 IMPORT_LINE = ("from prepare import BUDGET_CLOCK, MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, budget_steps, evaluate_bpb, "
                "make_dataloader")
-EVALUATE_LINE = "        val_bpb = evaluate_bpb(train_model, tokenizer, DEVICE_BATCH_SIZE)"
-LOADER_LINE = '    train_loader = make_dataloader(tokenizer, DEVICE_BATCH_SIZE, MAX_SEQ_LEN, "train", device=device)'
+EVALUATE_LINE = "        val_bpb = evaluate_bpb(train_model, tokenizer, rows)"
+LOADER_LINE = '    train_loader = make_dataloader(tokenizer, rows, MAX_SEQ_LEN, "train", device=device)'
 HELD_OUT = "train.py may not read validation or holdout data"
 OUTSIDE_RUN_DIR = "files may only be written inside the run directory, through a relative literal path"
 DATA_AND_FILES = ("train.py gets its data only through prepare.py and writes files only with open, torch.save or "

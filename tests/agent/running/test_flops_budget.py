@@ -14,7 +14,8 @@ from trainer.prepare import training_flops_per_token
 from trainer.run_id import RunId
 from trainer.triage import Triage
 
-BUDGET_LINE = "    STEP_BUDGET = budget_steps(num_params, config.n_layer, config.n_embd, TOTAL_BATCH_SIZE,\n"
+BUDGET_LINE = ("    STEP_BUDGET = budget_steps(num_params, config.n_layer, config.n_embd, TOTAL_BATCH_SIZE, "
+               "rows * MAX_SEQ_LEN)\n")
 
 
 @pytest.fixture(scope="module")
