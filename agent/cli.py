@@ -139,9 +139,14 @@ def calibrate(track: TrackOption = "gpu", seeds: Annotated[int, typer.Option(
     from agent.running.runner import LocalRunner
     from agent.steps.calibration import CalibrationError
     from agent.steps.calibration import calibrate as calibrate_here
+    from trainer.hardware import this_machine
+    from trainer.profiles import GPU_TRACKS
     _use_cache(cache)
-    prepared = _prepare(track, None, None, cache)
+    if track in GPU_TRACKS and this_machine().backend == "cpu":
+        fail(f"there is no GPU on this machine ({this_machine().name}): calibrate the {track} track on the machine "
+             "its runs train on")
     chosen = _profile(track, profile)
+    prepared = _prepare(track, None, None, cache)
     say(chosen.describe())
     try:
         calibration = calibrate_here(prepared.spec, chosen, [42 + n for n in range(seeds)], LocalRunner(), say)

@@ -145,6 +145,8 @@ def test_doctor_says_what_this_machine_is_and_what_each_track_would_get(test_tra
 
 
 def test_calibrate_trains_the_baseline_over_seeds_and_keeps_its_numbers_in_the_cache(test_track):
+    refused = CliRunner().invoke(cli.app, ["calibrate", "--track", "gpu"], terminal_width=300)
+    assert refused.exit_code == 2 and "there is no GPU on this machine" in refused.output
     result = CliRunner().invoke(cli.app, ["calibrate", "--track", "test", "--seeds", "2"], terminal_width=300)
     assert result.exit_code == 0, result.output
     path = calibration_path(test_track.directory.parent, "test", this_machine())
