@@ -140,6 +140,7 @@ def calibrate(track: TrackOption = "gpu", seeds: Annotated[int, typer.Option(
     from agent.steps.calibration import CalibrationError
     from agent.steps.calibration import calibrate as calibrate_here
     from trainer.hardware import this_machine
+    from trainer.prepare import cache_root
     from trainer.profiles import GPU_TRACKS
     _use_cache(cache)
     if track in GPU_TRACKS and this_machine().backend == "cpu":
@@ -152,7 +153,6 @@ def calibrate(track: TrackOption = "gpu", seeds: Annotated[int, typer.Option(
         calibration = calibrate_here(prepared.spec, chosen, [42 + n for n in range(seeds)], LocalRunner(), say)
     except CalibrationError as err:
         fail(f"calibration failed: {err}")
-    from trainer.prepare import cache_root
     path = calibration_path(cache_root(), track, calibration.hardware)
     store_calibration(path, calibration)
     say(f"calibrated baseline of {track}: {calibration.describe()}\nwritten to {path}")
