@@ -60,7 +60,8 @@ TRACKS: dict[str, dict] = {
                  vocab_size=1024, source="stdlib", doc_chars=192, step_budget=30),
     # FLOPs-budgeted: every machine trains the same compute, only the wall clock differs (time_budget is then
     # the wall-clock figure the budget was set from). gpu-flops: the reference model's 953 steps of 2**19
-    # tokens, what it trains in 300 s on an H100; test-flops: the test track's 30 steps of 2**11 tokens.
+    # tokens, what it trains in 300 s on an H100 (num_steps 953, total_tokens_M 499.6 in the reference
+    # autoresearch's published summary, read 2026-12-05); test-flops: the test track's 30 steps of 2**11 tokens.
     "gpu-flops": dict(max_seq_len=2048, time_budget=300, eval_tokens=40 * 524_288,
                       vocab_size=8192, source="climbmix", doc_chars=3072, flops_budget=2.0e17),
     "test-flops": dict(max_seq_len=128, time_budget=5, eval_tokens=256 * 128,

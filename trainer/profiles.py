@@ -16,7 +16,8 @@ from trainer.hardware import GIB, Hardware
 GPU_TRACKS = ("gpu", "gpu-flops")  # tracks sized for a GPU: the profile sets their batch rows
 REFERENCE_ROWS = 128               # the gpu track's DEVICE_BATCH_SIZE (an H100's); never raised above it
 # Peak memory per row of 2048 tokens of the reference model, and what does not grow with rows (weights, optimizer
-# state, the CUDA context, compile workspaces): the reference's published 45 GB peak at 128 rows on an H100.
+# state, the CUDA context, compile workspaces): from the reference's published H100 run, peak_vram_mb 45060.2 at
+# DEVICE_BATCH_SIZE 128 (the summary in the reference autoresearch's program.md, read 2026-12-05).
 ROW_BYTES = 335_000_000
 FIXED_BYTES = 2 * GIB
 MEMORY_MARGIN = 0.8                # of the device's memory: fragmentation, the allocator's cache, other tenants
