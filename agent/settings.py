@@ -64,6 +64,10 @@ class RunSettings(LoopSettings):
                                                    '{"input": 3, "output": 15, "cache_read": 0.3}}; extends and '
                                                    'overrides the model table.')
     hybrid_share: float = Field(0.3, description="Share of hybrid experiments proposed by Optuna.")
+    algorithmic_share: float = Field(0.5, ge=0.0, le=1.0,
+                                     description="llm and hybrid: when fewer of the LLM's last 10 experiments than "
+                                                 "this share changed the code, its next conversation is asked for "
+                                                 "a code change (Optuna ignores it).")
     outage_minutes: float = Field(30.0, description="Retry a silent LLM provider this long, then pause.")
     runner: str = Field("local", description="A runner of agent/running/registry.py (the help lists them).")
     spool: Path | None = Field(None, description="The spool directory shared with trainer workers.")

@@ -37,6 +37,7 @@ class ProposalContext:
     # claim(source, edits): claims the change for this experiment; why not, when another experiment has it
     claim: Callable[[str, list[Edit]], str | None] = lambda source, edits: None
     spend: Usage = field(default_factory=Usage)  # what the proposal has spent so far, while it is being made
+    code_only: bool = False     # another proposer tunes the hyperparameter values: only code changes are taken
 
 
 @dataclass

@@ -1,10 +1,13 @@
-"""Hybrid: Optuna tunes the numeric hyperparameters on a share of the experiments, the LLM
-proposes code changes on the rest. The share is kept over the run's whole history, the proposals in
-flight and those being made at the same moment in other conversations."""
+"""Hybrid: Optuna tunes the numeric hyperparameters on a share of the experiments (re-tuning them around
+each new best, agent/proposers/optuna_search.py), the LLM proposes code changes on the rest: it is told so,
+and a submission of its that only changes hyperparameter values is refused back to it. The share is kept
+over the run's whole history, the proposals in flight and those being made at the same moment in other
+conversations."""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerError
 from agent.recording.record import ExperimentRecord
@@ -24,6 +27,8 @@ class HybridProposer:
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
         chosen = self._choose(context, transcript)
+        if chosen is self.llm:
+            context = replace(context, code_only=True)  # Optuna owns the values: the LLM proposes code
         try:
             proposal = chosen.propose(context, transcript)
         finally:

@@ -6,6 +6,7 @@ with a valid submit_experiment. Every tool call is validated against its argumen
 call or an invalid submission comes back as a tool error (at most MAX_REFLECTIONS invalid submissions),
 and so does a change another experiment has claimed (several conversations may be open at once; they
 share one rate limiter, the key's).
+In hybrid (ProposalContext.code_only) so is a submission that only changes UPPER_CASE values.
 A turn cut at its output limit has its tool calls answered with an error, never run. Each tool result
 tells the model how many calls are left; the proposal fails at max_tool_calls calls or past its token
 budget. A refused request or a refusal by the model fails the proposal (a context that is too long is
@@ -47,6 +48,7 @@ from agent.proposers.night_state import LOG_TAIL_LINES, state_message
 from agent.proposers.policy import checked_source
 from agent.proposers.toolbox import ToolBox
 from agent.recording.notes import NOTES_LIMIT, read_notes
+from agent.recording.novelty import HYPERPARAMETER, changed_settings, novelty
 from agent.recording.record import ExperimentRecord
 from agent.recording.research_memory import lesson_due
 from agent.recording.transcript import Transcript
@@ -80,10 +82,30 @@ RULES = """\
   ends your turn. You have at most {max_tool_calls} tool calls."""
 
 
-def system_prompt(program_text: str, max_tool_calls: int, facts: NightFacts | None = None) -> str:
+CODE_ONLY_RULE = """\
+- In this run Optuna tunes the hyperparameter values (the UPPER_CASE constants of train.py) and re-tunes them
+  after every keep. Your part is the code: propose changes to the architecture, the optimizer, the schedule or
+  the data path, never a lone hyperparameter value; a submission that only changes UPPER_CASE values is
+  refused."""
+
+
+def system_prompt(program_text: str, max_tool_calls: int, facts: NightFacts | None = None,
+                  code_only: bool = False) -> str:
     rules = RULES.format(max_tool_calls=max_tool_calls, keep_rule=(facts or NightFacts()).keep_rule(),
                          notes_limit=NOTES_LIMIT)
+    if code_only:
+        rules += "\n" + CODE_ONLY_RULE
     return f"{program_text.strip()}\n\n{rules}\n"
+
+
+def values_only_refusal(base_source: str, source: str) -> str | None:
+    """Why a code-only proposal is refused when it changes no code; None when it changes code."""
+    if novelty(base_source, source) != HYPERPARAMETER:
+        return None
+    names = changed_settings(base_source, source)
+    what = f"only sets {', '.join(names)}" if names else "changes no code (comments or layout at most)"
+    return (f"refused, nothing was committed: this change {what}. In this run Optuna tunes the hyperparameter "
+            "values; propose a change to the code (architecture, optimizer, schedule, data path) instead")
 
 
 def crash_message(crashed: Crashed) -> str:
@@ -98,8 +120,11 @@ class LLMProposer:
 
     def __init__(self, open_conversation: Callable[[], Conversation], workspace_dir: Path, prices: PriceTable,
                  max_tool_calls: int = 20, outage_window_s: float = 1800.0, retry_base_s: float = 1.0,
-                 max_proposal_tokens: int = 3_000_000):
+                 max_proposal_tokens: int = 3_000_000, algorithmic_share: float = 0.5):
+        if not 0.0 <= algorithmic_share <= 1.0:
+            raise ValueError(f"the algorithmic share must be between 0 and 1, got {algorithmic_share}")
         self.open_conversation = open_conversation
+        self.algorithmic_share = algorithmic_share  # of code changes among its recent experiments, asked for
         self.workspace_dir = workspace_dir
         self.prices = prices
         self.max_tool_calls = max_tool_calls
@@ -112,9 +137,9 @@ class LLMProposer:
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
         conversation = self.open_conversation()
-        system = system_prompt(context.program_text, self.max_tool_calls, context.facts)
+        system = system_prompt(context.program_text, self.max_tool_calls, context.facts, context.code_only)
         notes = read_notes(self.workspace_dir)
-        user = state_message(context, notes)
+        user = state_message(context, notes, self.algorithmic_share)
         conversation.start(system, user, TOOLS)
         transcript.event("llm_request", provider=conversation.provider, model=conversation.model,
                          program=context.program_name, system_sha256=hashlib.sha256(system.encode()).hexdigest(),
@@ -126,7 +151,7 @@ class LLMProposer:
         lesson_for = self._lesson_to_ask(context)
         try:
             return self._converse(conversation, toolbox, context.train_source, transcript, lesson_for, context.claim,
-                                  context.spend)
+                                  context.spend, context.code_only)
         except BaseException:
             self._lessons.pop(context.experiment_id, None)
             raise
@@ -157,11 +182,12 @@ class LLMProposer:
             return due.id
 
     def _converse(self, conversation: Conversation, toolbox: ToolBox, base_source: str,
-                  transcript: Transcript, lesson_for: str | None, claim=None, usage: Usage | None = None) -> Proposal:
+                  transcript: Transcript, lesson_for: str | None, claim=None, usage: Usage | None = None,
+                  code_only: bool = False) -> Proposal:
         usage = usage if usage is not None else Usage()  # the caller's, to see the spend while it grows
         try:
             return self._tool_loop(conversation, toolbox, base_source, transcript, usage, lesson_for,
-                                   claim or (lambda source, edits: None))
+                                   claim or (lambda source, edits: None), code_only)
         except ProposerError as err:
             err.usage = usage.model_copy()
             raise
@@ -175,7 +201,7 @@ class LLMProposer:
             raise ProposerError(f"the proposal broke off ({type(err).__name__}: {err})", usage.model_copy()) from err
 
     def _tool_loop(self, conversation: Conversation, toolbox: ToolBox, base_source: str, transcript: Transcript,
-                   usage: Usage, lesson_for: str | None, claim) -> Proposal:
+                   usage: Usage, lesson_for: str | None, claim, code_only: bool = False) -> Proposal:
         calls, reflections, reminded = 0, 0, False
         while True:
             if usage.input_tokens + usage.output_tokens > self.max_proposal_tokens:
@@ -210,7 +236,8 @@ class LLMProposer:
                 elif calls > self.max_tool_calls:
                     result = ToolResult(call.id, "not run: no tool calls are left", True)
                 elif call.name == SUBMIT:
-                    result, accepted = self._submit(call, base_source, lesson_for, claim, lesson_optional=reminded)
+                    result, accepted = self._submit(call, base_source, lesson_for, claim, lesson_optional=reminded,
+                                                    code_only=code_only)
                     reminded = reminded or result.content.startswith(LESSON_REMINDER)
                     if accepted is None:
                         reflections += 1
@@ -279,7 +306,7 @@ class LLMProposer:
             raise
 
     def _submit(self, call: ToolCall, base_source: str, lesson_for: str | None, claim,
-                lesson_optional: bool = False) -> tuple[ToolResult, Proposal | None]:
+                lesson_optional: bool = False, code_only: bool = False) -> tuple[ToolResult, Proposal | None]:
         try:
             arguments = parse_arguments(call)
         except BadToolCall as err:
@@ -302,6 +329,8 @@ class LLMProposer:
         except Exception as err:  # noqa: BLE001 - whatever the edits did to the checks, the model is told
             return ToolResult(call.id, f"rejected, nothing was committed: the edits could not be checked "
                                        f"({type(err).__name__}: {err})", True), None
+        if code_only and (values_only := values_only_refusal(base_source, source)):
+            return ToolResult(call.id, values_only, True), None
         if taken := claim(source, edits):
             return ToolResult(call.id, f"refused, nothing was committed: {taken}", True), None
         return (ToolResult(call.id, "accepted: the change is committed and trained now"),

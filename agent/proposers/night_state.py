@@ -2,8 +2,10 @@
 
 train.py at the best commit comes first (the same for every proposal until the next keep, so a
 provider's prefix cache can reuse it), then the state: the track, hardware and budget left, the best
-run's numbers, every keep with its hypothesis and lesson, the rest of the night grouped by what the
-diffs touched, the last few experiments in full, the lesson that is due, and the research notes.
+run's numbers, every keep with its hypothesis and lesson, how many changes were new values or new code
+and how each kind fared, the rest of the night grouped by what the diffs touched, the last few
+experiments in full, the lesson that is due (and a code change, when too few recent ones were), and the
+research notes.
 Every part has a size limit, so the state stays under STATE_TOKEN_BUDGET however long the night.
 """
 
@@ -14,6 +16,7 @@ from agent.proposers.logview import prompt_tail
 from agent.proposers.night_summary import delta, group_by_part
 from agent.recording.history import History
 from agent.recording.notes import NOTES_LIMIT, Notes
+from agent.recording.novelty_share import recent_algorithmic_share, tally
 from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import clip, lesson_due, lessons_by_id, proposed, reasoning
 
@@ -23,23 +26,27 @@ FULL_KEEPS = 12        # the newest keeps shown with hypothesis and lesson
 COMPACT_KEEPS = 16     # the keeps before them, one short line each
 MAX_GROUPS = 25
 LOG_TAIL_LINES = 40
+LLM = "llm"            # the proposer name the LLM's experiments are recorded under, alone or in hybrid
+CODE_CHANGE_ASKED = "Code change asked for:"
 BEST_RUN_KEYS = ("num_steps", "tokens_per_second", "peak_vram_mb", "mfu_percent", "training_seconds")
 
 
-def state_message(context: ProposalContext, notes: Notes) -> list[str]:
+def state_message(context: ProposalContext, notes: Notes, algorithmic_share: float | None = None) -> list[str]:
     """The first message in two parts: train.py at the best commit, then the state of the night (see
     night_state); the first stays the same until the next keep, so it is cached on its own."""
     return [f"train.py at the best commit (read_file gives the same):\n```python\n{context.train_source}```",
-            night_state(context, notes)]
+            night_state(context, notes, algorithmic_share)]
 
 
-def night_state(context: ProposalContext, notes: Notes) -> str:
+def night_state(context: ProposalContext, notes: Notes, algorithmic_share: float | None = None) -> str:
+    """algorithmic_share: the share of code changes wanted among the LLM's recent experiments; below it, the
+    message asks for one."""
     records = context.history
     lessons = lessons_by_id(records)
     experiments = [r for r in records if proposed(r)]
     recent = experiments[-LAST_IN_FULL:]
     earlier = experiments[: len(experiments) - len(recent)]
-    sections = [header(context), keeps_section(records, lessons)]
+    sections = [header(context), keeps_section(records, lessons), kinds_section(records)]
     if earlier:
         sections.append(groups_section(earlier))
     if recent:
@@ -48,8 +55,26 @@ def night_state(context: ProposalContext, notes: Notes) -> str:
     sections.append(last_outcome(context))
     sections.append(notes_section(notes))
     due = lesson_due(records, [r.id for r in context.running])
-    sections.append(closing(context, due))
+    sections.append(closing(context, due, code_change_request(records, algorithmic_share)))
     return "\n\n".join(s for s in sections if s)
+
+
+def kinds_section(records: list[ExperimentRecord]) -> str:
+    kinds = tally(records)
+    if not kinds:
+        return ""
+    return ("Kinds of change so far (hyperparameter: only UPPER_CASE values changed; algorithmic: the code "
+            "changed): " + "; ".join(kind.line() for kind in kinds) + ".")
+
+
+def code_change_request(records: list[ExperimentRecord], wanted: float | None) -> str:
+    """The line asking for a code change when too few of the LLM's recent experiments were one; else empty."""
+    share = recent_algorithmic_share(records, LLM) if wanted is not None else None
+    if share is None or share >= wanted:
+        return ""
+    return (f"{CODE_CHANGE_ASKED} only {share:.0%} of your last experiments changed the code (the run asks for at "
+            f"least {wanted:.0%}). Propose an algorithmic change this time (architecture, optimizer, schedule, data "
+            "path), not a new hyperparameter value.")
 
 
 def header(context: ProposalContext) -> str:
@@ -116,8 +141,8 @@ def in_full(r: ExperimentRecord, lessons: dict[str, str]) -> str:
     why = reasoning(r, lessons)
     d = delta(r)
     value = f"val_bpb {r.val_bpb:.6f}" if r.val_bpb is not None else "no val_bpb"
-    text = (f"- {r.id} {r.kept_as} {value}" + (f" (delta {d:+.4f})" if d is not None else "")
-            + f": {clip(r.description, 120)}")
+    text = (f"- {r.id} {r.kept_as}" + (f" [{r.novelty}]" if r.novelty else "") + f" {value}"
+            + (f" (delta {d:+.4f})" if d is not None else "") + f": {clip(r.description, 120)}")
     if why.hypothesis:
         text += f"\n  hypothesis: {clip(why.hypothesis, 160)}\n  expected: {clip(why.expected, 80)}"
     if why.lesson:
@@ -150,8 +175,8 @@ def notes_section(notes: Notes) -> str:
             f"<notes>\n{notes.text.strip()}\n</notes>")
 
 
-def closing(context: ProposalContext, due: ExperimentRecord | None) -> str:
-    lines = []
+def closing(context: ProposalContext, due: ExperimentRecord | None, request: str = "") -> str:
+    lines = [request] if request else []
     if due is not None:
         lines.append(f"Lesson due: experiment {due.id} ({clip(due.description, 120)}) ended as {due.kept_as}"
                      + (f", val_bpb {due.val_bpb:.6f}" if due.val_bpb is not None else "")

@@ -3,8 +3,10 @@
 The search space is read from the block with ast, so it follows whatever the block holds:
 each numeric literal (or constant expression such as 2**19) gets a range around its
 current value. Every experiment changes one parameter: TPE first picks which, then its new
-value. The study lives in the workspace (optuna.journal), so a resumed run keeps learning.
-A new study on a track with known good values (WARM_STARTS) tries those first.
+value, never one already tried on the same best (the claim says so; TPE is asked again). Each best
+commit has a study of its own, so that after a keep TPE re-tunes around the new best's values. The
+studies live in the workspace (optuna.journal), so a resumed run keeps learning. The first study on a
+track with known good values (WARM_STARTS) tries those first.
 """
 
 from __future__ import annotations
@@ -116,27 +118,52 @@ def _suggest(trial: optuna.Trial, dim: SearchDimension) -> float | int:
     return float(f"{value:.4g}")
 
 
+def study_name(best_commit: str) -> str:
+    """The study that tunes the values of one best commit."""
+    return f"best-{best_commit[:12]}"
+
+
 class OptunaProposer:
+    """One study per best commit, all in one journal: after a keep (by Optuna or by another proposer) the next
+    trials start a fresh TPE search around the new best's values, rather than carrying on with results measured
+    against an older best. `study` is the one of the latest best asked about."""
+
     name = "optuna"
 
     def __init__(self, journal: Path, seed: int = 0, warm_start: list[tuple[str, float | int]] = ()):
-        storage = JournalStorage(JournalFileBackend(str(journal)))
+        self.storage = JournalStorage(JournalFileBackend(str(journal)))
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.study = optuna.create_study(study_name="autoresearch", storage=storage, direction="minimize",
-                                         load_if_exists=True)
-        # Seeded by how far the study got, so that a resumed run does not replay the same proposals. Trials
-        # still training count as results as bad as the worst so far (constant_liar), as Optuna advises for
-        # parallel trials, so that trials asked while others train do not pile up in one place.
-        self.study.sampler = optuna.samplers.TPESampler(seed=seed + len(self.study.trials), constant_liar=True)
+        self.seed, self.warm_start = seed, list(warm_start)
         self._lock = threading.Lock()  # asked and told from the threads of several experiments
-        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            self.study.tell(trial.number, state=TrialState.FAIL)  # asked before an interruption
-        if not self.study.trials:
-            for name, value in warm_start:  # the value under either name _suggest may ask for it by
-                fixed = {"parameter": name, name: value}
-                if isinstance(value, int) and value > 0:
-                    fixed[f"{name}.log2"] = int(math.log2(value))
-                self.study.enqueue_trial(fixed, skip_if_exists=True)
+        self._studies: dict[str, optuna.Study] = {}
+        for frozen in self.storage.get_all_studies():
+            study = self._load(frozen.study_name)
+            for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                study.tell(trial.number, state=TrialState.FAIL)  # asked before an interruption
+        self.study: optuna.Study | None = next(reversed(self._studies.values()), None)
+
+    def trials(self) -> list[optuna.trial.FrozenTrial]:
+        """Every trial of every best's study."""
+        return [t for study in self._studies.values() for t in study.trials]
+
+    def _load(self, name: str) -> optuna.Study:
+        if name not in self._studies:
+            first = not self._studies
+            study = optuna.create_study(study_name=name, storage=self.storage, direction="minimize",
+                                        load_if_exists=True)
+            # Seeded by how far the journal got, so that a resumed run does not replay the same proposals. Trials
+            # still training count as results as bad as the worst so far (constant_liar), as Optuna advises for
+            # parallel trials, so that trials asked while others train do not pile up in one place.
+            study.sampler = optuna.samplers.TPESampler(seed=self.seed + len(self.trials()) + len(study.trials),
+                                                       constant_liar=True)
+            if first and not study.trials:
+                for parameter, value in self.warm_start:  # the value under either name _suggest may ask for it by
+                    fixed = {"parameter": parameter, parameter: value}
+                    if isinstance(value, int) and value > 0:
+                        fixed[f"{parameter}.log2"] = int(math.log2(value))
+                    study.enqueue_trial(fixed, skip_if_exists=True)
+            self._studies[name] = study
+        return self._studies[name]
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
         with self._lock:
@@ -146,18 +173,26 @@ class OptunaProposer:
         space = search_space(context.train_source)
         if not space:
             raise ProposerError("the hyperparameter block holds no numeric values to tune")
-        finished = [t for t in self.study.trials if t.state == TrialState.COMPLETE]
+        self.study = study = self._load(study_name(context.best.commit))
+        finished = [t for t in study.trials if t.state == TrialState.COMPLETE]
         for _ in range(20):
-            trial = self.study.ask()
+            trial = study.ask()
             dim = space[trial.suggest_categorical("parameter", sorted(space))]
             value = _suggest(trial, dim)
-            if value != dim.value:
-                break
-            self.study.tell(trial, state=TrialState.PRUNED)  # the current value again: not an experiment
+            if value == dim.value:
+                study.tell(trial, state=TrialState.PRUNED)  # the current value again: not an experiment
+                continue
+            new_source = set_hyperparameters(context.train_source, {dim.name: value})
+            old_line, new_line = _changed_line(context.train_source, new_source)
+            # a value already tried on this best, or being tried now, by Optuna or anyone: not again
+            if taken := context.claim(new_source, [Edit(old_string=old_line, new_string=new_line)]):
+                transcript.event("reasoning", text=f"TPE trial {trial.number} proposed {dim.name} = {value}, "
+                                                   f"which is taken ({taken}); asking again")
+                study.tell(trial, state=TrialState.PRUNED)
+                continue
+            break
         else:
-            raise ProposerError("TPE kept proposing the current values")
-        new_source = set_hyperparameters(context.train_source, {dim.name: value})
-        old_line, new_line = _changed_line(context.train_source, new_source)
+            raise ProposerError("TPE kept proposing the current values or values already tried on this best")
         best = min(finished, key=lambda t: t.value, default=None)
         transcript.event("reasoning", text=(
             f"TPE trial {trial.number} ({len(finished)} finished so far"
@@ -167,7 +202,8 @@ class OptunaProposer:
             f"(val_bpb {context.best.val_bpb:.6f}, commit {context.best.commit[:7]})."))
         return Proposal(description=f"{dim.name} {dim.value} -> {value}",
                         edits=[Edit(old_string=old_line, new_string=new_line)],
-                        meta={"trial": trial.number, "parameter": dim.name, "old": dim.value, "new": value},
+                        meta={"trial": trial.number, "study": study.study_name, "parameter": dim.name,
+                              "old": dim.value, "new": value},
                         hypothesis=(f"TPE trial {trial.number}: after {len(finished)} finished trial(s) its model of "
                                     f"the results expects {dim.name} = {value} (searched over {dim.describe()}) to "
                                     f"score better than {dim.value}"),
@@ -179,10 +215,13 @@ class OptunaProposer:
             return
         judged = record is not None and record.status in (ExperimentStatus.KEEP, ExperimentStatus.DISCARD)
         with self._lock:
+            study = self._load(proposal_meta["study"]) if proposal_meta.get("study") else self.study
+            if study is None:
+                return
             if judged and record.val_bpb is not None:
-                self.study.tell(trial, record.val_bpb)
+                study.tell(trial, record.val_bpb)
             else:
-                self.study.tell(trial, state=TrialState.FAIL)
+                study.tell(trial, state=TrialState.FAIL)
 
 
 def _changed_line(old: str, new: str) -> tuple[str, str]:

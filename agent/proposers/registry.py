@@ -66,7 +66,7 @@ def _llm(request: ProposerRequest) -> LLMProposer:
         raise ProposerUnavailable(str(err)) from err
     request.say(found)
     return LLMProposer(factory, request.workspace.dir, prices, max_tool_calls=settings.max_tool_calls,
-                       outage_window_s=settings.outage_minutes * 60)
+                       outage_window_s=settings.outage_minutes * 60, algorithmic_share=settings.algorithmic_share)
 
 
 def _hybrid(request: ProposerRequest) -> Proposer:

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.llm.types import Usage
+from agent.recording.novelty import Novelty
 from trainer.hardware import Hardware
 from trainer.run_id import RunId
 
@@ -215,6 +216,8 @@ class ExperimentRecord(BaseModel):
     expected: str = ""
     lesson: str = ""
     lesson_for: str | None = None
+    # what the change is: new hyperparameter values only, or new code (agent/recording/novelty.py)
+    novelty: Novelty | None = None
     started: str | None = None
     finished: str | None = None
     # noise-floor records only

@@ -17,6 +17,7 @@ from pygments.lexers import DiffLexer
 from agent.judging.keep_rule import KeepRule
 from agent.judging.noise import inflated_floor
 from agent.recording.confirmation import Confirmation
+from agent.recording.novelty_share import tally
 from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import lessons_by_id
 from agent.report.learned import learned_section, reasoning_cell
@@ -149,6 +150,18 @@ def programs_table(records: list[ExperimentRecord]) -> str:
     return f"<table><tr><th>program</th><th>experiments</th><th>kept</th><th>val_bpb gained</th></tr>{rows}</table>"
 
 
+def kinds_table(records: list[ExperimentRecord]) -> str:
+    """The share of hyperparameter and algorithmic experiments, and how each fared."""
+    kinds = tally(records)
+    if not kinds:
+        return "<p>No experiment is labelled hyperparameter or algorithmic yet.</p>"
+    rows = "".join(f"<tr><td>{escape(k.kind)}</td><td>{k.experiments}</td><td>{100 * k.share:.0f}%</td>"
+                   f"<td>{k.keeps}</td><td>{100 * k.keep_rate:.0f}%</td><td>{_value(k.mean_gain)}</td></tr>"
+                   for k in kinds)
+    return ("<table><tr><th>kind</th><th>experiments</th><th>share</th><th>kept</th><th>keep rate</th>"
+            f"<th>mean gain of keeps</th></tr>{rows}</table>")
+
+
 def experiments_table(records: list[ExperimentRecord]) -> str:
     rows = []
     lessons = lessons_by_id(records)
@@ -156,14 +169,15 @@ def experiments_table(records: list[ExperimentRecord]) -> str:
         cost = r.llm.cost_usd
         rows.append(
             f"<tr><td><a href='#t-{escape(r.id)}'>{escape(r.id)}</a></td>"
-            f"<td class='{escape(r.status)}'>{escape(r.kept_as)}</td><td>{_value(r.val_bpb)}</td>"
+            f"<td class='{escape(r.status)}'>{escape(r.kept_as)}</td><td>{escape(r.novelty or '-')}</td>"
+            f"<td>{_value(r.val_bpb)}</td>"
             f"<td>{escape(str(r.triage or ''))}</td><td>{escape(where_ran(r) or '-')}</td>"
             f"<td>{escape(str(r.proposer or ''))}</td>"
             f"<td>{escape(str(r.program.name or ''))}</td><td>${cost:.4f}</td>"
             f"<td>{escape(r.description)}<div class='small'>{escape(r.reason)}</div></td>"
             f"<td>{reasoning_cell(r, lessons)}</td></tr>")
-    return ("<table><tr><th>id</th><th>status</th><th>val_bpb</th><th>triage</th><th>ran on</th><th>proposer</th>"
-            "<th>program</th>"
+    return ("<table><tr><th>id</th><th>status</th><th>kind</th><th>val_bpb</th><th>triage</th><th>ran on</th>"
+            "<th>proposer</th><th>program</th>"
             "<th>LLM $</th><th>description and decision</th><th>hypothesis, expected, lesson</th></tr>"
             f"{''.join(rows)}</table>")
 
@@ -257,6 +271,7 @@ def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, pl
 <h2>What we learned</h2>{learned_section(records, notes)}
 <h2>Noise and held-out confirmation</h2>{noise_and_holdout(records, confirmation, str(track.get('track')), keep_rule)}
 <h2>Programs</h2>{programs_table(records)}
+<h2>Hyperparameter or algorithmic</h2>{kinds_table(records)}
 <h2>Every experiment</h2>{experiments_table(records)}
 <h2>Baseline to best</h2>{diff_html(cumulative_diff)}
 <h2>Transcripts</h2>{transcripts(records, events_by_id)}

@@ -13,6 +13,7 @@ from agent.judging.keep_rule import stored_keep_rule
 from agent.judging.noise import inflated_floor
 from agent.recording.history import History
 from agent.recording.ledger import read_in_flight, read_ledger
+from agent.recording.novelty_share import tally
 from agent.recording.proposal_failures import read_failures
 from agent.recording.record import ExperimentRecord
 from agent.recording.research_memory import lessons_by_id, reasoning
@@ -62,6 +63,8 @@ def status_view(workspace: Workspace) -> Group:
             lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
         if h.tokens:
             lines.append(Text(f"LLM: {h.tokens:,} tokens, ${h.cost_usd:.2f} so far"))
+        if kinds := tally(records):
+            lines.append(Text("kinds of change: " + "; ".join(kind.line() for kind in kinds)))
     failed = read_failures(workspace.dir)
     if failed:
         spent = sum(f.usage.cost_usd for f in failed)
@@ -98,14 +101,14 @@ def _now(workspace: Workspace, phase: Phase) -> Text:
 def last_experiments(records: list[ExperimentRecord]) -> Table:
     """The last ten experiments, each with its hypothesis, expectation and the lesson drawn from it."""
     lessons = lessons_by_id(records)
-    table = Table("id", "status", "val_bpb", "triage", "ran on", "description, hypothesis and lesson",
+    table = Table("id", "status", "kind", "val_bpb", "triage", "ran on", "description, hypothesis and lesson",
                   title="last experiments")
     for r in records[-10:]:
         why = reasoning(r, lessons, 200)
         said = "".join(f"\n{label}: {text}" for label, text in (("hypothesis", why.hypothesis),
                                                                  ("expected", why.expected),
                                                                  ("lesson", why.lesson)) if text)
-        table.add_row(shown(r.id, 20), r.kept_as, f"{r.val_bpb:.6f}" if r.val_bpb else "-",
+        table.add_row(shown(r.id, 20), r.kept_as, r.novelty or "-", f"{r.val_bpb:.6f}" if r.val_bpb else "-",
                       shown(str(r.triage or ""), 20), shown(where_ran(r) or "-", 120),
                       shown(bounded(r.description, 200) + said))
     return table

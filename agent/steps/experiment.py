@@ -32,6 +32,7 @@ from agent.proposers.base import Proposer, Running
 from agent.proposers.edits import EditRejected
 from agent.proposers.proposing import Proposing
 from agent.recording.notes import record_with_keep
+from agent.recording.novelty import novelty
 from agent.recording.record import (
     ExperimentRecord,
     ExperimentStatus,
@@ -167,10 +168,13 @@ class Steps:
     def _begin(self, experiment: Experiment) -> None:
         draft, proposal = experiment.record, experiment.proposal
         parent = draft.parent
-        draft.commit = parent if experiment.best is None else self.workspace.commit_train(
-            proposal.checked_against(self.workspace.file_at("train.py", parent)),
-            f"{experiment.id}: {draft.description}", parent)
-        draft.diff = "" if experiment.best is None else self.workspace.diff(parent, draft.commit)
+        if experiment.best is None:
+            draft.commit, draft.diff = parent, ""
+        else:
+            parent_source = self.workspace.file_at("train.py", parent)
+            source = proposal.checked_against(parent_source)
+            draft.commit = self.workspace.commit_train(source, f"{experiment.id}: {draft.description}", parent)
+            draft.diff, draft.novelty = self.workspace.diff(parent, draft.commit), novelty(parent_source, source)
         experiment.transcript.event("committed", commit=draft.commit, parent=parent, diff=draft.diff)
         # The baseline runs with the base seed; every later run with a seed no run of this tag used, so that
         # no experiment is compared on a seed that is systematically luckier or unluckier than the mean.

@@ -7,6 +7,7 @@ from __future__ import annotations
 from agent.llm.types import ProviderFatal, ProviderUnavailable, Usage
 from agent.proposers.base import Crashed, Proposer, ProposerError
 from agent.proposers.edits import EditRejected
+from agent.recording.novelty import novelty
 from agent.recording.record import FixAttempt
 from agent.running.runner import RunResult
 from agent.steps.in_flight import Experiment
@@ -56,6 +57,7 @@ class Fixing:
                 experiment.transcript.event("committed", commit=draft.commit, parent=previous, fix=fixes,
                                             diff=workspace.diff(previous, draft.commit))
                 draft.diff = workspace.diff(draft.parent, draft.commit)
+                draft.novelty = novelty(workspace.file_at("train.py", draft.parent), source)
                 self.shared.save_draft(draft)
             result = self._run(experiment, run.then(RunKind.FIX, fixes))
 

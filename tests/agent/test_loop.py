@@ -101,8 +101,7 @@ def test_baseline_then_three_optuna_experiments(workspace):
         events = [json.loads(line)["type"] for line in (workspace.dir / r.transcript).read_text().splitlines()]
         assert events[:3] == ["proposal_started", "reasoning", "proposal"] and events[-1] == "decision"
         assert (workspace.dir / r.log).exists()
-    study = proposer.inner.study
-    assert len([t for t in study.trials if t.state.name in ("COMPLETE", "FAIL")]) == 3
+    assert len([t for t in proposer.inner.trials() if t.state.name in ("COMPLETE", "FAIL")]) == 3
     shown = subprocess.run([sys.executable, "-m", "agent.cli", "status", "--tag", workspace.tag, "--workspaces",
                             str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
     best = min(r.val_bpb for r in records if r.status == "keep")
