@@ -229,7 +229,10 @@ def test_an_outage_pauses_without_charging_an_experiment(workspace, server):
 
 
 def test_hybrid_shares_experiments_between_optuna_and_the_llm(workspace, server):
-    server.script(tool_call("submit_experiment", CHANGE))
+    clamp = reasoned({"description": "clamp the warm-down at 0", "edits": [  # code: Optuna owns the values
+        {"old_string": "    remaining = (1 - progress) / WARMDOWN_RATIO",
+         "new_string": "    remaining = max(0.0, (1 - progress) / WARMDOWN_RATIO)"}]})
+    server.script(tool_call("submit_experiment", clamp))
     hybrid = HybridProposer(llm_proposer(workspace), OptunaProposer(workspace.dir / "optuna.journal"), 0.5)
     loop(workspace, hybrid, experiments=2)
     proposers = [r.proposer for r in Ledger(workspace.dir).records[1:]]

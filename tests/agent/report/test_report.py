@@ -34,7 +34,8 @@ from trainer.hardware import this_machine
 from trainer.prepare import cache_root
 
 ROOT = Path(__file__).resolve().parents[3]
-WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
+SCHEDULE = "    remaining = (1 - progress) / WARMDOWN_RATIO"
+CLAMPED = "    remaining = max(0.0, (1 - progress) / WARMDOWN_RATIO)"
 NOTES = "- open: does a shorter warm-down help at 30 steps? <b>dead end</b>: none yet\n"
 HOSTILE_THOUGHT = "Try a shorter warm-down. <script>alert('x')</script> <img src=x onerror=alert(1)>"
 
@@ -48,8 +49,9 @@ def reported(test_track, tmp_path_factory):
     with LLMServer() as server, pytest.MonkeyPatch.context() as env:
         env.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
         env.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url())
-        change = reasoned({"description": "WARMDOWN_RATIO 0.5 -> 0.3",
-                           "edits": [{"old_string": WARMDOWN, "new_string": WARMDOWN.replace("0.5 ", "0.3 ")}]})
+        # in hybrid the LLM changes code (Optuna owns the values)
+        change = reasoned({"description": "clamp the warm-down at 0",
+                           "edits": [{"old_string": SCHEDULE, "new_string": CLAMPED}]})
         server.script(tool_call("read_file", {"path": "train.py"}, thinking=HOSTILE_THOUGHT, usage=(1000, 200)),
                       tool_call("write_notes", {"text": NOTES}, usage=(1000, 200)),
                       tool_call("submit_experiment", change, usage=(1000, 200)))
