@@ -196,6 +196,7 @@ class RunCommandSettings(RunSettings):
 def run(settings: RunCommandSettings) -> None:
     """Run the research loop on a tag (created if new, resumed if it exists). Ctrl-C stops cleanly."""
     from agent.judging.keep_rule import KeepRule, store_keep_rule
+    from agent.judging.plateau import settings_problem as plateau_problem
     from agent.loop import LoopStopped, run_loop
     from agent.workspace import Workspace, WorkspaceError
 
@@ -205,9 +206,15 @@ def run(settings: RunCommandSettings) -> None:
         fail(problem)
     if problem := runner_problem(settings.runner, where_to_train):
         fail(problem)
+    if settings.program is not None and settings.programs is not None:
+        fail("give --program or --programs, not both: with --programs a.md,b.md the tag follows a.md first")
     try:
         workspace = Workspace.open(settings.tag, settings.workspaces)
     except WorkspaceError:
+        workspace = None
+    if problem := plateau_problem(settings, workspace.settings["track"] if workspace else settings.track):
+        fail(problem)
+    if workspace is None:
         workspace = _create(settings.tag, settings.track, settings.program or DEFAULT_PROGRAM, settings.workspaces,
                             settings.cache, settings.profile)
         console.print(f"created {workspace.dir} (track {settings.track})")
@@ -429,13 +436,9 @@ def _profile(track: str, name: str | None):
 
 
 def _set_program(workspace, program: Path) -> None:
-    import json
-
-    from trainer.atomic import write_text_atomic
     if not program.is_file():
         fail(f"research program {program} does not exist: pass a path to a markdown file")
-    settings = dict(workspace.settings, program=str(program.resolve()))
-    write_text_atomic(workspace.dir / "run.json", json.dumps(settings, indent=2) + "\n")
+    workspace.follow_program(program)
 
 
 def _where(workspace) -> None:

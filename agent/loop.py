@@ -23,6 +23,10 @@ as the check that the experiment's parent is still the best. An experiment whose
 being the best and that would be kept is re-applied on the new best and trained again. Would-be
 keeps settle one at a time, in the order they ended, until the loop stops starting experiments.
 
+A plateau (--plateau experiments in a row without a keep, agent/judging/plateau.py) is decided with the record
+that ends it; the loop then says so and, as --on-plateau says, the next experiments follow the next program of
+--programs, or it stops starting experiments, or it goes on.
+
 Limits (experiments, hours, cost) stop starting experiments; those in flight finish, as they do
 when the proposer fails too often or for good before the loop stops. Ctrl-C,
 SIGTERM or a failure stops every run in flight and records each experiment in flight once as
@@ -37,6 +41,7 @@ from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
 
 from agent.judging.noise import wants_noise_floor
+from agent.judging.plateau import describe, stop_reason
 from agent.llm.types import ProviderFatal, ProviderUnavailable, Usage
 from agent.proposers.base import Proposer, ProposerError, Running
 from agent.proposers.conversations import Pace
@@ -50,7 +55,7 @@ from agent.recording.recovery import record_interrupted, settle_interrupted
 from agent.recording.transcript import Transcript
 from agent.running.disk import disk_full, short_of_room
 from agent.running.runner import Runner
-from agent.settings import LoopSettings
+from agent.settings import LoopSettings, OnPlateau
 from agent.steps.experiment import Steps
 from agent.steps.in_flight import JUDGING, PROPOSING, READY, Experiment
 from agent.steps.sharing import Shared, Stopping
@@ -85,10 +90,13 @@ class Loop:
         self.floor: Future | None = None
         self.done, self.failures, self.paused_until = 0, 0, 0.0
         self.halted: LoopStopped | None = None  # raised once the experiments in flight are recorded
+        self.plateau_stop: str | None = None    # why a plateau stopped the loop starting experiments
 
     def run(self) -> str:
         for message in self.ledger.set_aside:
             self.say(message)
+        if self.steps.plateaus.problem:
+            raise LoopStopped(self.steps.plateaus.problem)
         if SEAL_FD_VAR not in self.workspace.file_at("prepare.py", self.workspace.root_commit()):
             raise LoopStopped(f"workspace {self.workspace.dir} was created by a version whose frozen prepare.py "
                               "predates the validation seal, so its runs could not read val; start a new --tag (the "
@@ -96,6 +104,8 @@ class Loop:
         with self.workspace.lock():
             self.say(self.runner.isolation)
             settle_interrupted(self.workspace, self.ledger, self.say)
+            if plans := self.steps.plateaus.start(self.ledger.records):
+                self.say(plans)
             if self.settings.noise_seeds <= 0 or any(not r.is_experiment for r in self.ledger.records):
                 self.floor_ready.set()
             try:
@@ -246,6 +256,8 @@ class Loop:
                     self.pace.ran(time.monotonic() - experiment.holds_slot_from)
                 self.say(f"{record.id} {record.status.value:<8} {_bpb(record)}  {record.description}"
                          + (f"  (${record.llm.cost_usd:.4f})" if record.llm.cost_usd else ""))
+                if record.plateau is not None:
+                    self._plateau(record)
         elif isinstance(error, (ProposerError, EditRejected)):
             self.failures += 1
             self._proposal_failed(experiment.id, error, self.failures)
@@ -261,6 +273,11 @@ class Loop:
         elif not isinstance(error, Stopping):
             raise error
 
+    def _plateau(self, record: ExperimentRecord) -> None:
+        self.say(f"plateau: {describe(record)}")
+        if record.plateau.action == OnPlateau.STOP.value:
+            self.plateau_stop = self.plateau_stop or stop_reason(record)
+
     def _record_spend(self, experiment_id: str, error: ProviderUnavailable | ProviderFatal) -> None:
         """A proposal cut by an outage or a night-ending error had paid for its calls: they are recorded."""
         usage = error.usage or Usage()
@@ -271,6 +288,8 @@ class Loop:
     def _limit_reached(self, started: float) -> str | None:
         """Why no experiment may start now, or None."""
         settings, counted = self.settings, self.done + len(self.active)
+        if self.plateau_stop is not None:
+            return self.plateau_stop
         if settings.max_experiments is not None and counted >= settings.max_experiments:
             return f"ran {self.done} experiment(s), the limit for this run"
         return self._out_of_time_or_money(started)

@@ -8,6 +8,7 @@ the command line does not offer.
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 def internal(default):
     return Field(default, json_schema_extra={"cli": False})
+
+
+class OnPlateau(str, Enum):
+    SWITCH = "switch"      # to the next program of --programs
+    STOP = "stop"          # start no more experiments
+    CONTINUE = "continue"  # only say so
 
 
 class LoopSettings(BaseModel):
@@ -41,6 +48,12 @@ class LoopSettings(BaseModel):
                                    description="Measure the noise floor again after this many keeps.")
     keep_sigmas: float = Field(2.0, description="Keep when the gain exceeds this many sigma; smaller gains are "
                                                 "re-run and judged on the mean.")
+    plateau: int | None = Field(None, ge=0, description="A plateau is this many experiments in a row without a "
+                                "keep (default: 25 on the gpu tracks, 15 on cpu, none on the test tracks; 0: none).")
+    on_plateau: OnPlateau | None = Field(None, description="What a plateau does: switch to the next of --programs, "
+                                         "stop, or continue (only say so). Default: switch with --programs, else stop.")
+    programs: str | None = Field(None, description="Research programs to rotate through at plateaus, comma-separated "
+                                 "(a.md,b.md): the tag follows the first (or the one of them it follows now).")
 
 
 class RunSettings(LoopSettings):

@@ -152,6 +152,11 @@ class Workspace:
     def settings(self) -> dict:
         return json.loads((self.dir / "run.json").read_text())
 
+    def follow_program(self, program: Path) -> None:
+        """The tag follows this research program from its next experiment on (run.json names it)."""
+        settings = dict(self.settings, program=str(program.resolve()))
+        write_text_atomic(self.dir / "run.json", json.dumps(settings, indent=2) + "\n")
+
     @property
     def track(self) -> dict:
         return json.loads(self.file_at("track.json", self.root_commit()))

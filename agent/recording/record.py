@@ -177,6 +177,17 @@ class ProgramRef(_Part):
     sha256: str | None = None
 
 
+class Plateau(_Part):
+    """The plateau an experiment's record ended (agent/judging/plateau.py): `streak` experiments in a row without a
+    keep, the first of them `since`, and what the loop did."""
+    streak: int
+    since: str
+    action: str                      # switch, stop or continue
+    program: str | None = None       # switch: the program followed from the next experiment on (its path)
+    position: int | None = None      # switch: that program's place in the rotation, from 0
+    rotation_spent: bool | None = None  # stop because the last program of the rotation reached its plateau
+
+
 class ExperimentRecord(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, use_enum_values=False)
 
@@ -207,6 +218,7 @@ class ExperimentRecord(BaseModel):
     fix_attempts: list[FixAttempt] = Field(default_factory=list)
     llm: Usage = Field(default_factory=Usage)     # what its proposal and fixes spent
     program: ProgramRef = Field(default_factory=ProgramRef)
+    plateau: Plateau | None = None        # set on the experiment that ended a plateau's streak
     diff: str = ""
     log: str | None = None
     log_tail: str = ""

@@ -16,6 +16,8 @@ from pygments.lexers import DiffLexer
 
 from agent.judging.keep_rule import KeepRule
 from agent.judging.noise import inflated_floor
+from agent.judging.plateau import describe as plateau_described
+from agent.judging.plateau import plateaus
 from agent.recording.confirmation import Confirmation
 from agent.recording.novelty_share import tally
 from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus
@@ -162,6 +164,13 @@ def kinds_table(records: list[ExperimentRecord]) -> str:
             f"<th>mean gain of keeps</th></tr>{rows}</table>")
 
 
+def plateaus_list(records: list[ExperimentRecord]) -> str:
+    """When each plateau happened (the experiment that ended it) and what the loop did."""
+    items = "".join(f"<li><b>{escape(r.id)}</b> ({escape(r.finished or '')}): {escape(plateau_described(r))}</li>"
+                    for r in plateaus(records))
+    return f"<p>Plateaus:</p><ul>{items}</ul>" if items else "<p class='small'>No plateau.</p>"
+
+
 def experiments_table(records: list[ExperimentRecord]) -> str:
     rows = []
     lessons = lessons_by_id(records)
@@ -270,8 +279,8 @@ def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, pl
 <h2>Kept changes</h2>{kept_changes(records)}
 <h2>What we learned</h2>{learned_section(records, notes)}
 <h2>Noise and held-out confirmation</h2>{noise_and_holdout(records, confirmation, str(track.get('track')), keep_rule)}
-<h2>Programs</h2>{programs_table(records)}
 <h2>Hyperparameter or algorithmic</h2>{kinds_table(records)}
+<h2>Programs</h2>{programs_table(records)}{plateaus_list(records)}
 <h2>Every experiment</h2>{experiments_table(records)}
 <h2>Baseline to best</h2>{diff_html(cumulative_diff)}
 <h2>Transcripts</h2>{transcripts(records, events_by_id)}

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from agent.judging.keep_rule import stored_keep_rule
 from agent.judging.noise import inflated_floor
+from agent.judging.plateau import plateau_lines
 from agent.recording.history import History
 from agent.recording.ledger import read_in_flight, read_ledger
 from agent.recording.novelty_share import tally
@@ -65,6 +66,7 @@ def status_view(workspace: Workspace) -> Group:
             lines.append(Text(f"LLM: {h.tokens:,} tokens, ${h.cost_usd:.2f} so far"))
         if kinds := tally(records):
             lines.append(Text("kinds of change: " + "; ".join(kind.line() for kind in kinds)))
+        lines.extend(Text(line) for line in plateau_lines(records))
     failed = read_failures(workspace.dir)
     if failed:
         spent = sum(f.usage.cost_usd for f in failed)

@@ -27,6 +27,7 @@ from functools import partial
 from agent.judging.keep import Case, KeepProcedure
 from agent.judging.keep_rule import KeepRule
 from agent.judging.noise import CLOSE, CRASH, KEEP
+from agent.judging.plateau import Plateaus
 from agent.llm.types import Usage
 from agent.proposers.base import Proposer, Running
 from agent.proposers.edits import EditRejected
@@ -70,6 +71,7 @@ class Steps:
         self.training = Training(workspace, runner, settings, shared)
         self.fixing = Fixing(self.training, proposer, shared)
         self.keeping = KeepProcedure(workspace, runner, KeepRule.of(settings), self.ledger.history)
+        self.plateaus = Plateaus(workspace, settings)
 
     def run(self, experiment: Experiment) -> ExperimentRecord | None:
         """Its ledger record; None when it never trained (abandoned) or the loop is stopping (it records it)."""
@@ -287,6 +289,8 @@ class Steps:
         timings.total_s = round(time.monotonic() - experiment.clock, 3)
         timings.agent_s = round(max(0.0, timings.total_s - (timings.wait_s or 0.0) - (timings.run_s or 0.0)), 3)
         record.finished = now()
+        if plateau := self.plateaus.ended_by(self.ledger.records, record):  # acted on with the record it ends
+            record.plateau = plateau
         self.ledger.append(record)
         self.ledger.finish(experiment.id)
         self.shared.checkpoints.release(experiment.id)
