@@ -2,7 +2,7 @@
 
 Run from an exported commit (train.py and the frozen prepare.py as cwd) in a fresh process:
 
-    python -m trainer.evaluate CHECKPOINT --splits val,holdout [--probe]
+    python -m trainer.evaluate CHECKPOINT --splits val,holdout [--probe] [--batch-rows N]
 
 This process never imports train.py. It reads the rows, computes the metric and judges the
 answers of the model, served by trainer/model_server.py: a trusted zygote that never imports
@@ -24,6 +24,8 @@ What the model server says is checked:
   in random places among the scored rows. The logits just before the first replaced token must
   be the original's (they are audited like any other position): a model that looks ahead moves
   them, and it cannot tell a probe from a scored row by the size or the shape of a batch.
+  --batch-rows asks for smaller batches (the memory a batch's forward pass needs goes with its
+  rows), with probes in the same share, one at least.
 
 Bits per byte are computed here: nats over targets that are real bytes / (ln 2 x their bytes),
 over the same rows evaluate_bpb scores. The last line printed is ``EVALUATION {json}``.
@@ -47,6 +49,7 @@ BATCH_ROWS = 16
 AUDIT_POSITIONS = 8  # per row of every batch
 PROBES_PER_BATCH = 2  # perturbed copies of rows scored in other batches, at least, in every batch
 CUDA_BATCH_SCALE = 8  # on CUDA: 128 rows, 16 probes a batch, as each batch's fresh process starts CUDA anew
+MIN_BATCH_ROWS = 2  # a scored row and a probe
 SERVER_LOG = "model_server.log"  # in the run directory; its end is printed if the server fails
 STOP_SECONDS = 5.0  # for the server to clear its last batch once the requests end
 
@@ -60,14 +63,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("--splits", default="val,holdout", help="comma-separated: val, holdout")
     parser.add_argument("--probe", action="store_true", help="accepted for old callers: every batch carries probes")
+    parser.add_argument("--batch-rows", type=int, default=None,
+                        help=f"rows a batch sends the model (default {BATCH_ROWS}, x{CUDA_BATCH_SCALE} on CUDA); fewer "
+                             "need less memory")
     args = parser.parse_args(argv)
     splits = args.splits.split(",")
     if "val" not in splits or not set(splits) <= set(SPLITS):
         parser.error(f"--splits must name val and may name holdout, got {args.splits!r}")
+    if args.batch_rows is not None and args.batch_rows < MIN_BATCH_ROWS:
+        parser.error(f"--batch-rows must be at least {MIN_BATCH_ROWS} (a scored row and a probe), "
+                     f"got {args.batch_rows}")
     not_dumpable()
     sys.path.insert(0, str(Path.cwd()))  # the exported commit's frozen prepare.py (never its train.py)
     device = "cuda" if cuda_devices() else "cpu"
-    server = ModelServer(args.checkpoint, device)  # starts while the rows are read
+    server = ModelServer(args.checkpoint, device, args.batch_rows)  # starts while the rows are read
 
     import numpy as np
 
@@ -182,10 +191,15 @@ class Probe:
     seen: object = None  # the logits at `position` of whichever of the two was scored first
 
 
-def batch_layout(device: str) -> tuple[int, int]:
-    """(rows, probes at least) of every batch on device."""
-    scale = CUDA_BATCH_SCALE if device == "cuda" else 1
-    return BATCH_ROWS * scale, PROBES_PER_BATCH * scale
+def batch_layout(device: str, rows: int | None = None) -> tuple[int, int]:
+    """(rows, probes at least) of every batch on device; of `rows` rows where asked, with probes in the ordinary
+    share of them (at least one)."""
+    if rows is None:
+        scale = CUDA_BATCH_SCALE if device == "cuda" else 1
+        return BATCH_ROWS * scale, PROBES_PER_BATCH * scale
+    if rows < MIN_BATCH_ROWS:
+        raise ValueError(f"a batch needs at least {MIN_BATCH_ROWS} rows (a scored row and a probe), not {rows}")
+    return rows, max(1, rows * PROBES_PER_BATCH // BATCH_ROWS)
 
 
 def plan_batches(rows, draw: secrets.SystemRandom, batch_rows: int = BATCH_ROWS,
@@ -232,7 +246,7 @@ def score(server: ModelServer, rows, worst: Worst):
     draw = secrets.SystemRandom()
     losses = np.zeros((rows.shape[0], rows.shape[1] - 1), dtype=np.float32)
     pending: dict[int, list[Probe]] = {}  # scored row -> the probes of it whose copy is in another batch
-    plan = plan_batches(rows, draw, *batch_layout(server.device))
+    plan = plan_batches(rows, draw, *batch_layout(server.device, server.batch_rows))
     for _, probes in plan:
         for probe in probes:
             if probe.position >= 0:
@@ -268,11 +282,11 @@ def score(server: ModelServer, rows, worst: Worst):
 class ModelServer:
     """trainer/model_server.py in its sandbox, and the client side of its protocol."""
 
-    def __init__(self, checkpoint: Path, device: str):
+    def __init__(self, checkpoint: Path, device: str, batch_rows: int | None = None):
         from trainer.prepare import cache_root
         from trainer.sandbox import isolated_command, isolation_available
         from trainer.seal import data_paths, hidden_paths
-        self.device = device
+        self.device, self.batch_rows = device, batch_rows  # batch_rows None: batch_layout's for the device
         self.vocab = 1  # the smallest vocabulary a logits answer may have; set once the tokenizer is read
         command = [sys.executable, "-m", "trainer.model_server", str(checkpoint), "--device", device]
         with open(SERVER_LOG, "wb") as log:

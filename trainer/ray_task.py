@@ -100,7 +100,7 @@ def run_on_node(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen
 
 
 def evaluate_on_node(files: Mapping[str, bytes], weights: bytes, splits: tuple[str, ...], *, probe: bool,
-                     timeout: float, run_id: str) -> tuple[str, bytes]:
+                     timeout: float, run_id: str, batch_rows: int | None = None) -> tuple[str, bytes]:
     """(NodeEvaluation as JSON, the evaluator's log) of trainer/evaluate.py on weights, on this node."""
     place = here()
     kept = private_results(run_id)
@@ -115,7 +115,7 @@ def evaluate_on_node(files: Mapping[str, bytes], weights: bytes, splits: tuple[s
         else:
             outcome = evaluate_commit(files, checkpoint, splits, probe=probe, timeout=timeout,
                                       run_dir=runs_root() / "ray" / run_id, log_path=log_path, extra_env=gpu_env(),
-                                      python=sys.executable)
+                                      python=sys.executable, batch_rows=batch_rows)
         log, _ = capped(log_path)
         return NodeEvaluation.of(outcome, place=place).model_dump_json(), log
     finally:

@@ -28,13 +28,14 @@ class RunKind(str, Enum):
     VERIFY = "verify"        # the trusted evaluator on the weights a run sealed
     VERIFY_BEST = "verify-best"  # on the best's weights, for an experiment's holdout check
     CONFIRM = "confirm"      # `autoresearch confirm` on a kept experiment's weights
+    SALVAGE = "salvage"      # the trusted evaluator on the weights of a run that died after its seal
 
     def __str__(self) -> str:
         return self.value
 
 
 NUMBERED = (RunKind.NOISE, RunKind.REBASE, RunKind.FIX, RunKind.RERUN)
-EVALUATIONS = (RunKind.VERIFY, RunKind.VERIFY_BEST, RunKind.CONFIRM)
+EVALUATIONS = (RunKind.VERIFY, RunKind.VERIFY_BEST, RunKind.CONFIRM, RunKind.SALVAGE)
 
 
 class RunId(BaseModel):

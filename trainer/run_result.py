@@ -7,14 +7,26 @@ from __future__ import annotations
 from dataclasses import field
 from pathlib import Path
 
-from pydantic import ConfigDict
+from pydantic import BaseModel, ConfigDict
 from pydantic.dataclasses import dataclass
 
+from trainer.evaluation import Evaluation
 from trainer.hardware import Hardware
 from trainer.run_id import RunId
 from trainer.run_limits import RunLimits
 from trainer.run_log import read_log
 from trainer.triage import Triage, Verdict, classify, parse_model_config
+
+
+class Salvage(BaseModel):
+    """A run that died after it sealed its weights, scored from those weights by the trusted evaluator instead
+    (agent/judging/salvage.py): what it died of, and what the evaluator found."""
+    model_config = ConfigDict(extra="forbid")
+
+    crash: str                       # its verdict before the salvage: "oom: out of memory: ..."
+    evaluation: Evaluation
+    seconds: float                   # the evaluation's wall clock
+    batch_rows: int | None = None    # the evaluator's batch, where it was made smaller (the run ran out of memory)
 
 
 # A pydantic dataclass rather than a BaseModel: the run's printed config is `model_config`, a name
@@ -42,6 +54,7 @@ class RunResult:
     device: str = "cpu"                   # what the harness let it reach: "cuda" where a GPU was in its view
     run: RunId | None = None              # which run it was (the agent's Training sets it)
     hardware: Hardware | None = None      # the machine that ran it, as the harness read it there
+    salvage: Salvage | None = None        # it died after its seal and was scored from its weights (verdict: ok)
 
     @property
     def summary(self) -> dict[str, str]:

@@ -53,6 +53,7 @@ class SpoolJob(BaseModel):
     checkpoint: Path | None = None          # evaluate: the weights to score
     splits: tuple[str, ...] = ()            # evaluate: the splits to score them on
     probe: bool = False                     # evaluate: also probe the model for lookahead
+    batch_rows: Annotated[int, Field(ge=2)] | None = None  # evaluate: rows a batch sends the model (None: its own)
     worker: str | None = None               # set by the worker that claimed it
 
     @model_validator(mode="after")

@@ -128,15 +128,18 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
 
 def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[str, ...], *, probe: bool,
                     timeout: float, run_dir: Path, log_path: Path, extra_env: Mapping[str, str] | None = None,
-                    python: str = sys.executable, on_start: Callable | None = None) -> ProcessOutcome:
+                    python: str = sys.executable, on_start: Callable | None = None,
+                    batch_rows: int | None = None) -> ProcessOutcome:
     """trainer/evaluate.py on saved weights, in a fresh run_dir holding the commit's files (it imports their
     frozen prepare.py, never their train.py, and sandboxes the model server that does); its scores are the
-    last EVALUATION line of log_path."""
+    last EVALUATION line of log_path. batch_rows: the rows of its batches, where fewer than its own (the model
+    ran out of memory)."""
     private_directory(run_dir)
     for name in TRACKED:
         (run_dir / name).write_bytes(files[name])
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    command = [python, "-m", "trainer.evaluate", str(checkpoint), "--splits", ",".join(splits)]
+    command = [python, "-m", "trainer.evaluate", str(checkpoint), "--splits", ",".join(splits),
+               *(["--batch-rows", str(batch_rows)] if batch_rows is not None else [])]
     env = {**(extra_env or {}), "PYTHONPATH": str(PROJECT_ROOT), "AUTORESEARCH_CACHE": str(cache_root())}
     try:
         return run_untrusted(command + (["--probe"] if probe else []), run_dir, log_path, timeout, env,

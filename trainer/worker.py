@@ -106,7 +106,7 @@ class Worker:
     def evaluate(self, job: SpoolJob, files: dict[str, bytes]) -> EvaluationOutcome:
         outcome = evaluate_commit(files, job.checkpoint, job.splits, probe=job.probe, timeout=job.timeout,
                                   run_dir=self.scratch / job.id, log_path=self.log_path(job),
-                                  extra_env=self.device_env(), on_start=self.started)
+                                  extra_env=self.device_env(), on_start=self.started, batch_rows=job.batch_rows)
         return EvaluationOutcome.of(outcome)
 
     def started(self, process: subprocess.Popen) -> None:

@@ -75,6 +75,11 @@ class KeepProcedure:
             judgement.evidence.verification = verification_evidence(case.record.runs)
         if judgement.status == KEEP:
             judgement.reason += "; verified: the trusted evaluator scored the sealed weights"
+        for run in case.record.runs:
+            if run.salvaged:
+                judgement.reason += (f"; salvaged: the run with seed {run.seed} died after its seal "
+                                     f"({run.salvaged_from}), so its number is the trusted evaluator's score of its "
+                                     "sealed weights")
         return judgement
 
     def _decide(self, case: Case, result: RunResult, splits: tuple[str, ...] = ("val",)) -> Judgement:

@@ -90,6 +90,16 @@ def score_run(workspace: Workspace, runner: Runner, commit: str, run: RunEntry,
 
 
 def _problem(evaluation: Evaluation, gap: float, tolerance: float, seed: int | None, printed: float) -> str | None:
+    if problem := model_problem(evaluation):
+        return problem
+    if gap > tolerance:
+        return (f"the run with seed {seed} printed val_bpb {printed:.6f} but its saved weights "
+                f"score {evaluation.val:.6f} (allowed difference {tolerance:g})")
+    return None
+
+
+def model_problem(evaluation: Evaluation) -> str | None:
+    """Why the model's answers to the evaluator cannot stand (inconsistent, adapting, looking ahead), or None."""
     if evaluation.audit > CONSISTENCY_LIMIT:
         return (f"the model's reported losses are not what its logits give: up to {evaluation.audit:.3g} nats "
                 f"apart on {evaluation.audited_tokens} audited tokens (limit {CONSISTENCY_LIMIT})")
@@ -100,9 +110,6 @@ def _problem(evaluation: Evaluation, gap: float, tolerance: float, seed: int | N
         return (f"the model looks ahead: in copies of scored rows whose tokens after a position were replaced, "
                 f"its logits before the first replaced token moved by up to {evaluation.lookahead:.3g} (limit "
                 f"{LOOKAHEAD_LIMIT}, {evaluation.probes} probes)")
-    if gap > tolerance:
-        return (f"the run with seed {seed} printed val_bpb {printed:.6f} but its saved weights "
-                f"score {evaluation.val:.6f} (allowed difference {tolerance:g})")
     return None
 
 

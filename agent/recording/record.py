@@ -9,6 +9,7 @@ here and its keys are still there for whoever reads them next.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from enum import Enum
@@ -88,11 +89,15 @@ class RunEntry(_Part):
     limits: str | None = None             # what it was allowed to consume (trainer/run_limits.py)
     ended: str | None = None              # why the harness ended it after its seal, before it exited
     hardware: Hardware | None = None      # the machine that ran it (trainer/hardware.py)
+    salvaged: bool | None = None          # it died after its seal; val_bpb is the trusted evaluator's score of
+    salvaged_from: str | None = None      # its sealed weights, and this the crash it died of (agent/judging/salvage.py)
     run_id: RunId | None = Field(default=None, exclude=True)  # which run it was, while the loop that ran it runs
 
     @classmethod
     def of(cls, result: Any, seed: int, workspace_dir: Path) -> RunEntry:
         """The entry for one finished run (an agent.running.runner.RunResult)."""
+        if result.salvage is not None:
+            return cls._salvaged(result, seed, workspace_dir)
         ok = result.verdict.triage.value == "ok"
         printed = summary_number(result.summary.get("val_bpb")) if ok else None
         return cls(run_id=result.run, seed=seed, val_bpb=printed, printed=printed,
@@ -107,6 +112,20 @@ class RunEntry(_Part):
                    **({"limits": result.limits.describe()} if result.limits else {}),
                    **({"ended": result.ended} if result.ended else {}),
                    **({"hardware": result.hardware} if result.hardware else {}))
+
+    @classmethod
+    def _salvaged(cls, result: Any, seed: int, workspace_dir: Path) -> RunEntry:
+        """A run that died after its seal: its number is the trusted evaluator's score of its sealed weights; what
+        it printed before it died (if anything) is shown in its check, and stands for nothing."""
+        salvage, entry = result.salvage, cls.of(dataclasses.replace(result, salvage=None), seed, workspace_dir)
+        evaluation, trusted = salvage.evaluation, round(salvage.evaluation.val, 6)
+        entry.val_bpb, entry.printed, entry.trusted, entry.salvaged, entry.salvaged_from = (trusted, None, True,
+                                                                                             True, salvage.crash)
+        entry.check = Check(seed=seed, printed=summary_number(result.summary.get("val_bpb")), trusted=trusted,
+                            lookahead=evaluation.lookahead, probes=evaluation.probes, audit=evaluation.audit,
+                            audited_tokens=evaluation.audited_tokens, repeat=evaluation.repeat,
+                            device=evaluation.device, seconds=salvage.seconds)
+        return entry
 
 
 class Timings(_Part):
@@ -255,6 +274,16 @@ class ExperimentRecord(BaseModel):
         if self.status == ExperimentStatus.KEEP and self.evidence.kept_as == SIMPLIFY:
             return SIMPLIFY
         return self.status.value
+
+    @property
+    def salvaged(self) -> bool:
+        """Whether a run of it died after its seal and was judged on its sealed weights (RunEntry.salvaged)."""
+        return any(run.salvaged for run in self.runs)
+
+    @property
+    def triage_shown(self) -> str:
+        """Its triage as status and report show it, flagged where a run of it was salvaged."""
+        return f"{self.triage or ''}{', salvaged' if self.salvaged else ''}"
 
     @property
     def hardware(self) -> Hardware | None:

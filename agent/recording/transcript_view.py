@@ -56,7 +56,8 @@ def _event(e: dict) -> RenderableType:
                      title=f"committed {escape(str(e.get('commit', ''))[:7])}")
     if kind == "decision":
         evidence = e.get("evidence") or {}
-        runs = ", ".join(f"seed {r.get('seed')}: {r.get('val_bpb')}" for r in e.get("runs") or [])
+        runs = ", ".join(f"seed {r.get('seed')}: {r.get('val_bpb')}" + (" salvaged" if r.get("salvaged") else "")
+                         for r in e.get("runs") or [])
         detail = (f"\nruns: {runs}" if runs else "") + (
             f"\nrule: {evidence['rule']}; sigma {evidence.get('sigma')}, gain {evidence.get('gain')}, "
             f"threshold {evidence.get('threshold')}" if evidence.get("rule") else "")

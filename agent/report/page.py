@@ -180,7 +180,7 @@ def experiments_table(records: list[ExperimentRecord]) -> str:
             f"<tr><td><a href='#t-{escape(r.id)}'>{escape(r.id)}</a></td>"
             f"<td class='{escape(r.status)}'>{escape(r.kept_as)}</td><td>{escape(r.novelty or '-')}</td>"
             f"<td>{_value(r.val_bpb)}</td>"
-            f"<td>{escape(str(r.triage or ''))}</td><td>{escape(where_ran(r) or '-')}</td>"
+            f"<td>{escape(r.triage_shown)}</td><td>{escape(where_ran(r) or '-')}</td>"
             f"<td>{escape(str(r.proposer or ''))}</td>"
             f"<td>{escape(str(r.program.name or ''))}</td><td>${cost:.4f}</td>"
             f"<td>{escape(r.description)}<div class='small'>{escape(r.reason)}</div></td>"
@@ -236,6 +236,7 @@ def event_html(e: dict) -> str:
     if kind == "decision":
         evidence = e.get("evidence") or {}
         runs = ", ".join(f"seed {r.get('seed')}: {_value(r.get('val_bpb'))}"
+                         + (" salvaged" if r.get("salvaged") else "")
                          + (f" on {r['where']}" if r.get("where") else "") for r in e.get("runs") or [])
         rule = (f"rule: {evidence['rule']} · sigma {_value(evidence.get('sigma'))} · gain "
                 f"{_value(evidence.get('gain'))} · threshold {_value(evidence.get('threshold'))}"

@@ -111,6 +111,6 @@ def last_experiments(records: list[ExperimentRecord]) -> Table:
                                                                  ("expected", why.expected),
                                                                  ("lesson", why.lesson)) if text)
         table.add_row(shown(r.id, 20), r.kept_as, r.novelty or "-", f"{r.val_bpb:.6f}" if r.val_bpb else "-",
-                      shown(str(r.triage or ""), 20), shown(where_ran(r) or "-", 120),
+                      shown(r.triage_shown, 30), shown(where_ran(r) or "-", 120),
                       shown(bounded(r.description, 200) + said))
     return table

@@ -23,7 +23,7 @@ def evaluate_checkpoint(workspace: Workspace, job: EvaluationJob, python: str = 
     files = {path: workspace.file_at(path, job.commit).encode() for path in TRACKED}
     paths = workspace.paths(job.run)
     process = evaluate_commit(files, job.checkpoint, job.splits, probe=job.probe, timeout=job.timeout,
-                              run_dir=paths.run_dir, log_path=paths.log, python=python)
+                              run_dir=paths.run_dir, log_path=paths.log, python=python, batch_rows=job.batch_rows)
     return parse_evaluation(paths.log, EvaluationOutcome.of(process), job.checkpoint)
 
 

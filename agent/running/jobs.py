@@ -30,3 +30,4 @@ class EvaluationJob(BaseModel):
     splits: tuple[str, ...] = ("val",)
     probe: bool = False
     timeout: float = 1800.0
+    batch_rows: int | None = None  # rows a batch sends the model: None is the evaluator's own for its device

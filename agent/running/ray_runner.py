@@ -112,7 +112,8 @@ class RayRunner:
         """trainer/evaluate.py on a node with a GPU, the weights sent with the task."""
         files, _ = self._files(workspace, job.commit)
         task = self._evaluate_task.remote(files, job.checkpoint.read_bytes(), tuple(job.splits), probe=job.probe,
-                                          timeout=job.timeout, run_id=self._run_id(workspace, job.run.name))
+                                          timeout=job.timeout, run_id=self._run_id(workspace, job.run.name),
+                                          batch_rows=job.batch_rows)
         try:
             message, log = self._wait(task, job.timeout)
         except RayFailure as err:

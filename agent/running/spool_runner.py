@@ -76,7 +76,8 @@ class SpoolRunner:
     def evaluate(self, workspace: Workspace, asked: EvaluationJob) -> Evaluation:
         """trainer/evaluate.py on a GPU worker (the checkpoint is read through the shared workspaces)."""
         job = self._job(workspace, asked.commit, asked.timeout, asked.run.name, kind="evaluate",
-                        checkpoint=asked.checkpoint, splits=asked.splits, probe=asked.probe)
+                        checkpoint=asked.checkpoint, splits=asked.splits, probe=asked.probe,
+                        batch_rows=asked.batch_rows)
         log_path = workspace.paths(asked.run).log
         result = self._through_spool(job, log_path)
         if result.infra is not None or result.evaluation is None:

@@ -1,7 +1,8 @@
 """Training a commit through a runner: the hard timeout, one retry of a failure outside the
-experiment (infra), and the noise floor (re-runs of the best with fresh seeds, all at once
-through the runner's slots). A run that ends while the loop is stopping raises Stopping: what
-it printed is not judged."""
+experiment (infra), the salvage of a run that died after its seal (agent/judging/salvage.py),
+and the noise floor (re-runs of the best with fresh seeds, all at once through the runner's
+slots). A run that ends while the loop is stopping raises Stopping: what it printed is not
+judged."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from agent.judging.noise import floored, inflated_floor, sigma_of
+from agent.judging.salvage import salvage, salvageable
 from agent.judging.verify import Untrusted, score_runs
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, now
 from agent.recording.transcript import Transcript
@@ -57,8 +59,11 @@ class Training:
         if result.verdict.triage == Triage.INFRA:
             result = self._blamed(job, result, transcript)
         self.shared.check()
+        if salvageable(result):  # died after its seal: judged on its sealed weights, before any fix or crash
+            result = salvage(self.workspace, self.runner, commit, result, transcript)
         transcript.event("run_finished", returncode=result.returncode, timed_out=result.timed_out,
                          triage=result.verdict.triage.value, reason=result.verdict.reason,
+                         salvaged=result.salvage is not None,
                          seconds=round(result.seconds, 3), summary=result.summary, log_tail=result.tail,
                          where=result.where)
         return result

@@ -6,7 +6,7 @@ import secrets
 import numpy as np
 import pytest
 
-from trainer.evaluate import BATCH_ROWS, PROBES_PER_BATCH, batch_layout, plan_batches
+from trainer.evaluate import BATCH_ROWS, PROBES_PER_BATCH, batch_layout, main, plan_batches
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -34,3 +34,21 @@ def test_on_cuda_batches_are_larger_with_probes_in_the_same_share():
     assert batch_layout("cpu") == (BATCH_ROWS, PROBES_PER_BATCH)
     rows, probes = batch_layout("cuda")
     assert rows > BATCH_ROWS and probes / rows == PROBES_PER_BATCH / BATCH_ROWS
+
+
+@pytest.mark.parametrize(("device", "rows", "probes"), [("cpu", 8, 1), ("cpu", 2, 1), ("cuda", 64, 8)])
+def test_a_smaller_batch_keeps_probes_in_every_batch(device, rows, probes):
+    """--batch-rows: the weights of a run that ran out of memory are scored in smaller batches, each with probes."""
+    assert batch_layout(device, rows) == (rows, probes)
+    data = np.random.default_rng(0).integers(0, 1000, size=(40, 129))
+    plan = plan_batches(data, secrets.SystemRandom(), rows, probes)
+    assert all(len(scored) + len(batch_probes) == rows and batch_probes for scored, batch_probes in plan)
+    assert sorted(i for scored, _ in plan for i in scored) == list(range(len(data)))
+
+
+def test_a_batch_too_small_for_a_probe_is_refused_saying_so(capsys):
+    with pytest.raises(ValueError, match="at least 2 rows"):
+        batch_layout("cpu", 1)
+    with pytest.raises(SystemExit):
+        main(["weights.pt", "--splits", "val", "--batch-rows", "1"])
+    assert "--batch-rows must be at least 2" in capsys.readouterr().err
