@@ -57,7 +57,7 @@ class Training:
         if result.verdict.triage == Triage.INFRA:
             result = self._blamed(job, result, transcript)
         self.shared.check()
-        transcript.event("run_finished", returncode=result.returncode, timed_out=result.timed_out,
+        transcript.event("run_finished", seed=seed, returncode=result.returncode, timed_out=result.timed_out,
                          triage=result.verdict.triage.value, reason=result.verdict.reason,
                          seconds=round(result.seconds, 3), summary=result.summary, log_tail=result.tail,
                          where=result.where)
