@@ -282,7 +282,7 @@ class Loop:
             return f"reached the {settings.max_hours} h limit"
         if settings.max_cost_usd is not None and self._spent() >= settings.max_cost_usd:
             counted = (f", LLM spend and GPU time at ${settings.gpu_usd_per_hour:g} per GPU-hour"
-                       if settings.gpu_usd_per_hour else " on LLM calls")
+                       if settings.gpu_usd_per_hour else "")
             return f"reached the cost cap of ${settings.max_cost_usd:.2f} (spent ${self._spent():.2f}{counted})"
         return None
 

@@ -101,3 +101,10 @@ def test_run_offers_the_gpu_price_and_says_the_cap_covers_it():
     shown = CliRunner().invoke(cli.app, ["run", "--help"], terminal_width=200).output
     words = " ".join(shown.replace("│", " ").split())
     assert "--gpu-usd-per-hour" in shown and "plus its runs' GPU time at --gpu-usd-per-hour when that is given" in words
+
+
+def test_the_model_is_told_what_the_spend_counts():
+    from agent.proposers.night_facts import NightFacts
+    priced = NightFacts.of(LoopSettings(max_cost_usd=5, gpu_usd_per_hour=2), spent_usd=1).budget_line()
+    assert "$4.00 of LLM spend and GPU time ($1.00 spent)" in priced
+    assert "$4.00 of LLM spend ($1.00 spent)" in NightFacts.of(LoopSettings(max_cost_usd=5), spent_usd=1).budget_line()
