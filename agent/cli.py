@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import signal
 import time
@@ -198,6 +199,7 @@ def run(settings: RunCommandSettings) -> None:
     from agent.judging.keep_rule import KeepRule, store_keep_rule
     from agent.judging.plateau import settings_problem as plateau_problem
     from agent.loop import LoopStopped, run_loop
+    from agent.recording.gpu_cost import store_gpu_price
     from agent.workspace import Workspace, WorkspaceError
 
     _use_cache(settings.cache)
@@ -229,6 +231,7 @@ def run(settings: RunCommandSettings) -> None:
     tracking = _start_tracking(settings.mlflow, workspace)
     trainer = _runner(settings.runner, where_to_train)
     store_keep_rule(workspace, KeepRule.of(settings))  # the report states the rule of the latest night
+    store_gpu_price(workspace, settings.gpu_usd_per_hour)  # and prices its GPU time at the latest night's price
     try:
         with ProgressObserver(workspace.dir, console) as observer:  # a live line per experiment in flight
             why = run_loop(workspace, ObservedProposer(chosen, observer, settings.model or chosen.name),
@@ -343,8 +346,11 @@ def steer(tag: TagOption, program: Annotated[Path | None, typer.Argument(
 
 @app.command()
 def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.Argument(
-        help="Experiment id (default: the latest).")] = None, workspaces: WorkspacesOption = None) -> None:
-    """Print one experiment's transcript readably."""
+        help="Experiment id (default: the latest).")] = None, workspaces: WorkspacesOption = None,
+               as_json: Annotated[bool, typer.Option("--json", help="Print its events as JSON lines, one event a "
+                                                                    "line, for machines.")] = False) -> None:
+    """Print one experiment's transcript readably: a panel for the proposal, each run, verification and the
+    decision."""
     from agent.recording.transcript import Transcript
     from agent.recording.transcript_view import render
     workspace = open_workspace(tag, workspaces)
@@ -355,7 +361,12 @@ def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.
     if experiment is not None and experiment not in named:
         fail(f"no transcript for experiment {shown_repr(experiment)}: there are {', '.join(named)}")
     path = named[experiment] if experiment is not None else paths[-1]
-    console.print(render(Transcript(path).events(), path.stem))
+    events = Transcript(path).events()
+    if as_json:
+        for event in events:  # re-encoded: non-ASCII and control characters escaped, a torn line left out
+            typer.echo(json.dumps(event))
+        return
+    console.print(render(events, path.stem))
 
 
 @app.command()

@@ -48,6 +48,7 @@ from agent.proposers.conversations import Pace
 from agent.proposers.edits import EditRejected
 from agent.proposers.night_facts import NightFacts
 from agent.proposers.proposing import read_program
+from agent.recording.gpu_cost import gpu_cost_usd
 from agent.recording.ledger import Ledger
 from agent.recording.proposal_failures import FailedProposal, failures_cost, record_failure
 from agent.recording.record import ExperimentRecord
@@ -179,7 +180,7 @@ class Loop:
             return False
         experiment_id = self._next_id()
         facts = NightFacts.of(self.settings, self.done + len(self.active), (time.monotonic() - started) / 3600,
-                              run_cost(self.ledger))
+                              run_cost(self.ledger, self.settings.gpu_usd_per_hour))
         transcript = Transcript(self.workspace.dir / "transcripts" / f"{experiment_id}.jsonl")
         experiment = Experiment(experiment_id, transcript, read_program(self.workspace), time.monotonic(), facts)
         if admitted:
@@ -299,16 +300,19 @@ class Loop:
         if settings.max_hours is not None and time.monotonic() - started >= settings.max_hours * 3600:
             return f"reached the {settings.max_hours} h limit"
         if settings.max_cost_usd is not None and self._spent() >= settings.max_cost_usd:
-            return f"reached the cost cap of ${settings.max_cost_usd:.2f} (spent ${self._spent():.2f})"
+            counted = (f", LLM spend and GPU time at ${settings.gpu_usd_per_hour:g} per GPU-hour"
+                       if settings.gpu_usd_per_hour else "")
+            return f"reached the cost cap of ${settings.max_cost_usd:.2f} (spent ${self._spent():.2f}{counted})"
         return None
 
     def _spent(self) -> float:
-        """The run's LLM spend, with that of the experiments in flight: their proposals (those being made too) and
-        fixes."""
+        """The run's spend (run_cost), with the LLM spend of the experiments in flight: their proposals (those being
+        made too) and fixes; and the GPU time of their runs so far, where a GPU price was given."""
         with self.changed:
-            pending = [e.spend.cost_usd for e, _ in self.active.values()
-                       if e.abandoned is None and not self.ledger.has(e.id)]
-        return run_cost(self.ledger) + sum(pending)
+            in_flight = [e for e, _ in self.active.values() if e.abandoned is None and not self.ledger.has(e.id)]
+            pending = sum(e.spend.cost_usd for e in in_flight)
+            pending += gpu_cost_usd([e.record for e in in_flight], self.settings.gpu_usd_per_hour)
+        return run_cost(self.ledger, self.settings.gpu_usd_per_hour) + pending
 
     def _abandon_waiting(self, why: str) -> None:
         """Experiments proposed but not yet admitted will not train: a limit was reached."""
@@ -351,9 +355,12 @@ class Loop:
             self.steps.proposing.abandon(experiment.id, made, experiment.transcript, why)
 
 
-def run_cost(ledger: Ledger) -> float:
-    """LLM spend of the run: its experiments' and that of proposals that produced none."""
-    return sum(r.llm.cost_usd for r in ledger.records) + failures_cost(ledger.jsonl.parent)
+def run_cost(ledger: Ledger, gpu_usd_per_hour: float | None = None) -> float:
+    """Spend of the run: the LLM spend of its experiments and of proposals that produced none, plus its runs' GPU
+    time at gpu_usd_per_hour where that is given."""
+    records = ledger.records
+    return (sum(r.llm.cost_usd for r in records) + failures_cost(ledger.jsonl.parent)
+            + gpu_cost_usd(records, gpu_usd_per_hour))
 
 
 def _bpb(record: ExperimentRecord) -> str:

@@ -34,7 +34,13 @@ class LoopSettings(BaseModel):
                                                     "the budget is CPU seconds or steps).")
     timeout_seconds: float | None = internal(None)  # overrides the hard timeout
     max_fix_attempts: int = internal(2)             # fixes a proposer may submit for a fixable crash
-    max_cost_usd: float | None = Field(None, description="Stop once the LLM spend of the tag reaches this.")
+    max_cost_usd: float | None = Field(None, description="Stop once the spend of the tag reaches this: its LLM "
+                                                         "spend, plus its runs' GPU time at --gpu-usd-per-hour "
+                                                         "when that is given.")
+    gpu_usd_per_hour: float | None = Field(None, gt=0, description="What a GPU-hour costs, in USD: the report's gain "
+                                                                   "per dollar and --max-cost-usd then count the "
+                                                                   "runs' GPU time (one GPU per run) besides the "
+                                                                   "LLM spend.")
     outage_poll_seconds: float = internal(60.0)     # while the LLM provider is down, try again this often
     overlap: bool = Field(True, description="Propose the next experiment while the current one trains.")
     proposers: int | None = Field(None, ge=1, description="Proposals (LLM conversations) made at once (default: "

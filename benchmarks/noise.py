@@ -8,7 +8,7 @@ With --hogs N every seed is trained twice, once as the machine is and once besid
 spin on the CPU (started and stopped by pid around that run), so that both arms share whatever
 else the machine is doing; it prints both arms and the ratio of their sigmas (loaded / as is).
 
-    .venv/bin/python benchmarks/noise.py [--track cpu] [--seeds 5] [--first-seed 42] [--hogs 2] [--cache DIR]
+    .venv/bin/python benchmarks/noise.py [--track cpu] [--seeds 5] [--first-seed 42] [--hogs 2] [--cache DIR] [--write]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,6 +33,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=42)
     parser.add_argument("--cache", type=Path, default=None)
     parser.add_argument("--hogs", type=int, default=0, help="CPU-spinning processes beside the second arm")
+    parser.add_argument("--write", action="store_true", help="store the measured sigma as the track's usual one")
     args = parser.parse_args()
     if args.cache is not None:
         os.environ["AUTORESEARCH_CACHE"] = str(args.cache.resolve())
@@ -50,7 +52,10 @@ def main() -> None:
     workspace = Workspace.create("noise", spec, REPO / "prompts" / "program.md",
                                  root=Path(tempfile.mkdtemp(prefix="noise-bench-")))
     budget = spec["constants"]["time_budget"]
-    clock = spec["constants"].get("budget_clock", "wall")
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    constants = spec["constants"]
+    clock = ("steps" if constants.get("step_budget") else "FLOPs" if constants.get("flops_budget")
+             else constants.get("budget_clock", "wall"))
     arms = {"as is": 0, f"{args.hogs} hog(s)": args.hogs} if args.hogs else {"as is": 0}
     tables, values = {}, {arm: [] for arm in arms}
     for arm in arms:
@@ -58,7 +63,7 @@ def main() -> None:
                                   f"{os.cpu_count()} cores, {arm}")
         for column in ("seed", "val_bpb", "steps", "training s", "wall s"):
             tables[arm].add_column(column, justify="right")
-    for seed in range(args.first_seed, args.first_seed + args.seeds):
+    for seed in seeds:
         for arm, hogs in arms.items():
             spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
             try:
@@ -89,6 +94,19 @@ def main() -> None:
     if args.hogs:
         loaded, idle = sigmas[f"{args.hogs} hog(s)"], sigmas["as is"]
         print(f"sigma loaded / as is: {loaded:.6f} / {idle:.6f} = {loaded / idle:.2f}")
+    if args.write:
+        write_usual_sigma(args.track, sigmas["as is"], seeds)
+
+
+def write_usual_sigma(track: str, sigma: float, seeds: list[int]) -> None:
+    from agent.judging.usual_sigma import TABLE, UsualSigma, record_measurement
+    from trainer.hardware import this_machine
+
+    measured = UsualSigma(sigma=round(sigma, 6), seeds=seeds, date=time.strftime("%Y-%m-%d"),
+                          machine=this_machine().describe(),
+                          source=f"benchmarks/noise.py --track {track} --seeds {len(seeds)} --write")
+    record_measurement(track, measured, TABLE)
+    print(f"{TABLE.relative_to(REPO)}: {track} usual sigma {measured.describe()}")
 
 
 if __name__ == "__main__":

@@ -12,19 +12,21 @@ Without a noise floor (noise_seeds 0) a change is kept when it beats the best by
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 
+from agent.judging.significance import one_sided_p, standard_error, z_score
+from agent.judging.usual_sigma import budget_follows_machine_speed, usual_sigmas
 from agent.recording.record import Evidence, ExperimentRecord, ExperimentStatus, RunEntry
 
 KEEP, DISCARD, CRASH = ExperimentStatus.KEEP, ExperimentStatus.DISCARD, ExperimentStatus.CRASH
 CLOSE = "close"  # not a final status: run the candidate again, then judge the mean
 
-# sigma of val_bpb between seeds of a track's baseline, as measured (BENCHMARKS.md; cpu: 0.003-0.015 on its CPU
-# clock, busy machine included; gpu: the reference's "a few 1e-4" on an H100). A floor far above it means
-# something besides the seed moves the numbers: most often other work on the machine, which no rule can see past.
-USUAL_SIGMA = {"gpu": 0.0005, "cpu": 0.014, "test": 0.003}
+# sigma of val_bpb between seeds of a track's baseline, as benchmarks/noise.py measured it (usual_sigma.json). A
+# floor far above it means something besides the seed moves the numbers: on a track whose budget is time, most
+# often other work on the machine, which no rule can see past.
+USUAL = usual_sigmas()
+USUAL_SIGMA = {track: measured.sigma for track, measured in USUAL.items()}
 INFLATED_RATIO = 3.0  # with three values, P(stdev > 3 sigma) is about 1e-4 when nothing else is going on
 # With three values, P(stdev < sigma / 4) is about 3%; runs that come out the same whatever their seed say that
 # the seed does not reach them, and a floor of 0 would keep a gain of nothing: such a floor is raised to this share.
@@ -45,6 +47,8 @@ def judge(candidate: list[float], best: list[float], sigma: float | None, sigmas
     gain = statistics.fmean(best) - statistics.fmean(candidate)
     evidence = Evidence(candidate_runs=candidate, best_runs=best, gain=round(gain, 6),
                         sigma=round(sigma, 6) if sigma else sigma)
+    if (z := z_score(gain, sigma, len(candidate), len(best))) is not None:
+        evidence.z, evidence.p = round(z, 4), round(one_sided_p(z), 6)
     said = (f"mean of {len(candidate)} run(s) {statistics.fmean(candidate):.6f} vs the best's mean "
             f"{statistics.fmean(best):.6f}")
     if sigma is None:
@@ -63,8 +67,7 @@ def judge(candidate: list[float], best: list[float], sigma: float | None, sigmas
             return Judgement(CLOSE, f"{said}: gain {gain:.6f} is inside {sigmas:g} sigma ({threshold:.6f}), "
                                       "a close call: running it again with a fresh seed", evidence)
         return Judgement(DISCARD, f"{said}: no gain", evidence)
-    standard_error = sigma * math.sqrt(1 / len(candidate) + 1 / len(best))
-    threshold = max(sigmas * standard_error, min_delta)
+    threshold = max(sigmas * standard_error(sigma, len(candidate), len(best)), min_delta)
     evidence.rule = f"mean of runs: gain > {sigmas:g} x sigma x sqrt(1/{len(candidate)} + 1/{len(best)})"
     evidence.threshold = round(threshold, 6)
     if gain > threshold:
@@ -78,7 +81,13 @@ def inflated_floor(sigma: float | None, track: str, keep_sigmas: float = 2.0) ->
     usual = USUAL_SIGMA.get(track)
     if sigma is None or not usual or sigma <= INFLATED_RATIO * usual:
         return None
-    return (f"sigma {sigma:.4g} is {sigma / usual:.0f}x this track's usual {usual:g}: is the machine busy? "
+    if budget_follows_machine_speed(track):
+        why = "is the machine busy?"
+    else:  # a step or FLOPs budget trains the same whatever else the machine does
+        why = ("this track's budget counts steps or FLOPs, not time, so a busy machine does not move it: the "
+               "seeds alone move it that much.")
+    return (f"sigma {sigma:.4g} is {sigma / usual:.0f}x this track's usual {usual:g} "
+            f"({USUAL[track].seeds_words()}): {why} "
             f"While it stays this high only gains above {keep_sigmas * sigma:.3g} can be kept")
 
 

@@ -14,6 +14,7 @@ class NightFacts(BaseModel):
     hours_left: float | None = None
     usd_left: float | None = None
     usd_spent: float = 0.0
+    usd_counts: str = "LLM spend"         # what the spend counts: GPU time too where a GPU price was given
     keep_sigmas: float = 2.0              # a gain must exceed this many sigma (standard errors after re-runs)
     noise_seeds: int = 2                  # re-runs of the best that measure sigma (0: none)
     min_delta: float = 0.0                # without a noise floor, the gain a keep needs
@@ -25,14 +26,15 @@ class NightFacts(BaseModel):
             experiments_left=None if settings.max_experiments is None else max(0, settings.max_experiments - done),
             hours_left=None if settings.max_hours is None else max(0.0, settings.max_hours - hours_used),
             usd_left=None if settings.max_cost_usd is None else max(0.0, settings.max_cost_usd - spent_usd),
-            usd_spent=spent_usd, keep_sigmas=settings.keep_sigmas, noise_seeds=settings.noise_seeds,
+            usd_spent=spent_usd, usd_counts="LLM spend and GPU time" if settings.gpu_usd_per_hour else "LLM spend",
+            keep_sigmas=settings.keep_sigmas, noise_seeds=settings.noise_seeds,
             min_delta=settings.min_delta)
 
     def budget_line(self) -> str:
         parts = [f"{self.experiments_left} experiment(s) including this one" if self.experiments_left is not None
                  else "no limit on experiments",
                  f"{self.hours_left:.1f} h" if self.hours_left is not None else "no time limit",
-                 f"${self.usd_left:.2f} of LLM spend (${self.usd_spent:.2f} spent)" if self.usd_left is not None
+                 f"${self.usd_left:.2f} of {self.usd_counts} (${self.usd_spent:.2f} spent)" if self.usd_left is not None
                  else f"no cost cap (${self.usd_spent:.2f} spent)"]
         return "Budget left: " + ", ".join(parts) + "."
 

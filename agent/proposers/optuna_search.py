@@ -36,6 +36,8 @@ WARM_STARTS: dict[str, list[tuple[str, float | int]]] = {
 }
 
 
+WARM_START = "warm_start"  # the user attribute that marks a trial of WARM_STARTS
+
 # Set by the hardware profile (trainer/profiles.py): how the work is laid out, never what is learnt.
 LAYOUT_ONLY = {"DEVICE_BATCH_SIZE"}
 
@@ -161,7 +163,7 @@ class OptunaProposer:
                     fixed = {"parameter": parameter, parameter: value}
                     if isinstance(value, int) and value > 0:
                         fixed[f"{parameter}.log2"] = int(math.log2(value))
-                    study.enqueue_trial(fixed, skip_if_exists=True)
+                    study.enqueue_trial(fixed, user_attrs={WARM_START: True}, skip_if_exists=True)
             self._studies[name] = study
         return self._studies[name]
 
@@ -194,20 +196,29 @@ class OptunaProposer:
         else:
             raise ProposerError("TPE kept proposing the current values or values already tried on this best")
         best = min(finished, key=lambda t: t.value, default=None)
-        transcript.event("reasoning", text=(
-            f"TPE trial {trial.number} ({len(finished)} finished so far"
-            + (f"; its best, trial {best.number}, reached val_bpb {best.value:.6f}" if best else "") + "). "
-            f"It chose {dim.name} among {len(space)} parameters and proposes {dim.value} -> {value} "
-            f"(searched over {dim.describe()}). One change, against the current best "
-            f"(val_bpb {context.best.val_bpb:.6f}, commit {context.best.commit[:7]})."))
+        against = (f"One change, against the current best (val_bpb {context.best.val_bpb:.6f}, commit "
+                   f"{context.best.commit[:7]}).")
+        warm = bool(trial.user_attrs.get(WARM_START))
+        if warm:
+            said = (f"Trial {trial.number} is a warm start, not TPE's choice: {dim.name} = {value} is a value known "
+                    f"to do well on this track (measured to beat its baseline), tried before the search proper. It "
+                    f"proposes {dim.value} -> {value}. {against}")
+            hypothesis = (f"warm start (trial {trial.number}): {dim.name} = {value}, a value known to beat this "
+                          f"track's baseline, tried first; expected to score better than {dim.value} here too")
+        else:
+            said = (f"TPE trial {trial.number} ({len(finished)} finished so far"
+                    + (f"; its best, trial {best.number}, reached val_bpb {best.value:.6f}" if best else "") + "). "
+                    f"It chose {dim.name} among {len(space)} parameters and proposes {dim.value} -> {value} "
+                    f"(searched over {dim.describe()}). {against}")
+            hypothesis = (f"TPE trial {trial.number}: after {len(finished)} finished trial(s) its model of the results "
+                          f"expects {dim.name} = {value} (searched over {dim.describe()}) to score better than "
+                          f"{dim.value}")
+        transcript.event("reasoning", text=said)
         return Proposal(description=f"{dim.name} {dim.value} -> {value}",
                         edits=[Edit(old_string=old_line, new_string=new_line)],
                         meta={"trial": trial.number, "study": study.study_name, "parameter": dim.name,
-                              "old": dim.value, "new": value},
-                        hypothesis=(f"TPE trial {trial.number}: after {len(finished)} finished trial(s) its model of "
-                                    f"the results expects {dim.name} = {value} (searched over {dim.describe()}) to "
-                                    f"score better than {dim.value}"),
-                        expected=f"val_bpb below the best's {context.best.val_bpb:.6f}")
+                              "old": dim.value, "new": value, **({WARM_START: True} if warm else {})},
+                        hypothesis=hypothesis, expected=f"val_bpb below the best's {context.best.val_bpb:.6f}")
 
     def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
         trial = proposal_meta.get("trial")

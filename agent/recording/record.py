@@ -169,6 +169,8 @@ class Evidence(_Part):
     sigma: float | None = None
     rule: str | None = None
     threshold: float | None = None
+    z: float | None = None                # gain / standard error of the difference (agent/judging/significance.py)
+    p: float | None = None                # one-sided p-value of z
     implausible_fall: str | None = None
     verification: Verification | None = None
     simplify: SimplifyEvidence | None = None

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from agent.judging.keep_rule import stored_keep_rule
 from agent.recording.confirmation import read_confirmation
+from agent.recording.gpu_cost import stored_gpu_price
 from agent.recording.history import History
 from agent.recording.ledger import read_in_flight, read_records
 from agent.recording.notes import read_notes
@@ -29,7 +30,7 @@ def write_report(workspace: Workspace) -> Path:
     (out / "progress.png").write_bytes(png)
     index = out / "index.html"
     confirmation = read_confirmation(workspace.dir)
-    h = headline(records, night_calibration(workspace.dir, workspace.track, records))
+    h = headline(records, night_calibration(workspace.dir, workspace.track, records), stored_gpu_price(workspace))
     index.write_text(page(workspace.tag, workspace.track, records, h, png, cumulative, events,
                           confirmation, read_failures(workspace.dir), read_notes(workspace.dir).text,
                           read_in_flight(workspace.dir), doing(workspace), stored_keep_rule(workspace)))

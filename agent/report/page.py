@@ -24,6 +24,7 @@ from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import lessons_by_id
 from agent.report.learned import learned_section, reasoning_cell
 from agent.report.summary import Headline, gains_by_program, where_ran
+from agent.report.verdict import record_verdict
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1180px;padding:24px;
@@ -66,6 +67,12 @@ def cards(h: Headline) -> str:
         (f"{h.hours:.2f} h", "wall clock"),
         (f"{100 * h.duty_cycle:.0f}%", "duty cycle (training / wall seconds)"),
         (f"{h.tokens:,} / ${h.cost_usd:.2f}", "LLM tokens / cost"),
+        (f"{h.gain_per_gpu_hour:.4g}" if h.gain_per_gpu_hour is not None else "no GPU time recorded",
+         f"val_bpb gained per GPU-hour ({h.gpu_hours:.2f} GPU-hours: every run's wall clock, one GPU each)"),
+        (f"{h.gain_per_usd:.4g}" if h.gain_per_usd is not None else "nothing spent",
+         "val_bpb gained per dollar (" + (f"LLM ${h.cost_usd:.2f} + GPU ${h.gpu_cost_usd:.2f})" if
+                                          h.gpu_cost_usd is not None else
+                                          f"LLM ${h.cost_usd:.2f}; GPU time not priced: --gpu-usd-per-hour)")),
         (f"{h.sigma:.6f}" if h.sigma else "not measured", f"sigma of val_bpb between seeds; {h.confirmed} keep(s) "
                                                           "confirmed by a re-run"),
         ("; ".join(h.hardware) or "not recorded", "hardware the runs trained on"),
@@ -110,7 +117,7 @@ def kept_changes(records: list[ExperimentRecord]) -> str:
             f"<div class='change' id='keep-{escape(r.id)}'><b>{escape(r.id)}</b> "
             f"{escape(r.description)} — val_bpb {_value(r.val_bpb)} (gain {gain:.6f}, {escape(how)}) · program "
             f"{escape(str(r.program.name))} · "
-            f"<a href='#t-{escape(r.id)}'>transcript</a><div class='small'>model: {config_html}</div>"
+            f"<a href='#t-{escape(r.id)}'>transcript</a>{verdict_html(r)}<div class='small'>model: {config_html}</div>"
             f"{diff_html(r.diff)}</div>")
     return "".join(parts) or "<p>No change beat the baseline yet.</p>"
 
@@ -171,6 +178,15 @@ def plateaus_list(records: list[ExperimentRecord]) -> str:
     return f"<p>Plateaus:</p><ul>{items}</ul>" if items else "<p class='small'>No plateau.</p>"
 
 
+def verdict_html(record: ExperimentRecord) -> str:
+    """The test a decided experiment passed or failed, with its rule; "" where nothing was compared."""
+    verdict = record_verdict(record)
+    if verdict is None:
+        return ""
+    return (f"<div class='small verdict'>test: {escape(verdict.words())}"
+            + (f"<br>rule: {escape(verdict.rule)}" if verdict.rule else "") + "</div>")
+
+
 def experiments_table(records: list[ExperimentRecord]) -> str:
     rows = []
     lessons = lessons_by_id(records)
@@ -183,7 +199,7 @@ def experiments_table(records: list[ExperimentRecord]) -> str:
             f"<td>{escape(r.triage_shown)}</td><td>{escape(where_ran(r) or '-')}</td>"
             f"<td>{escape(str(r.proposer or ''))}</td>"
             f"<td>{escape(str(r.program.name or ''))}</td><td>${cost:.4f}</td>"
-            f"<td>{escape(r.description)}<div class='small'>{escape(r.reason)}</div></td>"
+            f"<td>{escape(r.description)}<div class='small'>{escape(r.reason)}</div>{verdict_html(r)}</td>"
             f"<td>{reasoning_cell(r, lessons)}</td></tr>")
     return ("<table><tr><th>id</th><th>status</th><th>kind</th><th>val_bpb</th><th>triage</th><th>ran on</th>"
             "<th>proposer</th><th>program</th>"

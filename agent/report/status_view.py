@@ -12,6 +12,7 @@ from rich.text import Text
 from agent.judging.keep_rule import stored_keep_rule
 from agent.judging.noise import inflated_floor
 from agent.judging.plateau import plateau_lines
+from agent.recording.gpu_cost import stored_gpu_price
 from agent.recording.history import History
 from agent.recording.ledger import read_in_flight, read_ledger
 from agent.recording.novelty_share import tally
@@ -19,6 +20,7 @@ from agent.recording.proposal_failures import read_failures
 from agent.recording.record import ExperimentRecord
 from agent.recording.research_memory import lessons_by_id, reasoning
 from agent.report.summary import headline, night_calibration, parse_time, where_ran
+from agent.report.verdict import record_verdict
 from agent.running.run_progress import Phase, describe, last_step_line, read_phases
 from agent.untrusted import bounded, shown
 from agent.workspace import Workspace
@@ -34,7 +36,7 @@ def status_view(workspace: Workspace) -> Group:
     if not records:
         lines.append(Text(f"{workspace.tag}: no experiments yet"))
     else:
-        h = headline(records, night_calibration(workspace.dir, workspace.track, records))
+        h = headline(records, night_calibration(workspace.dir, workspace.track, records), stored_gpu_price(workspace))
         profile = (workspace.settings.get("profile") or {}).get("name")
         lines.append(Text.from_markup(
             f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}"
@@ -67,6 +69,11 @@ def status_view(workspace: Workspace) -> Group:
         if kinds := tally(records):
             lines.append(Text("kinds of change: " + "; ".join(kind.line() for kind in kinds)))
         lines.extend(Text(line) for line in plateau_lines(records))
+        if h.gain_per_gpu_hour is not None:
+            priced = f", GPU ${h.gpu_cost_usd:.2f}" if h.gpu_cost_usd is not None else ""
+            per_usd = f", {h.gain_per_usd:.4g} per dollar" if h.gain_per_usd is not None else ""
+            lines.append(Text(f"cost: {h.gpu_hours:.2f} GPU-hours{priced}; val_bpb gained {h.gain_per_gpu_hour:.4g} "
+                              f"per GPU-hour{per_usd}"))
     failed = read_failures(workspace.dir)
     if failed:
         spent = sum(f.usage.cost_usd for f in failed)
@@ -110,6 +117,8 @@ def last_experiments(records: list[ExperimentRecord]) -> Table:
         said = "".join(f"\n{label}: {text}" for label, text in (("hypothesis", why.hypothesis),
                                                                  ("expected", why.expected),
                                                                  ("lesson", why.lesson)) if text)
+        if verdict := record_verdict(r):
+            said += f"\ntest: {verdict.words()}"
         table.add_row(shown(r.id, 20), r.kept_as, r.novelty or "-", f"{r.val_bpb:.6f}" if r.val_bpb else "-",
                       shown(r.triage_shown, 30), shown(where_ran(r) or "-", 120),
                       shown(bounded(r.description, 200) + said))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.recording.calibration import Calibration, calibration_for
+from agent.recording.gpu_cost import gpu_cost_usd, gpu_hours
 from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from trainer.prepare import cache_root
@@ -33,6 +34,8 @@ class Headline:
     confirmed: int          # keeps decided on the mean of re-runs (close calls that held up)
     hardware: list[str]     # the machines the runs trained on, described, in the order they first did
     calibration: Calibration | None = None  # the calibrated baseline of the machine the best trained on
+    gpu_hours: float = 0.0                  # the runs' wall clock x one GPU each
+    gpu_cost_usd: float | None = None       # gpu_hours at --gpu-usd-per-hour; None where no price was given
 
     @property
     def offset(self) -> float | None:
@@ -44,11 +47,25 @@ class Headline:
         return (self.baseline - self.best) if self.baseline is not None and self.best is not None else 0.0
 
     @property
+    def gain_per_gpu_hour(self) -> float | None:
+        return self.gain / self.gpu_hours if self.gpu_hours > 0 else None
+
+    @property
+    def spent_usd(self) -> float:
+        """LLM spend, plus GPU time where it was priced."""
+        return self.cost_usd + (self.gpu_cost_usd or 0.0)
+
+    @property
+    def gain_per_usd(self) -> float | None:
+        return self.gain / self.spent_usd if self.spent_usd > 0 else None
+
+    @property
     def gain_percent(self) -> float:
         return 100 * self.gain / self.baseline if self.baseline else 0.0
 
 
-def headline(records: list[ExperimentRecord], calibration: Calibration | None = None) -> Headline:
+def headline(records: list[ExperimentRecord], calibration: Calibration | None = None,
+             gpu_usd_per_hour: float | None = None) -> Headline:
     history = History(records)
     experiments, kept = history.experiments(), history.kept()
     proposed = [r for r in experiments if r.proposer != "baseline"]
@@ -68,7 +85,9 @@ def headline(records: list[ExperimentRecord], calibration: Calibration | None = 
         tokens=sum(r.llm.input_tokens + r.llm.output_tokens for r in records),
         cost_usd=sum(r.llm.cost_usd for r in records), sigma=history.sigma(),
         confirmed=sum(1 for r in keeps if len(r.runs) > 1),
-        hardware=list(dict.fromkeys(r.hardware.describe() for r in records if r.hardware)), calibration=calibration)
+        hardware=list(dict.fromkeys(r.hardware.describe() for r in records if r.hardware)), calibration=calibration,
+        gpu_hours=gpu_hours(records),
+        gpu_cost_usd=gpu_cost_usd(records, gpu_usd_per_hour) if gpu_usd_per_hour else None)
 
 
 def night_calibration(workspace_dir: Path, track: dict, records: list[ExperimentRecord]) -> Calibration | None:

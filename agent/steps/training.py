@@ -61,7 +61,7 @@ class Training:
         self.shared.check()
         if salvageable(result):  # died after its seal: judged on its sealed weights, before any fix or crash
             result = salvage(self.workspace, self.runner, commit, result, transcript)
-        transcript.event("run_finished", returncode=result.returncode, timed_out=result.timed_out,
+        transcript.event("run_finished", seed=seed, returncode=result.returncode, timed_out=result.timed_out,
                          triage=result.verdict.triage.value, reason=result.verdict.reason,
                          salvaged=result.salvage is not None,
                          seconds=round(result.seconds, 3), summary=result.summary, log_tail=result.tail,

@@ -246,7 +246,7 @@ def test_status_shows_the_phase_written_by_a_loop_elsewhere(workspace):
 def test_a_noise_floor_far_above_the_track_usual_is_flagged():
     usual = USUAL_SIGMA["cpu"]
     warning = inflated_floor(17 * usual, "cpu")
-    assert f"is 17x this track's usual {usual:g}: is the machine busy?" in warning
+    assert f"is 17x this track's usual {usual:g} (seeds 42-44): is the machine busy?" in warning
     assert inflated_floor(1.5 * usual, "cpu") is None and inflated_floor(None, "cpu") is None
 
     from agent.report.page import noise_and_holdout

@@ -75,3 +75,25 @@ def test_a_new_study_tries_the_warm_start_values_first_and_a_resumed_one_does_no
     resumed = OptunaProposer(tmp_path / "journal", seed=0, warm_start=warm)
     propose(resumed, 2)
     assert len(resumed.study.trials) == 3  # the warm start was not enqueued a second time
+
+
+def test_a_warm_start_says_it_is_one_and_the_search_after_it_says_it_is_tpe(tmp_path):
+    source = train_source_for_track(SOURCE, "cpu")
+    best = ExperimentRecord(id="0000", status="keep", val_bpb=2.0, commit="a" * 40)
+    proposer = OptunaProposer(tmp_path / "journal", seed=0, warm_start=[("FINAL_LR_FRAC", 0.3)])
+    said = []
+    for i in range(2):
+        context = ProposalContext(track={}, program_name="p", program_text="", train_source=source, best=best,
+                                  history=[], experiment_id=f"{i:04d}")
+        transcript = Transcript(tmp_path / f"{i}.jsonl")
+        proposal = proposer.propose(context, transcript)
+        proposer.observe(f"{i:04d}", proposal.meta, ExperimentRecord(id=f"{i:04d}", status="discard", val_bpb=2.0,
+                                                                     proposal=proposal.meta))
+        reasoning, = [e["text"] for e in transcript.events() if e["type"] == "reasoning"]
+        said.append((proposal, reasoning))
+    (warm, warm_reasoning), (searched, searched_reasoning) = said
+    assert warm.meta.get("warm_start") is True and "warm start" in warm.hypothesis
+    assert "a value known to" in warm_reasoning and "warm start, not TPE's choice" in warm_reasoning
+    assert "finished trial" not in warm.hypothesis and "expects" not in warm_reasoning
+    assert "warm_start" not in searched.meta and "warm start" not in searched.hypothesis + searched_reasoning
+    assert searched.hypothesis.startswith("TPE trial 1: after 1 finished trial(s) its model")

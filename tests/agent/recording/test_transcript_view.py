@@ -1,10 +1,19 @@
-"""A transcript rendered for the terminal: every kind of event readable, untrusted text made harmless."""
+"""A transcript rendered for the terminal: every kind of event readable, a real night's steps as panels (the
+proposal, each run, verification, the decision), untrusted text made harmless; --json for machines."""
 
 import io
+import json
 
 from rich.console import Console
+from typer.testing import CliRunner
 
+from agent import cli
+from agent.loop import LoopSettings, run_loop
+from agent.recording.ledger import Ledger
+from agent.recording.transcript import Transcript
 from agent.recording.transcript_view import render
+from tests.helpers.scripted import ScriptedEdits
+from tests.helpers.synthetic_runner import SyntheticRunner
 
 EVENTS = [
     {"v": 1, "t": "2026-12-03T01:00:00+0000", "type": "llm_request", "provider": "anthropic", "model": "opus",
@@ -38,10 +47,34 @@ def test_every_kind_of_event_is_shown_with_what_a_reader_needs():
     assert '"path": "train.py"' in text and "tool result read_file" in text
     assert "committed bbbbbbb" in text and "+LR = 0.05" in text
     assert "discard (ok): no gain" in text and "seed 43: 2.51" in text and "rule: gain > 0" in text
-    assert 'run_finished: {"returncode": 0, "seconds": 12.5}' in text
+    assert "run, seed None" in text and "printed val_bpb -, triage None, 12.5 s" in text
 
 
 def test_untrusted_text_is_clipped_and_reaches_the_terminal_neither_as_escapes_nor_as_markup():
     text = shown(EVENTS[4:5], width=3000)
     assert "\x1b" not in text and "[bold red]cleared[/bold red]" in text
     assert "more characters)" in text and text.count("x") < 1200  # clipped to its first 1200 characters
+
+
+def test_a_real_nights_transcript_reads_as_proposal_runs_verification_and_decision(workspace):
+    change = ("warmdown 0.3", "WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.3")
+    runner = SyntheticRunner({"WARMDOWN_RATIO = 0.3": 0.009})  # inside 2 sigma: a close call, verified, re-run
+    run_loop(workspace, ScriptedEdits(change), runner, LoopSettings(max_experiments=2, noise_seeds=2),
+             say=lambda _: None)
+    record = Ledger(workspace.dir).records[-1]
+    assert record.id == "0001" and len(record.runs) == 2
+    text = shown(Transcript(workspace.dir / record.transcript).events(), width=200)
+    assert "change: warmdown 0.3" in text and "asked against" in text and "+WARMDOWN_RATIO = 0.3" in text
+    for run in record.runs:
+        assert f"run, seed {run.seed}" in text and f"printed val_bpb {run.printed:.6f}, triage ok" in text
+    assert "re-run: " in text  # the close call's reason, shown with the run it asked for
+    assert "verification" in text and "passed: the trusted evaluator's scores stand" in text
+    assert f"{record.status.value} (ok): {record.reason[:40]}" in text
+    assert "test: gain +" in text and "runs 2 vs the best's 3" in text
+    assert '"type"' not in text  # no raw JSON lines
+
+    raw = CliRunner().invoke(cli.app, ["transcript", "--tag", workspace.tag, "0001", "--json", "--workspaces",
+                                       str(workspace.dir.parent)])
+    assert raw.exit_code == 0, raw.output
+    assert [json.loads(line) for line in raw.output.splitlines()] == Transcript(
+        workspace.dir / record.transcript).events()

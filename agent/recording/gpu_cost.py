@@ -1,0 +1,41 @@
+"""What the runs of a night cost in GPU time: GPU-hours, and dollars at --gpu-usd-per-hour where it was given.
+
+GPU-hours are the runner's wall clock of every run (experiments, their re-runs, runs on parents the best moved
+on from, noise floors) times the GPUs a run holds, one. `run` keeps the night's price in run.json, where the
+report reads it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from agent.recording.record import ExperimentRecord
+from agent.workspace import Workspace
+from trainer.atomic import write_text_atomic
+
+STORED_AS = "gpu_usd_per_hour"  # its key in run.json
+GPUS_PER_RUN = 1
+
+
+def gpu_hours(records: list[ExperimentRecord]) -> float:
+    seconds = 0.0
+    for record in records:
+        runs = [run for moved in record.rebased_from for run in moved.runs] + record.runs
+        seconds += sum(run.seconds or 0.0 for run in runs) if runs else record.timings.run_s or 0.0
+    return seconds * GPUS_PER_RUN / 3600
+
+
+def gpu_cost_usd(records: list[ExperimentRecord], usd_per_hour: float | None) -> float:
+    """The runs' GPU time at usd_per_hour; 0 where no price was given."""
+    return gpu_hours(records) * usd_per_hour if usd_per_hour else 0.0
+
+
+def stored_gpu_price(workspace: Workspace) -> float | None:
+    """The GPU price of the workspace's latest night, None where it was not given."""
+    price = workspace.settings.get(STORED_AS)
+    return float(price) if isinstance(price, (int, float)) and not isinstance(price, bool) and price > 0 else None
+
+
+def store_gpu_price(workspace: Workspace, usd_per_hour: float | None) -> None:
+    settings = dict(workspace.settings, **{STORED_AS: usd_per_hour})
+    write_text_atomic(workspace.dir / "run.json", json.dumps(settings, indent=2) + "\n")
