@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from agent.judging.confirm import confirm
 from agent.judging.noise import fresh_seed
@@ -46,6 +46,7 @@ class KeepCheck(BaseModel):
     parent_runs: list[float]    # the parent's runs of the night and its fresh ones
     gain: float                 # mean(parent_runs) - mean(fresh)
 
+    @computed_field
     @property
     def noise(self) -> bool:
         return not self.gain > 0
