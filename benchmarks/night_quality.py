@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 
@@ -103,7 +104,7 @@ def retrain(workspace: Workspace, runner: Runner, record: ExperimentRecord, seed
     for number, seed in enumerate(seeds, RECHECK_RUN_NUMBER + 1):
         job = Job(run=RunId(experiment=record.id, kind=RunKind.RERUN, n=number), commit=record.commit, seed=seed,
                   timeout=hard_timeout(workspace.track["constants"], settings))
-        result = runner.run(workspace, job)
+        result = dataclasses.replace(runner.run(workspace, job), run=job.run)  # which run it was, for its check
         run = RunEntry.of(result, seed, workspace.dir)
         if run.val_bpb is None:
             raise NightFailed(f"re-training {record.id} ({record.description}) with seed {seed} failed "
