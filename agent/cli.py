@@ -352,7 +352,7 @@ def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.
     """Print one experiment's transcript readably: a panel for the proposal, each run, verification and the
     decision."""
     from agent.recording.transcript import Transcript
-    from agent.recording.transcript_view import render
+    from agent.report.transcript_view import render
     workspace = open_workspace(tag, workspaces)
     paths = sorted((workspace.dir / "transcripts").glob("*.jsonl"))
     if not paths:

@@ -11,7 +11,7 @@ from agent import cli
 from agent.loop import LoopSettings, run_loop
 from agent.recording.ledger import Ledger
 from agent.recording.transcript import Transcript
-from agent.recording.transcript_view import render
+from agent.report.transcript_view import render
 from tests.helpers.scripted import ScriptedEdits
 from tests.helpers.synthetic_runner import SyntheticRunner
 
