@@ -41,6 +41,9 @@ class LoopSettings(BaseModel):
                                    description="Measure the noise floor again after this many keeps.")
     keep_sigmas: float = Field(2.0, description="Keep when the gain exceeds this many sigma; smaller gains are "
                                                 "re-run and judged on the mean.")
+    control_every: int = Field(8, ge=0, description="Re-run the best with a fresh seed after this many experiments "
+                               "without a keep, and once on each new best, pooling the run into its mean so that "
+                               "decisions follow the machine's conditions (0: never; none without a noise floor).")
 
 
 class RunSettings(LoopSettings):
