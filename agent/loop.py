@@ -15,7 +15,8 @@ slot takes the oldest proposal made ahead. Experiments being judged
 best) do not hold a place when K > 1: their runs queue at the runner as work of their own, so a
 slot is not left idle while one experiment verifies. With one slot they do, so that the next
 experiment is not trained against a best about to change. Noise floors are work of their own too:
-their seeds run at once through the runner's slots; a result waits only for the first floor.
+their seeds run at once through the runner's slots; a result waits only for the first floor. So are
+control runs of the best (agent/judging/drift.py), pooled into its runs as they are recorded.
 
 The branch head is the best at all times and the tree stays clean: experiments are committed on
 the best without moving the branch, and only a keep moves it, in the same step, under the lock,
@@ -40,6 +41,7 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
 
+from agent.judging.drift import control_due
 from agent.judging.noise import wants_noise_floor
 from agent.judging.plateau import describe, stop_reason
 from agent.llm.types import ProviderFatal, ProviderUnavailable, Usage
@@ -51,12 +53,13 @@ from agent.proposers.proposing import read_program
 from agent.recording.gpu_cost import gpu_cost_usd
 from agent.recording.ledger import Ledger
 from agent.recording.proposal_failures import FailedProposal, failures_cost, record_failure
-from agent.recording.record import ExperimentRecord
+from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.recovery import record_interrupted, settle_interrupted
 from agent.recording.transcript import Transcript
 from agent.running.disk import disk_full, short_of_room
 from agent.running.runner import Runner
 from agent.settings import LoopSettings, OnPlateau
+from agent.steps.control import run_control
 from agent.steps.experiment import Steps
 from agent.steps.in_flight import JUDGING, PROPOSING, READY, Experiment
 from agent.steps.sharing import Shared, Stopping
@@ -89,6 +92,7 @@ class Loop:
         self.active: dict[str, tuple[Experiment, Future]] = {}
         self.pace = Pace(self.ledger.records)
         self.floor: Future | None = None
+        self.control: Future | None = None
         self.done, self.failures, self.paused_until = 0, 0, 0.0
         self.halted: LoopStopped | None = None  # raised once the experiments in flight are recorded
         self.plateau_stop: str | None = None    # why a plateau stopped the loop starting experiments
@@ -107,7 +111,7 @@ class Loop:
             settle_interrupted(self.workspace, self.ledger, self.say)
             if plans := self.steps.plateaus.start(self.ledger.records):
                 self.say(plans)
-            if self.settings.noise_seeds <= 0 or any(not r.is_experiment for r in self.ledger.records):
+            if self.settings.noise_seeds <= 0 or any(r.status == ExperimentStatus.NOISE for r in self.ledger.records):
                 self.floor_ready.set()
             try:
                 return self._schedule()
@@ -126,13 +130,14 @@ class Loop:
                 self.shared.lane.open()  # the last experiments settle at once rather than in a line
             if why is not None and (self.halted is not None or self._out_of_time_or_money(started)):
                 self._abandon_waiting(why)  # proposals made within the experiment limit still run; these do not
-            if why is not None and not self.active and self.floor is None:
+            if why is not None and not self.active and self.floor is None and self.control is None:
                 if self.halted is not None:
                     raise self.halted
                 return why
             may_start = why is None and time.monotonic() >= self.paused_until
             if may_start:
                 self._start_floor()
+                self._start_control()
             if self._fill(started, may_start):
                 continue
             with self.changed:
@@ -214,18 +219,36 @@ class Loop:
                 self.ledger.records, self.settings.noise_seeds, self.settings.noise_every_keeps) or not self._room():
             return
         seeds = self.steps.training.noise_seeds()
-        self.floor = future = Future()
+        self.floor = self._beside(f"{best.id}-noise", lambda: self.steps.training.measure_noise_floor(
+            best, seeds, self.say), then=self.floor_ready.set)
+
+    def _start_control(self) -> None:
+        """Re-runs the best when a control run is due, beside the experiments, never beside a noise floor."""
+        if self.control is not None or self.floor is not None:
+            return
+        best = control_due(self.ledger.records, self.settings)
+        if best is None or not self._room():
+            return
+        seed = self.shared.seed()
+        self.control = self._beside(f"{best.id}-control", lambda: run_control(self.steps.training, best, seed,
+                                                                              self.say))
+
+    def _beside(self, name: str, work, then=None) -> Future:
+        """work() in a thread of its own; its future, collected by the scheduler."""
+        future: Future = Future()
 
         def measure() -> None:
             try:
-                future.set_result(self.steps.training.measure_noise_floor(best, seeds, self.say))
+                future.set_result(work())
             except BaseException as err:
                 future.set_exception(err)
             finally:
-                self.floor_ready.set()
+                if then is not None:
+                    then()
                 self._moved(None)
 
-        threading.Thread(target=measure, name=f"{best.id}-noise", daemon=True).start()
+        threading.Thread(target=measure, name=name, daemon=True).start()
+        return future
 
     def _moved(self, _experiment: Experiment | None) -> None:
         with self.changed:
@@ -244,9 +267,11 @@ class Loop:
                 del self.active[experiment.id]
         for experiment, future in finished:
             self._finished(experiment, future.exception(), None if future.exception() else future.result())
-        if self.floor is not None and self.floor.done():
-            error, self.floor = self.floor.exception(), None
-            if error is not None and not isinstance(error, Stopping):
+        done = [future for future in (self.floor, self.control) if future is not None and future.done()]
+        self.floor = None if self.floor in done else self.floor
+        self.control = None if self.control in done else self.control
+        for future in done:
+            if (error := future.exception()) is not None and not isinstance(error, Stopping):
                 raise error
 
     def _finished(self, experiment: Experiment, error: BaseException | None, record: ExperimentRecord | None):

@@ -60,6 +60,9 @@ class LoopSettings(BaseModel):
                                          "stop, or continue (only say so). Default: switch with --programs, else stop.")
     programs: str | None = Field(None, description="Research programs to rotate through at plateaus, comma-separated "
                                  "(a.md,b.md): the tag follows the first (or the one of them it follows now).")
+    control_every: int = Field(8, ge=0, description="Re-run the best with a fresh seed after this many experiments "
+                               "without a keep, and once on each new best, pooling the run into its mean so that "
+                               "decisions follow the machine's conditions (0: never; none without a noise floor).")
 
 
 class RunSettings(LoopSettings):

@@ -110,7 +110,7 @@ def wants_noise_floor(records: list[ExperimentRecord], noise_seeds: int, every_k
     """After the baseline, and once every_keeps keeps have happened since the last floor."""
     if noise_seeds <= 0 or not any(r.status == KEEP for r in records):
         return False
-    last_floor = max((i for i, r in enumerate(records) if not r.is_experiment), default=None)
+    last_floor = max((i for i, r in enumerate(records) if r.status == ExperimentStatus.NOISE), default=None)
     if last_floor is None:
         return True
     keeps_since = sum(1 for r in records[last_floor + 1:] if r.status == KEEP)

@@ -11,7 +11,7 @@ from agent.recording.record import ExperimentRecord
 @dataclass(frozen=True)
 class Standing:
     best: ExperimentRecord | None   # what the candidate is judged against (None: it is the baseline)
-    best_runs: list[float]          # every run of the best's commit, its noise runs included
+    best_runs: list[float]          # every run of the best's commit, its noise and control runs included
     sigma: float | None             # of the latest noise floor
     best_ever: float | None         # the lowest mean any best commit reached
 

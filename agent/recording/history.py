@@ -9,7 +9,7 @@ from agent.recording.record import ExperimentRecord, ExperimentStatus
 
 
 class History:
-    """A snapshot of the records, oldest first: experiments and noise floors."""
+    """A snapshot of the records, oldest first: experiments, noise floors and control runs."""
 
     def __init__(self, records: Iterable[ExperimentRecord]):
         self.records = list(records)
@@ -30,14 +30,16 @@ class History:
         return kept[0] if kept else None
 
     def runs_of(self, commit: str) -> list[float]:
-        """val_bpb of every successful run of a kept commit: its experiment's runs and its noise runs."""
+        """val_bpb of every successful run of a kept commit: its experiment's runs, its noise runs and its control
+        runs, pooled."""
         return [value for r in self.records
-                if r.commit == commit and r.status in (ExperimentStatus.KEEP, ExperimentStatus.NOISE)
+                if r.commit == commit and r.status in (ExperimentStatus.KEEP, ExperimentStatus.NOISE,
+                                                       ExperimentStatus.CONTROL)
                 for value in r.measured]
 
     def sigma(self) -> float | None:
         """sigma of val_bpb from the latest noise floor, None before one was measured."""
-        floors = [r for r in self.records if not r.is_experiment and r.sigma is not None]
+        floors = [r for r in self.records if r.status == ExperimentStatus.NOISE and r.sigma is not None]
         return floors[-1].sigma if floors else None
 
     def best_ever_mean(self) -> float | None:

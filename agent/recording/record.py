@@ -32,6 +32,7 @@ class ExperimentStatus(str, Enum):
     CRASH = "crash"
     INTERRUPTED = "interrupted"  # the loop stopped while it ran (results.tsv calls it crash)
     NOISE = "noise"              # re-runs of the best that measure sigma: not an experiment
+    CONTROL = "control"          # a re-run of the best that checks the machine's conditions: not an experiment
     PENDING = "pending"          # a draft being filled in while the experiment runs (inflight/<id>.json), never
                                  # in the ledger
     SUPERSEDED = "superseded"    # beat its parent, but the best moved on and its edits no longer apply to the new
@@ -177,6 +178,16 @@ class Evidence(_Part):
     kept_as: str | None = None            # SIMPLIFY for a keep won by removing code for an equal result
 
 
+class Drift(_Part):
+    """What a control run of the best found (agent/judging/drift.py): how far it moved from the best's earlier
+    mean, and whether that is more than the noise explains."""
+    earlier_mean: float               # of the best's runs before the control
+    earlier_runs: int
+    moved: float                      # the control's val_bpb less the earlier mean (positive: worse now)
+    sigma: float | None = None        # of the latest noise floor
+    flagged: bool = False             # moved more than DRIFT_SIGMAS x sigma
+
+
 class FixAttempt(_Part):
     """A fixable crash the proposer then tried to fix: the commit that crashed and why."""
     commit: str
@@ -257,6 +268,7 @@ class ExperimentRecord(BaseModel):
     of: str | None = None                 # the experiment re-run
     values: list[float] | None = None     # every run of that commit, the re-runs included
     sigma: float | None = None
+    drift: Drift | None = None            # control records only
 
     @classmethod
     def draft(cls, experiment_id: str, program: ProgramRef) -> ExperimentRecord:
@@ -268,7 +280,7 @@ class ExperimentRecord(BaseModel):
 
     @property
     def is_experiment(self) -> bool:
-        return self.status != ExperimentStatus.NOISE
+        return self.status not in (ExperimentStatus.NOISE, ExperimentStatus.CONTROL)
 
     @property
     def kept_as(self) -> str:

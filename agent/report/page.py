@@ -14,6 +14,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
+from agent.judging.drift import control_words
 from agent.judging.keep_rule import KeepRule
 from agent.judging.noise import inflated_floor
 from agent.judging.plateau import describe as plateau_described
@@ -124,10 +125,10 @@ def kept_changes(records: list[ExperimentRecord]) -> str:
 
 def noise_and_holdout(records: list[ExperimentRecord], confirmation: Confirmation | None, track: str = "",
                       keep_rule: KeepRule | None = None) -> str:
-    """The keep rule in words (the default settings' without keep_rule), the noise floors, the holdout
-    confirmation."""
+    """The keep rule in words (the default settings' without keep_rule), the noise floors, the control runs of
+    the best, the holdout confirmation."""
     keep_rule = keep_rule or KeepRule()
-    floors = [r for r in records if not r.is_experiment]
+    floors = [r for r in records if r.status == ExperimentStatus.NOISE]
     warning = inflated_floor(floors[-1].sigma, track, keep_rule.keep_sigmas) if floors else None
     rows = "".join(
         f"<tr><td>{escape(r.of)}</td><td>{len(r.values or [])}</td><td>{_value(r.sigma)}</td>"
@@ -137,6 +138,7 @@ def noise_and_holdout(records: list[ExperimentRecord], confirmation: Confirmatio
              if floors else "<p>No noise floor was measured (decisions compared single runs).</p>"]
     if warning:
         parts.append(f'<p class="warning">{escape(warning)}</p>')
+    parts.append(controls_table(records))
     if confirmation is not None:
         base, best = confirmation.baseline, confirmation.best
         parts.append(
@@ -151,6 +153,25 @@ def noise_and_holdout(records: list[ExperimentRecord], confirmation: Confirmatio
     else:
         parts.append("<p>Not confirmed on the holdout split yet: <code>autoresearch confirm --tag TAG</code>.</p>")
     return "".join(parts)
+
+
+def controls_table(records: list[ExperimentRecord]) -> str:
+    """Every control run of the best, a drift flagged as a warning: pooled into the best's runs, they keep
+    decisions to the machine's conditions of the moment."""
+    controls = [r for r in records if r.status == ExperimentStatus.CONTROL]
+    if not controls:
+        return ""
+    rows = []
+    for r in controls:
+        drift, flagged = r.drift, bool(r.drift and r.drift.flagged)
+        rows.append(f"<tr{' class=warning' if flagged else ''}><td>{escape(r.id)}</td><td>{_value(r.val_bpb)}</td>"
+                    f"<td>{_value(drift.earlier_mean if drift else None)}</td>"
+                    f"<td>{f'{drift.moved:+.6f}' if drift else '-'}</td><td>{'drift' if flagged else 'no'}</td>"
+                    f"<td>{escape(control_words(r))}</td></tr>")
+    return ("<p>Control runs: the best re-run with a fresh seed on each new best and after experiments without a "
+            "keep, each pooled into the best's runs that decisions compare with.</p>"
+            "<table><tr><th>control</th><th>val_bpb</th><th>best's earlier mean</th><th>moved</th>"
+            f"<th>flagged</th><th>what it found</th></tr>{''.join(rows)}</table>")
 
 
 def programs_table(records: list[ExperimentRecord]) -> str:

@@ -9,6 +9,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from agent.judging.drift import control_words, flagged_controls
 from agent.judging.keep_rule import stored_keep_rule
 from agent.judging.noise import inflated_floor
 from agent.judging.plateau import plateau_lines
@@ -17,7 +18,7 @@ from agent.recording.history import History
 from agent.recording.ledger import read_in_flight, read_ledger
 from agent.recording.novelty_share import tally
 from agent.recording.proposal_failures import read_failures
-from agent.recording.record import ExperimentRecord
+from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import lessons_by_id, reasoning
 from agent.report.summary import headline, night_calibration, parse_time, where_ran
 from agent.report.verdict import record_verdict
@@ -28,8 +29,8 @@ from agent.workspace import Workspace
 
 def status_view(workspace: Workspace) -> Group:
     """What `autoresearch status` shows: the headline numbers, the noise floor (flagged when it is far above the
-    track's usual), failed proposals, the experiments running now and their phases, and the last experiments
-    (with what ran each)."""
+    track's usual), the control runs of the best (drift flagged), failed proposals, the experiments running now
+    and their phases, and the last experiments (with what ran each)."""
     records, bad = read_ledger(workspace.dir)
     lines: list = [shown(line.describe(workspace.dir / "experiments.jsonl", moved=False), style="yellow")
                    for line in bad]
@@ -46,7 +47,7 @@ def status_view(workspace: Workspace) -> Group:
         if best:
             lines.append(shown(f"best val_bpb {h.best:.6f} ({best.commit[:7]}, {bounded(best.description)}); "
                                f"baseline {h.baseline:.6f}, {h.gain_percent:.2f}% better"))
-        floors = [r for r in records if not r.is_experiment]
+        floors = [r for r in records if r.status == ExperimentStatus.NOISE]
         if floors:
             floor = floors[-1]
             measured = f"sigma {floor.sigma:.6f}" if floor.sigma is not None else "sigma not measured"
@@ -56,6 +57,7 @@ def status_view(workspace: Workspace) -> Group:
             if warning := inflated_floor(floor.sigma, workspace.track["track"],
                                          stored_keep_rule(workspace).keep_sigmas):
                 lines.append(Text(f"warning: {warning}", style="yellow"))
+        lines.extend(control_lines(records))
         if h.hardware:
             lines.append(shown(f"hardware: {'; '.join(h.hardware)}"
                                + (" (the runs trained on different machines)" if len(h.hardware) > 1 else "")))
@@ -83,6 +85,21 @@ def status_view(workspace: Workspace) -> Group:
     if records:
         lines.append(last_experiments(records))
     return Group(*lines)
+
+
+def control_lines(records: list[ExperimentRecord]) -> list[Text]:
+    """How many control runs of the best ran and how many were flagged as drift, the latest flagged one, and the
+    latest control if it was not."""
+    controls = [r for r in records if r.status == ExperimentStatus.CONTROL]
+    if not controls:
+        return []
+    flagged = flagged_controls(records)
+    lines = [Text(f"controls: {len(controls)} run(s) of the best, {len(flagged)} flagged as drift")]
+    if flagged:
+        lines.append(shown(f"warning: {control_words(flagged[-1])}", style="yellow"))
+    if controls[-1] not in flagged:
+        lines.append(shown(f"last control: {control_words(controls[-1])}"))
+    return lines
 
 
 def in_flight_lines(workspace: Workspace) -> list[Text]:

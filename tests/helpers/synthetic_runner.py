@@ -3,7 +3,8 @@ writes a log with a summary block as train.py prints it, seals a small weights f
 trusted evaluator with the number the run printed. It lets a test drive the real loop through a long
 night in seconds. It holds `slots` runs at once (a run waits for a free one), can make runs last a while
 (`delays`: text in train.py -> seconds), records when each run held its slot, and cancel_all ends the
-runs in flight at once."""
+runs in flight at once. A machine that gets busier midway is `slows_after` runs, after which every run scores
+`slowdown` worse."""
 
 from __future__ import annotations
 
@@ -38,13 +39,16 @@ class SyntheticRunner:
     isolation = "synthetic runs: nothing is executed"
 
     def __init__(self, gains: dict[str, float], crashes: tuple[str, ...] = (), base: float = 1.5,
-                 noise: float = 2e-4, slots: int = 1, delays: dict[str, float] | None = None):
+                 noise: float = 2e-4, slots: int = 1, delays: dict[str, float] | None = None,
+                 slows_after: int | None = None, slowdown: float = 0.0):
         self.gains = gains        # "NAME = value" (as the assignment starts) -> fall of val_bpb it brings
         self.crashes = crashes    # text whose presence in train.py makes the run run out of memory
         self.base, self.noise = base, noise
         self.printed: dict[Path, float] = {}
         self.slots, self.delays = slots, delays or {}
         self.spans: list[Span] = []
+        self.slows_after, self.slowdown = slows_after, slowdown
+        self.started = 0  # runs that took a slot so far
         self._free = list(range(slots))
         self._slot_freed = threading.Condition()
         self._cancelled = threading.Event()
@@ -72,10 +76,12 @@ class SyntheticRunner:
         with self._slot_freed:
             self._slot_freed.wait_for(lambda: self._free)
             slot = self._free.pop(0)
+            self.started += 1
+            slowed = self.slows_after is not None and self.started > self.slows_after
         started = time.monotonic()
         try:
             self._cancelled.wait(max([d for text, d in self.delays.items() if text in source], default=0.0))
-            result = self._result(workspace, job, source)
+            result = self._result(workspace, job, source, self.slowdown if slowed else 0.0)
         finally:
             with self._slot_freed:
                 self.spans.append(Span(job.run.name, slot, started, time.monotonic()))
@@ -84,7 +90,7 @@ class SyntheticRunner:
         result.where = f"synthetic slot {slot + 1}"
         return result
 
-    def _result(self, workspace: Workspace, job: Job, source: str) -> RunResult:
+    def _result(self, workspace: Workspace, job: Job, source: str, slowdown: float) -> RunResult:
         commit, seed, paths = job.commit, job.seed, workspace.paths(job.run)
         log_path = paths.log
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,7 +100,7 @@ class SyntheticRunner:
             log, returncode = ("step 00000 | loss 9.01\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
                                "2.00 GiB\n"), 1
         else:
-            value = self.score(source, seed)
+            value = round(self.score(source, seed) + slowdown, 6)
             summary = dict(val_bpb=f"{value:.6f}", **SUMMARY)
             log = "step 00000 | loss 9.01\nstep 00416 | loss 3.20\n---\n" + "\n".join(
                 f"{k}: {v}" for k, v in summary.items()) + "\n"

@@ -1,0 +1,70 @@
+"""Control runs of the best, against drift of the machine's conditions.
+
+A best measured once on an idle machine is a bar no later candidate clears once the machine gets busier (a CPU
+second under load does less work) or a GPU throttles. So the best's commit is trained again with a fresh seed
+(a control run): once when it becomes the best, unless a noise floor re-runs it anyway, and again every
+`control_every` experiments without a keep. Control runs are runs of the best's commit like any other: they
+are pooled into its runs (History.runs_of), so every decision compares with a mean that follows the conditions.
+A control that moved more than DRIFT_SIGMAS sigma from the best's earlier mean is flagged as drift.
+
+Without a noise floor (noise_seeds 0: single runs compared) no control runs either.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from agent.judging.noise import wants_noise_floor
+from agent.recording.history import History
+from agent.recording.record import Drift, ExperimentRecord, ExperimentStatus
+from agent.settings import LoopSettings
+
+DRIFT_SIGMAS = 2.0
+
+
+def control_due(records: list[ExperimentRecord], settings: LoopSettings) -> ExperimentRecord | None:
+    """The best, when a control run of it is due now; else None."""
+    if settings.control_every <= 0 or settings.noise_seeds <= 0:
+        return None
+    if wants_noise_floor(records, settings.noise_seeds, settings.noise_every_keeps):
+        return None  # the floor re-runs the best: a control beside it would only repeat it
+    best = History(records).best()
+    if best is None:
+        return None
+    became = max(i for i, r in enumerate(records) if r.status == ExperimentStatus.KEEP)
+    reruns = [i for i in range(became + 1, len(records))
+              if not records[i].is_experiment and records[i].commit == best.commit]
+    if not reruns:
+        return best  # a new best is never one draw
+    since = sum(1 for r in records[reruns[-1] + 1:] if r.is_experiment)
+    return best if since >= settings.control_every else None
+
+
+def drift_of(earlier: list[float], control: float, sigma: float | None) -> Drift:
+    """How far a control run moved from the mean of the best's earlier runs, flagged past DRIFT_SIGMAS sigma."""
+    mean = statistics.fmean(earlier)
+    moved = control - mean
+    return Drift(earlier_mean=round(mean, 6), earlier_runs=len(earlier), moved=round(moved, 6), sigma=sigma,
+                 flagged=sigma is not None and abs(moved) > DRIFT_SIGMAS * sigma)
+
+
+def control_words(control: ExperimentRecord) -> str:
+    """What a control run found, as one sentence for the run log, `status` and the report."""
+    said = f"control {control.id} of the best {control.of}"
+    drift, pooled = control.drift, control.values or []
+    if control.val_bpb is None or drift is None:
+        return f"{said} produced no number ({control.triage}); the best's runs are unchanged"
+    said += (f": val_bpb {control.val_bpb:.6f}, {drift.moved:+.6f} from its earlier mean {drift.earlier_mean:.6f} "
+             f"of {drift.earlier_runs} run(s)")
+    if drift.flagged:
+        said += (f", more than {DRIFT_SIGMAS:g} sigma ({DRIFT_SIGMAS * drift.sigma:.6f}): drift flagged, the "
+                 "machine's conditions changed (other work on it, a throttled GPU)")
+    elif drift.sigma is not None:
+        said += f", within {DRIFT_SIGMAS:g} sigma ({DRIFT_SIGMAS * drift.sigma:.6f})"
+    if pooled:
+        said += f"; decisions use the pooled mean {statistics.fmean(pooled):.6f} of its {len(pooled)} runs"
+    return said
+
+
+def flagged_controls(records: list[ExperimentRecord]) -> list[ExperimentRecord]:
+    return [r for r in records if r.status == ExperimentStatus.CONTROL and r.drift is not None and r.drift.flagged]

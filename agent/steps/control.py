@@ -1,0 +1,57 @@
+"""A control run of the best (agent/judging/drift.py): its commit trained once more with a fresh seed, beside
+the experiments, its number taken from the trusted evaluator, and recorded as a control row whose run is pooled
+into the best's runs from then on."""
+
+from __future__ import annotations
+
+import time
+
+from agent.judging.drift import control_words, drift_of
+from agent.judging.verify import Untrusted, score_runs
+from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, now
+from agent.recording.transcript import Transcript
+from agent.steps.training import LoopStopped, Training
+from trainer.run_id import RunId
+from trainer.triage import Triage
+
+
+def run_control(training: Training, best: ExperimentRecord, seed: int, say=print) -> ExperimentRecord:
+    """Trains the best's commit once with `seed`, records the control row and says what it found."""
+    workspace, shared = training.workspace, training.shared
+    ledger, started, started_at = shared.ledger, time.monotonic(), now()
+    with shared.lock:
+        number = 1 + sum(1 for r in ledger.records if r.status == ExperimentStatus.CONTROL and r.of == best.id)
+    record_id = f"{best.id}-control{number}"
+    transcript = Transcript(workspace.dir / "transcripts" / f"{record_id}.jsonl")
+    transcript.event("control_started", of=best.id, commit=best.commit, seed=seed)
+    result = training.run(best.commit, RunId.train(record_id), seed, transcript)
+    if result.verdict.triage == Triage.INFRA:
+        raise LoopStopped(f"a control run of the best failed twice for a reason outside the experiment: "
+                          f"{result.verdict.reason}. Fix the machine or the data, then run again")
+    run = RunEntry.of(result, seed, workspace.dir)
+    try:  # pooled into the best's runs, so its number must be the trusted evaluator's
+        score_runs(workspace, training.runner, best.commit, [run])
+    except Untrusted as err:
+        run.val_bpb, run.triage = None, Triage.TAMPER.value
+        transcript.event("verification", passed=False, problem=str(err), seed=seed)
+        say(f"warning: the control run of {best.id} (seed {seed}) is not counted: {err}")
+    with shared.lock:
+        shared.check()
+        history = ledger.history()
+        earlier = history.runs_of(best.commit)
+        measured = run.val_bpb is not None and bool(earlier)
+        record = ExperimentRecord(
+            id=record_id, status=ExperimentStatus.CONTROL, triage=run.triage, of=best.id, parent=best.commit,
+            commit=best.commit, description=f"control: {best.id} re-run with seed {seed}", val_bpb=run.val_bpb,
+            runs=[run], values=earlier + ([run.val_bpb] if measured else []),
+            drift=drift_of(earlier, run.val_bpb, history.sigma()) if measured else None, peak_vram_mb=None,
+            timings=Timings(run_s=run.seconds, total_s=round(time.monotonic() - started, 3)),
+            transcript=str(transcript.path.relative_to(workspace.dir)), started=started_at, finished=now())
+        record.reason = control_words(record)
+        ledger.append(record)
+        shared.checkpoints.release(record_id)
+        ledger.prune_checkpoints(shared.checkpoints.in_use())
+    transcript.event("control", of=best.id, val_bpb=run.val_bpb, pooled=record.values,
+                     drift=record.drift.model_dump() if record.drift else None)
+    say(f"{'warning: ' if record.drift and record.drift.flagged else ''}{record.reason}")
+    return record
