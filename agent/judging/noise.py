@@ -21,8 +21,9 @@ from agent.recording.record import Evidence, ExperimentRecord, ExperimentStatus,
 KEEP, DISCARD, CRASH = ExperimentStatus.KEEP, ExperimentStatus.DISCARD, ExperimentStatus.CRASH
 CLOSE = "close"  # not a final status: run the candidate again, then judge the mean
 
-# sigma of val_bpb between seeds of a track's baseline, as measured (BENCHMARKS.md; cpu: 0.003-0.015 on its CPU
-# clock, busy machine included; gpu: the reference's "a few 1e-4" on an H100). A floor far above it means
+# sigma of val_bpb between seeds of a track's baseline, as measured (BENCHMARKS.md; cpu: 0.003-0.015 on its former
+# CPU clock, busy machine included, kept for its FLOPs budget, whose seeds spread alike while the load adds nothing;
+# gpu: the reference's "a few 1e-4" on an H100). A floor far above it means
 # something besides the seed moves the numbers: most often other work on the machine, which no rule can see past.
 USUAL_SIGMA = {"gpu": 0.0005, "cpu": 0.014, "test": 0.003}
 INFLATED_RATIO = 3.0  # with three values, P(stdev > 3 sigma) is about 1e-4 when nothing else is going on
