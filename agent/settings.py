@@ -31,7 +31,7 @@ class LoopSettings(BaseModel):
     max_hours: float | None = Field(None, description="Start no experiment after this many hours.")
     min_delta: float = Field(0.0, description="A keep must also gain more than this.")
     grace_seconds: float = Field(120.0, description="Hard timeout = 2 x budget + this (2 x 10 x budget + this where "
-                                                    "the budget is CPU seconds or steps).")
+                                                    "the budget is steps or FLOPs).")
     timeout_seconds: float | None = internal(None)  # overrides the hard timeout
     max_fix_attempts: int = internal(2)             # fixes a proposer may submit for a fixable crash
     max_cost_usd: float | None = Field(None, description="Stop once the spend of the tag reaches this: its LLM "

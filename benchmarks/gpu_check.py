@@ -192,8 +192,7 @@ def workspace_for(track: str, prepared_dir: Path, workspace: Path, budget: int, 
     source = train_source_for_track(source or (REPO / "trainer" / "train.py").read_text(), track)
     if track == "test":
         source = set_hyperparameters(source, {"COMPILE_ON_CPU": True})
-    anchor = ("from prepare import BUDGET_CLOCK, MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, budget_steps, evaluate_bpb, "
-              "make_dataloader\n")
+    anchor = "from prepare import MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, budget_steps, evaluate_bpb, make_dataloader\n"
     if source.count(anchor) != 1:
         raise SystemExit(f"train.py no longer imports the budget as `{anchor.strip()}`: update {__file__}")
     source = source.replace(anchor, anchor + f"TIME_BUDGET = {budget}  # the GPU check's shortened budget\n")

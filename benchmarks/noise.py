@@ -54,12 +54,13 @@ def main() -> None:
     budget = spec["constants"]["time_budget"]
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     constants = spec["constants"]
-    clock = ("steps" if constants.get("step_budget") else "FLOPs" if constants.get("flops_budget")
-             else constants.get("budget_clock", "wall"))
+    budget_kind = (f"{constants['flops_budget']:.3g} FLOPs" if constants.get("flops_budget") else
+                   f"{constants['step_budget']} steps" if constants.get("step_budget") else
+                   f"{budget} s, {constants.get('budget_clock', 'wall')} clock")
     arms = {"as is": 0, f"{args.hogs} hog(s)": args.hogs} if args.hogs else {"as is": 0}
     tables, values = {}, {arm: [] for arm in arms}
     for arm in arms:
-        tables[arm] = Table(title=f"val_bpb by seed: {args.track} track ({clock} clock), baseline train.py, "
+        tables[arm] = Table(title=f"val_bpb by seed: {args.track} track ({budget_kind}), baseline train.py, "
                                   f"{os.cpu_count()} cores, {arm}")
         for column in ("seed", "val_bpb", "steps", "training s", "wall s"):
             tables[arm].add_column(column, justify="right")

@@ -128,9 +128,17 @@ def main() -> None:
     model = fresh_model()
     console.print(train.describe_model(model, attention))
     flops_per_token, peak, batch = model.flops_per_token(), train.peak_flops(device), train.TOTAL_BATCH_SIZE
+    prepare = sys.modules["prepare"]
+    num_params = sum(p.numel() for p in model.parameters())
+    rows = min(train.DEVICE_BATCH_SIZE, max(1, batch // train.MAX_SEQ_LEN))
+    budget_steps = prepare.budget_steps(num_params, config.n_layer, config.n_embd, batch, rows * train.MAX_SEQ_LEN)
+    counted = prepare.training_flops_per_token(num_params, config.n_layer, config.n_embd)
+    budget = (f"{prepare.FLOPS_BUDGET:.3g} FLOPs at {counted / 1e6:.2f} MFLOP/token as the harness counts them, "
+              f"{budget_steps} steps" if prepare.FLOPS_BUDGET else
+              f"{budget_steps} steps" if budget_steps else f"{train.TIME_BUDGET} s")
     console.print(f"device {device}; {batch:,} tokens/step = {train.DEVICE_BATCH_SIZE} rows x {train.MAX_SEQ_LEN} x "
                   f"{batch // (train.DEVICE_BATCH_SIZE * train.MAX_SEQ_LEN)} accumulation; "
-                  f"{flops_per_token / 1e6:.2f} MFLOP/token; budget {train.TIME_BUDGET} s; "
+                  f"{flops_per_token / 1e6:.2f} MFLOP/token; budget {budget}; "
                   f"1 cold + {args.warmup} warm-up + {args.steps} measured steps")
 
     model.eval()
@@ -167,7 +175,10 @@ def main() -> None:
     row("tokens/s", "tok/s", lambda r: f"{batch / r['mean']:,.0f}")
     row("achieved", "GFLOP/s", lambda r: f"{batch * flops_per_token / r['mean'] / 1e9:,.2f}")
     row("MFU", "%", lambda r: f"{100 * batch * flops_per_token / r['mean'] / peak:.1f}" if peak else "")
-    row("steps in the budget", "", lambda r: f"{train.TIME_BUDGET / r['mean']:,.0f}")
+    if budget_steps:
+        row("seconds for the budget's steps", "s", lambda r: f"{budget_steps * r['mean']:,.1f}")
+    else:
+        row("steps in the budget", "", lambda r: f"{train.TIME_BUDGET / r['mean']:,.0f}")
     console.print(table)
 
     if len(modes) == 2:
@@ -177,9 +188,11 @@ def main() -> None:
                    if fast["mean"] < eager["mean"] else "never: compiled steps are not faster")
         console.print(f"compile: cold first step {fast['first']:.1f} s vs {eager['first']:.2f} s eager "
                       f"({overhead:.1f} s extra), steady speed {eager['mean'] / fast['mean']:.2f}x eager; "
-                      f"compile pays back {payback} (wall clock). train.main does not count its first "
-                      f"{train.WARMUP_STEPS_UNCOUNTED} steps against the {train.TIME_BUDGET} s budget, so within "
-                      "the budget only the steady speed matters.")
+                      f"compile pays back {payback} (wall clock). " + (
+                          "The budget is steps: compiling changes how soon a run is done, not what it trains."
+                          if budget_steps else
+                          f"train.main does not count its first {train.WARMUP_STEPS_UNCOUNTED} steps against the "
+                          f"{train.TIME_BUDGET} s budget, so within the budget only the steady speed matters."))
     eval_tokens = sys.modules["prepare"].EVAL_TOKENS
     console.print(f"eval (untrained model{', compiled' if on_cuda else ''}): evaluate_bpb over {eval_tokens:,} "
                   f"tokens at batch {train.DEVICE_BATCH_SIZE} took {eval_seconds:.1f} s "

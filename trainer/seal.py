@@ -9,11 +9,12 @@ the process, so nothing learnt from it can reach the number the verifier re-comp
 seals once; the holdout split never opens.
 
 The harness, not the run, owns the budget: the seal request is timed here from the run's start (on
-a track whose budget clock is CPU time, the CPU seconds the kernel charged to the run's processes
-are read from /proc), and carries the training tokens the run's frozen prepare.py handed out; a run
-past its track's budget (RunBudget) is refused, and its record is an ``over_budget`` crash. Requests are read in
-lines of at most MAX_REQUEST_BYTES. Where runs are isolated (trainer/sandbox.py) the
-cache's own val and holdout directories are hidden as well.
+a track whose budget clock is CPU time, the cpu track of workspaces made before it counted FLOPs, the
+CPU seconds the kernel charged to the run's processes are read from /proc), and carries the training
+tokens the run's frozen prepare.py handed out (times the sealed weights' FLOPs per token on a
+FLOPs-budgeted track); a run past its track's budget (RunBudget) is refused, and its record is an
+``over_budget`` crash. Requests are read in lines of at most MAX_REQUEST_BYTES. Where runs are isolated
+(trainer/sandbox.py) the cache's own val and holdout directories are hidden as well.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ COUNTED_DTYPES = ("torch.float32", "torch.bfloat16", "torch.float16")  # as str(
 @dataclass(frozen=True)
 class RunBudget:
     """What a run may consume before it seals: seconds from its start (measured here, outside the run) on a
-    wall-clock track; CPU seconds of its processes (read from the kernel) on a CPU-clock track; training tokens
+    wall-clock track; CPU seconds of its processes (read from the kernel) on a CPU-clock track (the cpu track as
+    prepared before it counted FLOPs, which the workspaces made then still run on); training tokens
     drawn through make_dataloader (reported by the run's frozen prepare.py) on a step-budgeted one; on a
     FLOPs-budgeted one, those tokens times the training FLOPs per token of the weights it sealed, counted here
     (prepare.training_flops_per_token): nothing train.py declares widens it."""

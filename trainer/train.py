@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from prepare import BUDGET_CLOCK, MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, budget_steps, evaluate_bpb, make_dataloader
+from prepare import MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, budget_steps, evaluate_bpb, make_dataloader
 
 # === HYPERPARAMETERS (track: gpu) ===========================================
 # Model
@@ -50,7 +50,7 @@ MATRIX_LR = 0.04           # times sqrt(max(1, rows / cols))
 MUON_MOMENTUM = (0.85, 0.95, 300)  # Nesterov momentum: start, end, warm-up steps
 NORMUON_BETA2 = 0.95       # EMA of per-row/column second moments
 WEIGHT_DECAY = 0.2         # cautious, decays linearly to 0 over the budget
-# Schedule, on progress = training seconds / TIME_BUDGET (CPU seconds on cpu; steps on test, on FLOPs tracks)
+# Schedule, on progress = training seconds / TIME_BUDGET (steps instead on test and the FLOPs tracks, cpu's too)
 WARMUP_RATIO = 0.0
 WARMDOWN_RATIO = 0.5       # linear decay over the last half
 FINAL_LR_FRAC = 0.0
@@ -64,7 +64,6 @@ VE_GATE_CHANNELS = 32      # input channels of the value-embedding gate
 WARMUP_STEPS_UNCOUNTED = 11  # steps 0..10 (compilation) are not part of the budget
 SEED = int(os.environ.get("AUTORESEARCH_SEED", "42"))
 STEP_BUDGET = None         # set in main: the steps a step- or FLOPs-budgeted track allows this model (else None)
-budget_clock = time.process_time if BUDGET_CLOCK == "cpu" else time.perf_counter  # CPU seconds: all threads'
 
 
 # ---------------------------------------------------------------------------
@@ -571,7 +570,7 @@ def main() -> None:
     grad_accum_steps = TOTAL_BATCH_SIZE // tokens_per_micro_step
     print(f"device: {device}, batch {TOTAL_BATCH_SIZE} tokens/step = {rows} rows x "
           f"{MAX_SEQ_LEN} x {grad_accum_steps} accumulation, budget {STEP_BUDGET or TIME_BUDGET}"
-          f"{' steps' if STEP_BUDGET else f' s ({BUDGET_CLOCK} clock)'}, seed {SEED}")
+          f"{' steps' if STEP_BUDGET else ' s'}, seed {SEED}")
 
     optimizer = MuonAdamW(model, device, compile_steps=on_cuda)
     compile_model = on_cuda or (device.type == "cpu" and COMPILE_ON_CPU)
@@ -583,11 +582,11 @@ def main() -> None:
     x, y, epoch = next(train_loader)
 
     startup_seconds = time.perf_counter() - PROCESS_START
-    training_seconds = warmup_seconds = training_wall = 0.0  # the first two on the track's budget clock
+    training_seconds = warmup_seconds = 0.0
     smooth_loss, step, next_report = 0.0, 0, 0.0
     while True:
         synchronize(device)
-        t0, clock0 = time.perf_counter(), budget_clock()
+        t0 = time.perf_counter()
         for _ in range(grad_accum_steps):
             with autocast:
                 loss = train_model(x, y)
@@ -601,18 +600,18 @@ def main() -> None:
         if not math.isfinite(loss_value) or loss_value > 100:
             fail(f"training diverged at step {step}: loss {loss_value}")
         synchronize(device)
-        dt, counted = time.perf_counter() - t0, budget_clock() - clock0
+        dt = time.perf_counter() - t0
         if step < WARMUP_STEPS_UNCOUNTED:
-            warmup_seconds += counted
+            warmup_seconds += dt
         else:
-            training_seconds, training_wall = training_seconds + counted, training_wall + dt
+            training_seconds += dt
 
         smooth_loss = 0.9 * smooth_loss + 0.1 * loss_value
         debiased = smooth_loss / (1 - 0.9 ** (step + 1))
         done = budget_progress(step + 1, training_seconds)
         if step < 3 or done >= 1.0 or training_seconds >= next_report:  # the line the runner follows: keep its fields
             next_report, tok_per_s = training_seconds + TIME_BUDGET / 20, TOTAL_BATCH_SIZE / dt
-            left = (STEP_BUDGET - step - 1) * dt if STEP_BUDGET else (1 - done) * TIME_BUDGET * dt / max(counted, 1e-9)
+            left = (STEP_BUDGET - step - 1) * dt if STEP_BUDGET else (1 - done) * TIME_BUDGET
             mfu = f"{100 * tok_per_s * flops_per_token / peak:.1f}%" if peak else "n/a"
             print(f"step {step:05d} ({100 * done:5.1f}%) | loss {debiased:.4f} | lr x{lr_multiplier(progress):.2f}"
                   f" | {1000 * dt:.0f} ms | {tok_per_s:,.0f} tok/s | mfu {mfu} | epoch {epoch} | left {left:.0f} s",
@@ -631,7 +630,7 @@ def main() -> None:
     graph_breaks, recompiles, reasons = compile_report() if compile_model else ("n/a", "n/a", [])
     for reason in dict.fromkeys(reasons):  # a graph break in a layer repeats in every layer
         print(f"compile: {reason}")
-    tokens_per_second = counted_steps * TOTAL_BATCH_SIZE / training_wall
+    tokens_per_second = counted_steps * TOTAL_BATCH_SIZE / training_seconds
     eval_start = time.perf_counter()
     model.eval()
     with autocast:
@@ -642,8 +641,8 @@ def main() -> None:
     mfu_percent = f"{100 * tokens_per_second * flops_per_token / peak:.2f}" if peak else ""
 
     summary = dict(
-        val_bpb=f"{val_bpb:.6f}", training_seconds=f"{training_seconds:.1f}", budget_clock=BUDGET_CLOCK,
-        training_wall_seconds=f"{training_wall:.1f}",
+        val_bpb=f"{val_bpb:.6f}", training_seconds=f"{training_seconds:.1f}",
+        training_wall_seconds=f"{training_seconds:.1f}",
         total_seconds=f"{time.perf_counter() - PROCESS_START:.1f}", startup_seconds=f"{startup_seconds:.1f}",
         warmup_seconds=f"{warmup_seconds:.1f}", eval_seconds=f"{eval_seconds:.1f}",
         peak_vram_mb=f"{peak_memory_mb(device):.1f}", mfu_percent=mfu_percent,

@@ -90,7 +90,7 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
     seal = Seal(run_dir, track, CHECKPOINT, request.checkpoint_destination)
     env = {"AUTORESEARCH_SEED": str(request.seed), "AUTORESEARCH_CACHE": str(training_view(track, run_dir)),
            "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **seal.env(), **compile_cache_env(compile_cache),
-           **cpu_clock_env(spec.constants), **request.extra_env}
+           **threads_env(spec.constants), **request.extra_env}
     cache = cache_root()
     view = View(read_only=data_paths(cache),
                 hidden=[runs_root(), run_dir.parent, *request.hidden, *hidden_paths(cache)])
@@ -148,10 +148,11 @@ def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def cpu_clock_env(constants: TrackConstants) -> dict[str, str]:
-    """On a CPU-clock track torch computes on one thread: threads meet at barriers, and a thread waiting there
-    for a sibling that other work on the machine took the core from is charged the wait (spinning) or wakes
-    late (sleeping), which makes the CPU seconds of a step depend on the load. One thread per run also means
-    the same budget buys the same work on a machine of any core count. A train.py may set more threads; its
-    budget is charged for all of them."""
-    return {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if constants.budget_clock == "cpu" else {}
+def threads_env(constants: TrackConstants) -> dict[str, str]:
+    """torch's threads for a run of the track: its `threads`, and one on a CPU-clock track (a workspace made
+    before the cpu track counted FLOPs), where threads meet at barriers and a thread waiting there for a sibling
+    that other work on the machine took the core from is charged the wait (spinning) or wakes late (sleeping),
+    which made the CPU seconds of a step depend on the load. A train.py may set more threads: on a FLOPs budget
+    that only changes how soon it is done."""
+    threads = constants.threads or (1 if constants.budget_clock == "cpu" else None)
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)} if threads else {}

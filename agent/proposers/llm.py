@@ -64,8 +64,9 @@ RULES = """\
 ## Fixed rules of this service
 - You may change only train.py, through submit_experiment: search/replace edits, each old_string copied
   exactly from train.py and matching one place. prepare.py and track.json are frozen and hash-checked.
-- One idea per experiment. It is committed, trained for the track's fixed wall-clock budget, and judged by
-  val_bpb (validation bits per byte, from prepare.evaluate_bpb; lower is better) against the best so far:
+- One idea per experiment. It is committed, trained for the track's fixed budget (seconds, steps or FLOPs: its
+  constants say which), and judged by val_bpb (validation bits per byte, from prepare.evaluate_bpb; lower is
+  better) against the best so far:
   {keep_rule}. Otherwise the branch is reset to the best commit. The seed is the harness's; an edit that
   changes the seeding is rejected.
 - Simplification wins too: a change that removes net lines of code from train.py and whose mean val_bpb is

@@ -86,6 +86,7 @@ FORBIDDEN_ATTRIBUTES = {"__globals__", "__code__", "__dict__", "__builtins__", "
 CALL_ONLY_BUILTINS = FORBIDDEN_BUILTINS | {"getattr", "open"}
 PREPARE_CALLABLES = {"Tokenizer", "make_dataloader", "evaluate_bpb", "get_token_bytes", "budget_steps",
                      "training_flops_per_token"}
+# BUDGET_CLOCK: the frozen prepare.py of a cpu workspace made before that track counted FLOPs still has it.
 PREPARE_API = {"MAX_SEQ_LEN", "TIME_BUDGET", "BUDGET_CLOCK", "STEP_BUDGET", "FLOPS_BUDGET", "EVAL_TOKENS",
                "VOCAB_SIZE", "Tokenizer", "make_dataloader", "evaluate_bpb", "get_token_bytes", "budget_steps",
                "training_flops_per_token"}

@@ -25,9 +25,9 @@ from agent.workspace import Workspace
 from trainer.run_id import RunId, RunKind
 from trainer.triage import Triage, Verdict
 
-# The hard timeout of a track whose budget the machine's load does not change (CPU seconds, steps) only catches a
-# hang: such a run takes longer on a busy machine and still trains the same. 2 x 10 x budget + grace (cpu: 1320 s,
-# test: 220 s).
+# The hard timeout of a track whose budget the machine's load does not change (steps, FLOPs; CPU seconds in a cpu
+# workspace made before that track counted FLOPs) only catches a hang: such a run takes longer on a busy machine
+# and still trains the same. 2 x 10 x budget + grace (cpu: 1320 s, test: 220 s).
 LOAD_BLIND_WALL_FACTOR = 10
 
 

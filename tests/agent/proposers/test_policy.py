@@ -10,8 +10,7 @@ from agent.proposers.policy import _walk, check_policy
 
 TRAIN = (Path(__file__).resolve().parents[3] / "trainer" / "train.py").read_text()
 TRAIN_LINES = TRAIN.splitlines()
-IMPORT_LINE = ("from prepare import BUDGET_CLOCK, MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, budget_steps, evaluate_bpb, "
-               "make_dataloader")
+IMPORT_LINE = "from prepare import MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, budget_steps, evaluate_bpb, make_dataloader"
 EVALUATE_LINE = "        val_bpb = evaluate_bpb(train_model, tokenizer, rows)"
 LOADER_LINE = '    train_loader = make_dataloader(tokenizer, rows, MAX_SEQ_LEN, "train", device=device)'
 HELD_OUT = "train.py may not read validation or holdout data"
@@ -41,6 +40,13 @@ def rejection(source: str) -> str:
 
 def test_the_real_train_py_passes():
     check_policy(TRAIN)
+
+
+def test_a_train_py_of_a_workspace_made_while_the_cpu_track_counted_cpu_seconds_passes():
+    """Its frozen prepare.py still exports BUDGET_CLOCK, and its train.py imports it."""
+    old_import = IMPORT_LINE.replace("import MAX_SEQ_LEN,", "import BUDGET_CLOCK, MAX_SEQ_LEN,")
+    assert TRAIN.count(IMPORT_LINE) == 1 and old_import != IMPORT_LINE
+    check_policy(TRAIN.replace(IMPORT_LINE, old_import) + 'print(BUDGET_CLOCK == "cpu")\n')
 
 
 @pytest.mark.parametrize("source", [
