@@ -5,7 +5,7 @@ Each night runs the real loop (run_loop, the local runner) in a fresh workspace 
   tests/helpers/random_changes.py);
 - optuna: the shipped TPE proposer;
 - hybrid: the shipped hybrid, its LLM the scripted model of the tests (tests/helpers/llm_responders.py) behind
-  the loopback server, making the same scripted draws every seed.
+  the loopback server, submitting the same code changes in the same order every seed (CODE_CHANGES).
 Seed i of a proposer sets the night's --seed and Optuna's sampler seed to --first-seed + SEED_STRIDE * i.
 After each night (benchmarks/night_quality.py): gain over the baseline, keeps, keep rate, noise keeps (every keep
 and its parent trained again with --recheck-seeds fresh seeds), holdout retention (`confirm`), experiments per
@@ -32,8 +32,7 @@ sys.path.insert(0, str(REPO))
 
 PROPOSERS = ("random", "optuna", "hybrid")
 SEED_STRIDE = 1000       # nights' seeds this far apart use no seed of another night (each run takes the next one)
-SCRIPTED_MODEL_SEED = 0  # the scripted LLM's draws: the same every night
-MODEL = "anthropic:claude-opus-4-5"  # the SDK and wire format the scripted model answers
+MODEL = "anthropic:claude-opus-5-5"  # the SDK and wire format the scripted model answers
 
 
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -89,11 +88,11 @@ def loop_settings(pairs: list[str]) -> dict[str, str]:
 @contextlib.contextmanager
 def scripted_model() -> Iterator[None]:
     """The scripted LLM behind the loopback server, where the Anthropic SDK looks for its service."""
-    from tests.helpers.llm_responders import SettingChanges
+    from tests.helpers.llm_responders import CodeChanges
     from tests.helpers.llm_server import LLMServer
     wanted = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
     saved = {name: os.environ.get(name) for name in wanted}
-    with LLMServer(responder=SettingChanges(seed=SCRIPTED_MODEL_SEED)) as server:
+    with LLMServer(responder=CodeChanges()) as server:
         os.environ.update(ANTHROPIC_API_KEY="benchmark", ANTHROPIC_BASE_URL=server.anthropic_base_url())
         try:
             yield

@@ -84,8 +84,8 @@ def inflated_floor(sigma: float | None, track: str, keep_sigmas: float = 2.0) ->
     if budget_follows_machine_speed(track):
         why = "is the machine busy?"
     else:  # a step or FLOPs budget trains the same whatever else the machine does
-        why = ("this track's budget counts steps or FLOPs, not time, so a busy machine does not move it: the "
-               "seeds alone move it that much.")
+        why = ("this track's budget counts steps or FLOPs, not time, so a busy machine does not explain it: the "
+               "seeds alone move it that much (or train.py varies between runs in some other way).")
     return (f"sigma {sigma:.4g} is {sigma / usual:.0f}x this track's usual {usual:g} "
             f"({USUAL[track].seeds_words()}): {why} "
             f"While it stays this high only gains above {keep_sigmas * sigma:.3g} can be kept")

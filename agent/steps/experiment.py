@@ -279,7 +279,10 @@ class Steps:
         record.evidence = judgement.evidence
         record.checkpoint = (str(result.checkpoint.relative_to(self.workspace.dir))
                              if status == KEEP and result.checkpoint else None)
-        record.summary, record.architecture = result.summary, result.model_config
+        # a run that died after its seal claimed nothing: its printed val_bpb stays in its check, not its summary
+        record.summary = ({key: value for key, value in result.summary.items() if key != "val_bpb"}
+                          if result.salvage is not None else result.summary)
+        record.architecture = result.model_config
         record.peak_vram_mb = summary_number(result.summary.get("peak_vram_mb"))
         record.returncode, record.timed_out, record.frozen_changed = (result.returncode, result.timed_out,
                                                                       result.frozen_changed)

@@ -47,6 +47,7 @@ def test_a_run_that_dies_after_its_seal_is_judged_on_its_sealed_weights(workspac
     assert run.salvaged_from.startswith("oom: out of memory")
     assert run.check.printed == 0.01 and run.val_bpb == run.check.trusted == salvaged.val_bpb
     assert abs(salvaged.val_bpb - baseline.val_bpb) < 0.05
+    assert "val_bpb" not in salvaged.summary  # what it printed before it died is not its summary
     assert "salvaged: the run with seed" in salvaged.reason and workspace.head() == salvaged.commit
     events = transcript_events(workspace, salvaged.id)
     assert [(e["salvaged"], e["batch_rows"]) for e in events if e["type"] == "salvage"] == [(True, 8)]

@@ -71,3 +71,44 @@ class SettingChanges:
         if name == "NORMUON_BETA2":
             value = min(value, 0.999)
         return name, value if value != current else float(f"{current * 0.9:.4g}")
+
+
+# Changes to train.py's code, never to a value of its block: (description, [(old, new), ...]).
+CODE_CHANGES = (
+    ("rms_norm with eps 1e-6", [("    return F.rms_norm(x, (x.size(-1),))",
+                                 "    return F.rms_norm(x, (x.size(-1),), eps=1e-6)")]),
+    ("MLP activation relu^2 -> gelu", [("F.relu(self.c_fc(x)).square()", "F.gelu(self.c_fc(x))")]),
+    ("x0 skip weights start at 0.2", [("torch.full((config.n_layer,), 0.1)", "torch.full((config.n_layer,), 0.2)"),
+                                      ("self.x0_lambdas.fill_(0.1)", "self.x0_lambdas.fill_(0.2)")]),
+    ("warmdown never below zero", [("    remaining = (1 - progress) / WARMDOWN_RATIO",
+                                    "    remaining = max(0.0, (1 - progress) / WARMDOWN_RATIO)")]),
+    ("MLP activation relu^2 -> relu^1.5", [("F.relu(self.c_fc(x)).square()", "F.relu(self.c_fc(x)).pow(1.5)")]),
+    ("logit softcap halved inside tanh", [("LOGIT_SOFTCAP * torch.tanh(logits / LOGIT_SOFTCAP)",
+                                           "LOGIT_SOFTCAP * torch.tanh(logits / (2 * LOGIT_SOFTCAP))")]),
+)
+
+
+class CodeChanges:
+    """Submits the next change of CODE_CHANGES, in one fixed order, whose text is in the conversation's train.py;
+    told that a submission was refused, the next one after it. The same changes in the same order every night."""
+
+    def __init__(self, changes=CODE_CHANGES):
+        self.changes = list(changes)
+        self._lock = threading.Lock()
+        self._next = 0
+        self.submitted: list[str] = []
+
+    def __call__(self, api: str, body: dict) -> Reply:
+        assert api == "anthropic", "CodeChanges answers the Messages API"
+        source = first_user_text(body)
+        refused = sum(1 for r in tool_results(body) if r.get("is_error"))
+        applicable = [c for c in self.changes if all(old in source for old, _ in c[1])]
+        if not applicable:
+            return tool_call("submit_experiment", reasoned({"description": "nothing left", "edits": []}))
+        with self._lock:
+            if not refused:
+                self._next += 1
+            description, edits = applicable[(self._next - 1 + refused) % len(applicable)]
+            self.submitted.append(description)
+        return tool_call("submit_experiment", reasoned({
+            "description": description, "edits": [{"old_string": old, "new_string": new} for old, new in edits]}))
