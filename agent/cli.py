@@ -193,7 +193,8 @@ class RunCommandSettings(RunSettings):
                                                                               f"{', '.join(TRACKS)} (an existing "
                                                                               "tag keeps its own)."),
                                        "proposer": dict(help=proposers_help()), "runner": dict(help=runners_help()),
-                                       "profile": dict(envvar="AUTORESEARCH_PROFILE")})
+                                       "profile": dict(envvar="AUTORESEARCH_PROFILE"),
+                                       "on_plateau": dict(metavar="ACTION")})
 def run(settings: RunCommandSettings) -> None:
     """Run the research loop on a tag (created if new, resumed if it exists). Ctrl-C stops cleanly."""
     from agent.judging.keep_rule import KeepRule, store_keep_rule

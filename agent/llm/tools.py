@@ -30,9 +30,10 @@ class ListExperimentsArgs(BaseModel):
     limit: int = Field(30, ge=1, le=500, description="how many of the newest matching rows (default 30)")
     # The ledger's statuses (agent.recording.record.ExperimentStatus, which this layer cannot import; a test holds
     # them equal) and simplify, the keeps won by removing code.
-    status: Literal["keep", "simplify", "discard", "crash", "interrupted", "superseded", "noise"] | None = Field(
-        None, description="only this status (simplify: keeps won by removing code; superseded: beat its parent, but "
-                          "the best had moved on and its edits no longer applied)")
+    status: Literal["keep", "simplify", "discard", "crash", "interrupted", "superseded", "noise", "control"] | None = (
+        Field(None, description="only this status (simplify: keeps won by removing code; superseded: beat its parent, "
+                                "but the best had moved on and its edits no longer applied; control: a re-run of the "
+                                "best, pooled into its runs)"))
     text: str | None = Field(None, max_length=200, description="only rows whose description, hypothesis, "
                                                               "expectation, lesson or decision contain this text")
     from_id: str | None = Field(None, max_length=20, description="only from this experiment id on, e.g. 0040")
