@@ -57,8 +57,9 @@ def control_words(control: ExperimentRecord) -> str:
     said += (f": val_bpb {control.val_bpb:.6f}, {drift.moved:+.6f} from its earlier mean {drift.earlier_mean:.6f} "
              f"of {drift.earlier_runs} run(s)")
     if drift.flagged:
-        said += (f", more than {DRIFT_SIGMAS:g} sigma ({DRIFT_SIGMAS * drift.sigma:.6f}): drift flagged, the "
-                 "machine's conditions changed (other work on it, a throttled GPU)")
+        said += (f", more than {DRIFT_SIGMAS:g} sigma ({DRIFT_SIGMAS * drift.sigma:.6f}): drift flagged: the "
+                 "machine's conditions changed (other work on it, a throttled GPU; on a track budgeted in steps or "
+                 "FLOPs they cannot), or the best's earlier runs were luckier than its seeds usually are")
     elif drift.sigma is not None:
         said += f", within {DRIFT_SIGMAS:g} sigma ({DRIFT_SIGMAS * drift.sigma:.6f})"
     if pooled:
