@@ -244,15 +244,15 @@ def test_status_shows_the_phase_written_by_a_loop_elsewhere(workspace):
 
 
 def test_a_noise_floor_far_above_the_track_usual_is_flagged():
-    usual = USUAL_SIGMA["cpu"]
-    warning = inflated_floor(17 * usual, "cpu")
-    assert f"is 17x this track's usual {usual:g} (seeds 42-44): is the machine busy?" in warning
-    assert inflated_floor(1.5 * usual, "cpu") is None and inflated_floor(None, "cpu") is None
+    usual = USUAL_SIGMA["gpu"]  # a track budgeted in time, which a busy machine can move
+    warning = inflated_floor(17 * usual, "gpu")
+    assert f"is 17x this track's usual {usual:g} (" in warning and "is the machine busy?" in warning
+    assert inflated_floor(1.5 * usual, "gpu") is None and inflated_floor(None, "gpu") is None
 
     from agent.report.page import noise_and_holdout
     floor = ExperimentRecord(id="0000-noise", status="noise", of="0000", values=[2.1, 2.5, 2.3], sigma=17 * usual)
-    assert "is the machine busy?" in noise_and_holdout([floor], None, "cpu")
-    assert "is the machine busy?" not in noise_and_holdout([floor.model_copy(update={"sigma": usual})], None, "cpu")
+    assert "is the machine busy?" in noise_and_holdout([floor], None, "gpu")
+    assert "is the machine busy?" not in noise_and_holdout([floor.model_copy(update={"sigma": usual})], None, "gpu")
 
 
 class TwoSlots:
