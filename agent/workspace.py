@@ -152,10 +152,13 @@ class Workspace:
     def settings(self) -> dict:
         return json.loads((self.dir / "run.json").read_text())
 
+    def update_settings(self, **values) -> None:
+        """run.json with these keys set, written whole."""
+        write_text_atomic(self.dir / "run.json", json.dumps(dict(self.settings, **values), indent=2) + "\n")
+
     def follow_program(self, program: Path) -> None:
         """The tag follows this research program from its next experiment on (run.json names it)."""
-        settings = dict(self.settings, program=str(program.resolve()))
-        write_text_atomic(self.dir / "run.json", json.dumps(settings, indent=2) + "\n")
+        self.update_settings(program=str(program.resolve()))
 
     @property
     def track(self) -> dict:

@@ -4,13 +4,10 @@ settings of its night in run.json, where the report reads them."""
 
 from __future__ import annotations
 
-import json
-
 from pydantic import BaseModel, ConfigDict
 
 from agent.settings import LoopSettings
 from agent.workspace import Workspace
-from trainer.atomic import write_text_atomic
 
 STORED_AS = "keep_rule"  # its key in run.json
 
@@ -48,5 +45,4 @@ def stored_keep_rule(workspace: Workspace) -> KeepRule:
 
 
 def store_keep_rule(workspace: Workspace, rule: KeepRule) -> None:
-    settings = dict(workspace.settings, **{STORED_AS: rule.model_dump()})
-    write_text_atomic(workspace.dir / "run.json", json.dumps(settings, indent=2) + "\n")
+    workspace.update_settings(**{STORED_AS: rule.model_dump()})

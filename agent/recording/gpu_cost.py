@@ -7,11 +7,8 @@ report reads it.
 
 from __future__ import annotations
 
-import json
-
 from agent.recording.record import ExperimentRecord
 from agent.workspace import Workspace
-from trainer.atomic import write_text_atomic
 
 STORED_AS = "gpu_usd_per_hour"  # its key in run.json
 GPUS_PER_RUN = 1
@@ -37,5 +34,4 @@ def stored_gpu_price(workspace: Workspace) -> float | None:
 
 
 def store_gpu_price(workspace: Workspace, usd_per_hour: float | None) -> None:
-    settings = dict(workspace.settings, **{STORED_AS: usd_per_hour})
-    write_text_atomic(workspace.dir / "run.json", json.dumps(settings, indent=2) + "\n")
+    workspace.update_settings(**{STORED_AS: usd_per_hour})
