@@ -194,7 +194,7 @@ class RunCommandSettings(RunSettings):
                                                                               "tag keeps its own)."),
                                        "proposer": dict(help=proposers_help()), "runner": dict(help=runners_help()),
                                        "profile": dict(envvar="AUTORESEARCH_PROFILE"),
-                                       "on_plateau": dict(metavar="ACTION")})
+                                       "on_plateau": dict(metavar="ACTION"), "notify": dict(metavar="URL")})
 def run(settings: RunCommandSettings) -> None:
     """Run the research loop on a tag (created if new, resumed if it exists). Ctrl-C stops cleanly."""
     from agent.judging.keep_rule import KeepRule, store_keep_rule
@@ -211,6 +211,8 @@ def run(settings: RunCommandSettings) -> None:
         fail(problem)
     if settings.program is not None and settings.programs is not None:
         fail("give --program or --programs, not both: with --programs a.md,b.md the tag follows a.md first")
+    if problem := _notify_problem(settings.notify):
+        fail(problem)
     try:
         workspace = Workspace.open(settings.tag, settings.workspaces)
     except WorkspaceError:
@@ -230,6 +232,7 @@ def run(settings: RunCommandSettings) -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver
     tracking = _start_tracking(settings.mlflow, workspace)
+    notifier = _start_notifying(settings.notify, workspace)
     trainer = _runner(settings.runner, where_to_train)
     store_keep_rule(workspace, KeepRule.of(settings))  # the report states the rule of the latest night
     store_gpu_price(workspace, settings.gpu_usd_per_hour)  # and prices its GPU time at the latest night's price
@@ -241,22 +244,53 @@ def run(settings: RunCommandSettings) -> None:
         why = "stopped by Ctrl-C; the experiments in flight were recorded as interrupted"
     except (LoopStopped, WorkspaceError) as err:
         _where(workspace)
+        _notify_stopped(notifier, str(err))
         fail(str(err))
+    except Exception as err:  # a failure of the loop itself: said, then raised as it was
+        _notify_stopped(notifier, f"the loop failed: {type(err).__name__}")
+        raise
     say(f"stopped: {why}")
+    if notifier is not None:
+        notifier.stopped(why)
     if not why.startswith("stopped by Ctrl-C"):
         with ProgressObserver(workspace.dir, console) as observer:
             _confirm(workspace, ObservedRunner(trainer, observer))
     _where(workspace)
-    _finish(workspace, tracking)
+    _finish(workspace, tracking, notifier, settings.gpu_usd_per_hour)
 
 
-def _finish(workspace, tracking) -> None:
-    """The report written and its path said; the MLflow mirror's last sync."""
+def _finish(workspace, tracking, notifier=None, gpu_usd_per_hour: float | None = None) -> None:
+    """The report written and its path said; the MLflow mirror's last sync; the night's end notified."""
     from agent.report.build import write_report
-    console.print(f"report: {write_report(workspace)}")
+    report = write_report(workspace)
+    console.print(f"report: {report}")
     if tracking is not None and not tracking.stop():
         say(f"MLflow: some records are not in {tracking.uri} yet; the next `run --tag {workspace.tag} --mlflow "
             f"{tracking.uri}` sends them")
+    if notifier is not None:
+        notifier.night_ended(report, gpu_usd_per_hour)
+        notifier.close()
+
+
+def _notify_stopped(notifier, why: str) -> None:
+    """The loop will not go on to the report: its stop is the last notification."""
+    if notifier is not None:
+        notifier.stopped(why)
+        notifier.close()
+
+
+def _notify_problem(urls: list[str]) -> str | None:
+    from agent.tracking.notify.night import webhook_problem
+    return webhook_problem(urls)
+
+
+def _start_notifying(urls: list[str], workspace):
+    if not urls:
+        return None
+    from agent.tracking.notify.night import NightNotifier
+    notifier = NightNotifier(workspace, urls, say=say)
+    console.print("notifications: " + ", ".join(hook.masked() for hook in notifier.hooks))
+    return notifier.start()
 
 
 def _start_tracking(option: str | None, workspace):

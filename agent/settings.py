@@ -95,6 +95,10 @@ class RunSettings(LoopSettings):
     spool: Path | None = Field(None, description="The spool directory shared with trainer workers.")
     mlflow: str | None = Field(None, description="MLflow tracking URI to mirror every experiment to (default: "
                                                  "$MLFLOW_TRACKING_URI if set).")
+    notify: list[str] = Field([], description="A webhook to tell of keeps, crash streaks, plateaus, the loop "
+                              "stopping and the night's end (repeatable): Slack, Discord and ntfy URLs get their "
+                              "own body, others a JSON one; prefix slack+, discord+, ntfy+ or json+ to choose. "
+                              "Never stored: give it again when resuming.")
     workspaces: Path | None = Field(None, description="Where workspaces live (default $AUTORESEARCH_WORKSPACES or "
                                                       "./workspace).")
     cache: Path | None = Field(None, description="Cache directory (default $AUTORESEARCH_CACHE or "

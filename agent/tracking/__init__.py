@@ -1,1 +1,1 @@
-"""Experiment tracking services the loop's results are mirrored to (MLflow)."""
+"""Services the loop's results are mirrored or told to: MLflow, and webhooks (notify/)."""

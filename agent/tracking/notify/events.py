@@ -1,0 +1,95 @@
+"""What a notification says: one typed model per event, the text a person reads and the numbers beside it.
+
+Only the ledger's own numbers and the experiment's description (bounded) go in; never a run's log, never a
+value of the environment: a description that holds such a value has it replaced (secrets_out).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from enum import Enum
+
+from pydantic import BaseModel
+
+from agent.untrusted import bounded
+
+DESCRIPTION_CHARS = 200
+REASON_CHARS = 300
+# Environment variables whose values are secrets wherever they appear (API keys, tokens, passwords).
+SECRET_NAMES = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|WEBHOOK", re.IGNORECASE)
+SHORTEST_SECRET = 8  # shorter values would replace ordinary words
+
+
+class Event(str, Enum):
+    KEEP = "keep"
+    CRASH_STREAK = "crash_streak"
+    PLATEAU = "plateau"
+    STOPPED = "stopped"
+    NIGHT_ENDED = "night_ended"
+
+
+class Notification(BaseModel):
+    """One notification; the generic JSON body is this model as it is."""
+    event: Event
+    tag: str
+    title: str
+    text: str
+    experiment: str | None = None     # the experiment's id
+    val_bpb: float | None = None      # the kept experiment's
+    best: float | None = None         # the best val_bpb after the event
+    gain: float | None = None         # keep: over the previous best; night_ended: over the baseline
+    streak: int | None = None         # crash_streak and plateau: experiments in a row
+    reason: str | None = None         # stopped: why
+    experiments: int | None = None    # night_ended: the tag's experiments, keeps and spend
+    keeps: int | None = None
+    cost_usd: float | None = None
+    report: str | None = None         # night_ended: the report's path
+
+
+def secrets_out(text: str) -> str:
+    """text with the value of every secret-looking environment variable replaced."""
+    for name, value in os.environ.items():
+        if len(value) >= SHORTEST_SECRET and SECRET_NAMES.search(name) and value in text:
+            text = text.replace(value, f"[${name}]")
+    return text
+
+
+def _said(text: str, limit: int) -> str:
+    return bounded(secrets_out(text), limit)
+
+
+def keep(tag: str, experiment: str, description: str, val_bpb: float, previous_best: float | None) -> Notification:
+    gain = previous_best - val_bpb if previous_best is not None else None
+    described = _said(description, DESCRIPTION_CHARS)
+    return Notification(event=Event.KEEP, tag=tag, title=f"{tag}: new best {val_bpb:.6f}", experiment=experiment,
+                        val_bpb=val_bpb, best=val_bpb, gain=gain,
+                        text=f"{tag}: kept {experiment} ({described}): val_bpb {val_bpb:.6f}"
+                             + (f", {gain:.6f} better than the previous best" if gain is not None else ""))
+
+
+def crash_streak(tag: str, experiment: str, streak: int, best: float | None) -> Notification:
+    return Notification(event=Event.CRASH_STREAK, tag=tag, title=f"{tag}: {streak} crashes in a row",
+                        experiment=experiment, streak=streak, best=best,
+                        text=f"{tag}: {streak} experiments in a row crashed (the last {experiment}); the loop goes "
+                             "on from the best")
+
+
+def plateau(tag: str, experiment: str, streak: int, what: str, best: float | None) -> Notification:
+    return Notification(event=Event.PLATEAU, tag=tag, title=f"{tag}: plateau", experiment=experiment, streak=streak,
+                        best=best, text=f"{tag}: plateau: {_said(what, REASON_CHARS)}")
+
+
+def stopped(tag: str, why: str, best: float | None) -> Notification:
+    reason = _said(why, REASON_CHARS)
+    return Notification(event=Event.STOPPED, tag=tag, title=f"{tag}: stopped", reason=reason, best=best,
+                        text=f"{tag}: the loop stopped: {reason}")
+
+
+def night_ended(tag: str, experiments: int, keeps: int, best: float | None, gain: float, cost_usd: float,
+                report: str) -> Notification:
+    best_said = f"best val_bpb {best:.6f} ({gain:.6f} better than the baseline)" if best is not None else "no best"
+    return Notification(event=Event.NIGHT_ENDED, tag=tag, title=f"{tag}: night ended", experiments=experiments,
+                        keeps=keeps, best=best, gain=gain, cost_usd=cost_usd, report=report,
+                        text=f"{tag}: night ended: {experiments} experiment(s), {keeps} keep(s), {best_said}, "
+                             f"spent ${cost_usd:.2f}; report: {report}")
