@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,10 +74,14 @@ def import_reference(path: Path, program: Path, tag: str | None = None, branch: 
                                      settings=settings)
     except WorkspaceError as err:
         raise ReferenceImportError(str(err)) from err
-    records = build_history(workspace, night)
-    ledger = Ledger(workspace.dir)
-    for record in records:
-        ledger.append(record)
+    try:
+        records = build_history(workspace, night)
+        ledger = Ledger(workspace.dir)
+        for record in records:
+            ledger.append(record)
+    except BaseException:  # a half-built tag would block the next try: it goes, the checkout was only read
+        shutil.rmtree(workspace.dir, ignore_errors=True)
+        raise
     return ImportedNight(workspace, track, len(records), sum(r.status == ExperimentStatus.KEEP for r in records),
                          [row.commit for row in night.rows if row.commit not in night.commits],
                          settings["imported"]["cannot_continue"])

@@ -191,6 +191,11 @@ def test_run_refuses_the_reference_train_py_saying_why(tmp_path, empty_cache):
     result = CliRunner().invoke(cli.app, ["run", "--tag", "night", "--workspaces", str(tmp_path / "workspaces"),
                                           "--max-experiments", "1"])
     assert result.exit_code == 2 and "cannot continue" in result.output, result.output
+    result = CliRunner().invoke(cli.app, ["import", "--from", str(checkout.path), "--tag", "again",
+                                          "--workspaces", str(tmp_path / "workspaces")], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert "imported 6 experiments (3 kept)" in result.output and "diffs are not available: 0badc0d" in result.output
+    assert "`run --tag again` refuses it" in result.output
 
 
 class Changes:
