@@ -197,6 +197,7 @@ class RunCommandSettings(RunSettings):
                                        "on_plateau": dict(metavar="ACTION"), "notify": dict(metavar="URL")})
 def run(settings: RunCommandSettings) -> None:
     """Run the research loop on a tag (created if new, resumed if it exists). Ctrl-C stops cleanly."""
+    from agent.importing.imported import cannot_continue
     from agent.judging.keep_rule import KeepRule, store_keep_rule
     from agent.judging.plateau import settings_problem as plateau_problem
     from agent.loop import LoopStopped, run_loop
@@ -217,6 +218,8 @@ def run(settings: RunCommandSettings) -> None:
         workspace = Workspace.open(settings.tag, settings.workspaces)
     except WorkspaceError:
         workspace = None
+    if workspace is not None and (imported := cannot_continue(workspace)):
+        fail(imported)
     if problem := plateau_problem(settings, workspace.settings["track"] if workspace else settings.track):
         fail(problem)
     if workspace is None:
@@ -433,16 +436,58 @@ def status(tag: TagOption = "demo", workspaces: WorkspacesOption = None,
 @app.command()
 def report(tag: Annotated[list[str], typer.Option(help="Tag to report on; repeat it to compare runs.",
                                                   callback=checked_tag)],
-           workspaces: WorkspacesOption = None) -> None:
+           workspaces: WorkspacesOption = None,
+           plot_style: Annotated[str, typer.Option(help="The progress plot: ours, or reference (drawn as the "
+                                                        "reference autoresearch's analysis notebook draws it).")]
+           = "ours") -> None:
     """Write workspace/<tag>/report/index.html (self-contained) and progress.png; several tags are compared."""
     from agent.report.build import write_comparison, write_report
+    from agent.report.plot import PLOT_STYLES
     from agent.workspace import default_root
+    if plot_style not in PLOT_STYLES:
+        fail(f"--plot-style {shown_repr(plot_style)} is not one of {', '.join(PLOT_STYLES)}")
     opened = [open_workspace(t, workspaces) for t in tag]
     for workspace in opened:
-        console.print(f"{workspace.tag}: {write_report(workspace)}")
+        console.print(f"{workspace.tag}: {write_report(workspace, plot_style)}")
     if len(opened) > 1:
         destination = (workspaces or default_root()) / ("compare-" + "-".join(tag))
         console.print(f"compared: {write_comparison(opened, destination)}")
+
+
+def checked_optional_tag(tag: str | None) -> str | None:
+    return None if tag is None else checked_tag(tag)
+
+
+FROM_HELP = "The checkout a night of the reference autoresearch loop ran in (with its results.tsv)."
+
+
+@app.command("import")
+def import_night(source: Annotated[Path, typer.Option("--from", help=FROM_HELP)],
+                 tag: Annotated[str | None, typer.Option(help="Tag of the new workspace (default: the branch's, "
+                                                              "autoresearch/<tag>).", callback=checked_optional_tag)]
+                 = None,
+                 branch: Annotated[str | None, typer.Option(help="The night's branch (default: the checked-out "
+                                                                 "autoresearch/<tag> branch, or the only one).")]
+                 = None,
+                 program: ProgramOption = DEFAULT_PROGRAM, workspaces: WorkspacesOption = None,
+                 cache: CacheOption = None) -> None:
+    """Bring in a night of the reference autoresearch loop as a new tag: its results.tsv rows become experiments,
+    its kept commits the branch; `status` and `report` read it, and `run` goes on from its best where it can."""
+    from agent.importing.reference_import import import_reference
+    from agent.importing.reference_night import ReferenceImportError
+    _use_cache(cache)
+    if not program.is_file():
+        fail(f"research program {program} does not exist: pass --program PATH to a markdown file")
+    try:
+        night = import_reference(source.expanduser(), program.resolve(), tag, branch, workspaces)
+    except ReferenceImportError as err:
+        fail(str(err))
+    say(f"imported {night.experiments} experiments ({night.keeps} kept) from {source} into {night.workspace.dir} "
+        f"(track {night.track}, branch {night.workspace.branch})")
+    if night.without_diff:
+        say(f"not in the checkout, so their diffs are not available: {', '.join(night.without_diff)}")
+    say(f"`run --tag {night.workspace.tag}` refuses it: {night.cannot_continue}" if night.cannot_continue
+        else f"`autoresearch run --tag {night.workspace.tag}` goes on from its best")
 
 
 def _prepare(track: str, source: str | None, num_shards: int | None, cache: Path | None):

@@ -41,6 +41,7 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
 
+from agent.importing.imported import cannot_continue
 from agent.judging.drift import control_due
 from agent.judging.noise import wants_noise_floor
 from agent.judging.plateau import describe, stop_reason
@@ -106,6 +107,8 @@ class Loop:
             raise LoopStopped(f"workspace {self.workspace.dir} was created by a version whose frozen prepare.py "
                               "predates the validation seal, so its runs could not read val; start a new --tag (the "
                               "old one's results stay readable by `report` and `status`)")
+        if imported_problem := cannot_continue(self.workspace):
+            raise LoopStopped(imported_problem)
         with self.workspace.lock():
             self.say(self.runner.isolation)
             settle_interrupted(self.workspace, self.ledger, self.say)

@@ -98,8 +98,10 @@ class Workspace:
 
     @classmethod
     def create(cls, tag: str, track_spec: dict, program: Path, root: Path | None = None,
-               profile: Profile | None = None) -> Workspace:
-        """The workspace of a new tag: train.py for the track (and the profile's hardware values, if given)."""
+               profile: Profile | None = None, baseline: tuple[str, str] | None = None,
+               settings: dict | None = None) -> Workspace:
+        """The workspace of a new tag: train.py for the track (and the profile's hardware values, if given), or
+        baseline's (train.py source, commit message) where given; settings: more keys for run.json."""
         if not TAG_PATTERN.match(tag):
             raise WorkspaceError(f"tag {tag!r} is not usable: use letters, digits, '.', '_' or '-' (max 64)")
         directory = (root or default_root()) / tag
@@ -119,17 +121,19 @@ class Workspace:
             (staging / ".git" / "info").mkdir(parents=True, exist_ok=True)
             (staging / ".git" / "info" / "exclude").write_text("\n".join(UNTRACKED) + "\n")
             track = track_spec["track"]
-            source = train_source_for_track((TRAINER_DIR / "train.py").read_text(), track,
-                                            profile.hyperparameters if profile else None)
+            source, message = baseline or (
+                train_source_for_track((TRAINER_DIR / "train.py").read_text(), track,
+                                       profile.hyperparameters if profile else None),
+                f"baseline: train.py for track {track}")
             (staging / "train.py").write_text(source)
             shutil.copy2(TRAINER_DIR / "prepare.py", staging / "prepare.py")
             (staging / "track.json").write_text(json.dumps(track_spec, indent=2, sort_keys=True) + "\n")
             repo.index.add(list(TRACKED))
-            repo.index.commit(f"baseline: train.py for track {track}", skip_hooks=True)
+            repo.index.commit(message, skip_hooks=True)
             (staging / "run.json").write_text(json.dumps({
                 "tag": tag, "track": track, "fingerprint": track_spec["fingerprint"],
                 "program": str(program), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                **({"profile": profile.model_dump()} if profile else {})}, indent=2) + "\n")
+                **({"profile": profile.model_dump()} if profile else {}), **(settings or {})}, indent=2) + "\n")
             os.replace(staging, directory)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

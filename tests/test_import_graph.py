@@ -144,8 +144,8 @@ def test_every_runner_runs_the_one_run_path_and_a_cluster_task_needs_no_agent():
 # agent/ in layers, lowest first: a module imports only from its own layer or below. The modules at agent/'s root
 # are split: settings, untrusted and workspace lie under every folder, cli, loop and observe over all of them.
 LAYERS = (("agent.settings", "agent.untrusted", "agent.workspace"), ("agent.llm",), ("agent.recording",),
-          ("agent.running",), ("agent.judging",), ("agent.proposers",), ("agent.report",), ("agent.tracking",),
-          ("agent.steps",), ("agent.loop", "agent.observe", "agent.cli"))
+          ("agent.importing",), ("agent.running",), ("agent.judging",), ("agent.proposers",), ("agent.report",),
+          ("agent.tracking",), ("agent.steps",), ("agent.loop", "agent.observe", "agent.cli"))
 
 
 def layer_of(module: str) -> int | None:

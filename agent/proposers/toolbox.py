@@ -132,7 +132,11 @@ class ToolBox:
                            for log in present)
 
     def _show_diff(self, arguments: ShowDiffArgs) -> str:
-        return self._record(arguments.experiment_id).diff or "(no change: the baseline)"
+        record = self._record(arguments.experiment_id)
+        if record.imported is not None and not record.imported.diff_available:
+            return (f"(diff not available: commit {record.imported.reference_commit} of the imported reference night "
+                    "is not in its checkout)")
+        return record.diff or "(no change: the baseline)"
 
 
 def experiment_logs(records: list[ExperimentRecord], record: ExperimentRecord) -> list[str]:

@@ -220,6 +220,15 @@ class Plateau(_Part):
     rotation_spent: bool | None = None  # stop because the last program of the rotation reached its plateau
 
 
+class Imported(_Part):
+    """Where an experiment imported from a reference autoresearch night came from (agent/importing/)."""
+    source: str                        # the checkout it was read from
+    line: int                          # its line in that checkout's results.tsv
+    reference_commit: str              # the commit as results.tsv names it
+    reference_parent: str | None = None  # that commit's parent in the checkout, where the commit exists there
+    diff_available: bool = False       # False: the commit is not in the checkout, so its change is unknown
+
+
 class ExperimentRecord(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, use_enum_values=False)
 
@@ -269,6 +278,7 @@ class ExperimentRecord(BaseModel):
     values: list[float] | None = None     # every run of that commit, the re-runs included
     sigma: float | None = None
     drift: Drift | None = None            # control records only
+    imported: Imported | None = None      # set on the experiments of a night brought in by `autoresearch import`
 
     @classmethod
     def draft(cls, experiment_id: str, program: ProgramRef) -> ExperimentRecord:

@@ -13,18 +13,19 @@ from agent.recording.notes import read_notes
 from agent.recording.proposal_failures import read_failures
 from agent.recording.transcript import Transcript
 from agent.report.page import comparison_page, page
-from agent.report.plot import comparison_png, progress_png
+from agent.report.plot import PLOT_STYLES, comparison_png
 from agent.report.summary import headline, night_calibration
 from agent.running.run_progress import describe, last_step_line, read_phases
 from agent.workspace import Workspace
 
 
-def write_report(workspace: Workspace) -> Path:
+def write_report(workspace: Workspace, plot_style: str = "ours") -> Path:
+    """plot_style: a key of PLOT_STYLES (ours, or the reference notebook's)."""
     records = read_records(workspace.dir)
     events = {r.id: Transcript(workspace.dir / r.transcript).events() for r in records if r.transcript}
     best = History(records).best()
     cumulative = workspace.repo.git.diff(workspace.root_commit(), best.commit, "--", "train.py") if best else ""
-    png = progress_png(records, f"{workspace.tag}: val_bpb per experiment")
+    png = PLOT_STYLES[plot_style](records, f"{workspace.tag}: val_bpb per experiment")
     out = workspace.dir / "report"
     out.mkdir(exist_ok=True)
     (out / "progress.png").write_bytes(png)

@@ -69,6 +69,52 @@ def progress_png(records: list[ExperimentRecord], title: str) -> bytes:
     return _png(fig)
 
 
+def reference_progress_png(records: list[ExperimentRecord], title: str) -> bytes:
+    """val_bpb per experiment drawn as the reference's analysis notebook draws it (analysis.ipynb of
+    github.com/karpathy/autoresearch, read 2026-12-05): crashes left out and the rest numbered in order, only
+    points up to just above the baseline, discards as faint grey dots, keeps as green dots joined by the running
+    best's step line, each keep labelled with its description."""
+    fig, ax = plt.subplots(figsize=(16, 8), dpi=110)
+    experiments = _experiments(records)
+    valid = [r for r in experiments if r.val_bpb is not None
+             and r.status not in (ExperimentStatus.CRASH, ExperimentStatus.INTERRUPTED)]
+    kept = [(i, r.val_bpb, r.description) for i, r in enumerate(valid) if r.status == ExperimentStatus.KEEP]
+    if valid:
+        ceiling = valid[0].val_bpb + 0.0005
+        discarded = [(i, r.val_bpb) for i, r in enumerate(valid)
+                     if r.status != ExperimentStatus.KEEP and r.val_bpb <= ceiling]
+        if discarded:
+            ax.scatter(*zip(*discarded, strict=True), c="#cccccc", s=12, alpha=0.5, zorder=2, label="Discarded")
+    if kept:
+        if shown := [(i, bpb) for i, bpb, _ in kept if bpb <= ceiling]:
+            ax.scatter(*zip(*shown, strict=True), c="#2ecc71", s=50, zorder=4, label="Kept", edgecolors="black",
+                       linewidths=0.5)
+        running, best = [], None
+        for _, bpb, _ in kept:
+            best = bpb if best is None else min(best, bpb)
+            running.append(best)
+        ax.step([i for i, _, _ in kept], running, where="post", color="#27ae60", linewidth=2, alpha=0.7, zorder=3,
+                label="Running best")
+        for i, bpb, description in kept:
+            label = description.strip()
+            ax.annotate(label if len(label) <= 45 else label[:42] + "...", (i, bpb), textcoords="offset points",
+                        xytext=(6, 6), fontsize=8.0, color="#1a7a3a", alpha=0.9, rotation=30, ha="left",
+                        va="bottom")
+        margin = (valid[0].val_bpb - best) * 0.15
+        if margin > 0:
+            ax.set_ylim(best - margin, valid[0].val_bpb + margin)
+    ax.set_xlabel("Experiment #", fontsize=12)
+    ax.set_ylabel("Validation BPB (lower is better)", fontsize=12)
+    ax.set_title(f"Autoresearch Progress: {len(experiments)} Experiments, {len(kept)} Kept Improvements\n{title}",
+                 fontsize=14)
+    ax.legend(loc="upper right", fontsize=9)
+    ax.grid(True, alpha=0.2)
+    return _png(fig)
+
+
+PLOT_STYLES = {"ours": progress_png, "reference": reference_progress_png}
+
+
 def comparison_png(runs: dict[str, list[ExperimentRecord]]) -> bytes:
     fig, ax = plt.subplots(figsize=(11, 5.5), dpi=110)
     for tag, records in runs.items():

@@ -43,6 +43,10 @@ def status_view(workspace: Workspace) -> Group:
             f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}"
             + (f" (profile {profile})" if profile else "") + f", {h.experiments} experiments, "
             f"{h.keeps} kept, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, duty cycle {h.duty_cycle:.0%}"))
+        if imported := workspace.settings.get("imported"):
+            lines.append(shown(f"imported from {imported['from']} ({imported['branch']}); "
+                               + (f"`run` cannot continue it: {imported['cannot_continue']}"
+                                  if imported.get("cannot_continue") else "`run` goes on from its best")))
         best = History(records).best() if h.best is not None else None
         if best:
             lines.append(shown(f"best val_bpb {h.best:.6f} ({best.commit[:7]}, {bounded(best.description)}); "
