@@ -3,31 +3,25 @@ started headless in a scratch directory and how its JSON event stream is read.
 
 An adapter knows only its CLI; agent.proposers.cli_researcher does the rest (scratch directory, process group,
 timeout, the edit set). `--model NAME[:MODEL]` chooses the adapter by NAME; MODEL, when given, is passed to the CLI.
+An adapter imports CLIOutcome from agent.proposers.cli_outcome, never this module (which imports the adapters).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from agent.llm.types import Usage
+from agent.proposers.cli_outcome import CLIOutcome
 from agent.recording.transcript import Transcript
+
+__all__ = ["CLIOutcome", "CODING_CLIS", "CodingCLI", "UnknownCLI", "chosen_cli", "scrubbed_environment"]
 
 # What every CLI is given of our own environment: nothing secret, enough to find itself and its login.
 PASSED_THROUGH = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "TMPDIR",
-                  "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE")
-
-
-@dataclass
-class CLIOutcome:
-    """What one CLI run's event stream said, filled in line by line by the adapter's read_event."""
-    usage: Usage = field(default_factory=Usage)
-    final_text: str = ""          # the CLI's own last word (its result message)
-    failed: bool = False          # the CLI said the run failed (even with exit code 0)
-    events: int = 0               # JSON events read
+                  "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE",
+                  "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
 
 
 class CodingCLI(Protocol):

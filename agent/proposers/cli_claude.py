@@ -10,8 +10,9 @@ Flags, as `claude --help` of 2.1.328 describes them (checked 2026-12-05):
 - --permission-mode acceptEdits with --permission-prompts none: edits inside the directory go ahead; anything that
   would ask a person is denied.
 - --no-session-persistence: nothing of the session is saved for a later --resume.
-CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1: only the agent's own model requests reach ANTHROPIC_BASE_URL (no title,
-quota or telemetry calls).
+CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1: no telemetry, error reports, auto-update or release-note traffic. (Seen
+2026-12-05 with 2.1.328 -p: only the agent's own POST /v1/messages requests reach ANTHROPIC_BASE_URL.)
+In -p mode ANTHROPIC_API_KEY, when set, is used rather than the subscription login.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import os
 from pathlib import Path
 
 from agent.llm.types import Usage
-from agent.proposers.cli_agent import CLIOutcome
+from agent.proposers.cli_outcome import CLIOutcome
 from agent.recording.transcript import Transcript
 
 TOOLS = "Read,Edit,Write,Glob,Grep"

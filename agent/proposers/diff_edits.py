@@ -45,16 +45,16 @@ def _widened(original: str, old: list[str], regions: list[Region]) -> list[Regio
 
 def _unique(original: str, old: list[str], region: Region) -> Region:
     i1, i2, j1, j2 = region
+    before = True  # grows by one line at a time, before and after in turn
     while True:
         text = "".join(old[i1:i2])
-        if text.strip() and _occurrences(original, text) == 1:
+        if (text.strip() and _occurrences(original, text) == 1) or (i1 == 0 and i2 == len(old)):
             return i1, i2, j1, j2
-        if i1 == 0 and i2 == len(old):
-            return i1, i2, j1, j2
-        if i1 > 0:  # the unchanged line before and after belong to old and new alike
+        if (before or i2 == len(old)) and i1 > 0:  # an unchanged line belongs to old and new alike
             i1, j1 = i1 - 1, j1 - 1
-        if i2 < len(old):
+        else:
             i2, j2 = i2 + 1, j2 + 1
+        before = not before
 
 
 def _occurrences(text: str, part: str) -> int:

@@ -13,10 +13,12 @@ from agent.loop import LoopSettings, run_loop
 from agent.proposers.base import ProposalContext, ProposerError
 from agent.proposers.cli_claude import ClaudeCode
 from agent.proposers.cli_researcher import CLIResearcher
+from agent.proposers.registry import ProposerRequest, make_proposer
 from agent.recording.ledger import Ledger
 from agent.recording.proposal_failures import read_failures
 from agent.recording.record import ExperimentRecord
 from agent.recording.transcript import Transcript
+from agent.settings import RunSettings
 from agent.steps.training import LoopStopped
 from tests.helpers.cli_responders import CLI_BINARY, ClaudeCodeResearcher
 from tests.helpers.llm_responders import tool_results
@@ -57,11 +59,15 @@ def night(workspace, proposer, experiments: int) -> list[ExperimentRecord]:
     return Ledger(workspace.dir).records
 
 
-def test_a_night_with_claude_code_as_the_researcher(workspace, cli_env):
+def test_a_night_with_proposer_cli_model_claude_code(workspace, cli_env):
     model = ClaudeCodeResearcher([("rms_norm with eps 1e-6", NORM, EPS),
                                   ("clamp the warm-down at zero", SCHEDULE, CLAMPED)])
     with LLMServer(responder=model) as server:
-        records = night(workspace, researcher(workspace, server), 3)
+        settings = RunSettings(proposer="cli", model="claude-code", base_url=server.url)
+        said = []
+        proposer = make_proposer(ProposerRequest(workspace, settings, said.append, said.append))
+        records = night(workspace, proposer, 3)
+    assert said == ["proposals by claude-code (`claude`), model its default"]
     experiments = records[1:]
     assert [(r.proposer, r.description) for r in experiments] == [
         ("cli", "rms_norm with eps 1e-6"), ("cli", "clamp the warm-down at zero")]
