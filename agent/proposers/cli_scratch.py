@@ -23,6 +23,7 @@ LOG_TAIL_LINES = 60
 PROPOSAL = "proposal.json"
 NOTES = "notes.md"
 MAX_PROPOSAL_BYTES = 20_000
+MAX_TRAIN_BYTES = 1_000_000
 
 RULES = """\
 ## Fixed rules of this service
@@ -94,19 +95,17 @@ def fill(scratch: Path, context: ProposalContext, workspace_dir: Path, notes: No
 
 
 def edited_train(scratch: Path) -> str:
-    path = scratch / "train.py"
-    if not path.is_file():
+    path = _plain_file(scratch / "train.py", MAX_TRAIN_BYTES)
+    if path is None:
         raise BadScratch("train.py is gone from the scratch directory: edit it in place, do not delete or move it")
     return path.read_text(errors="replace")
 
 
 def proposal_file(scratch: Path) -> CLIProposalFile:
-    path = scratch / PROPOSAL
-    if not path.is_file():
+    path = _plain_file(scratch / PROPOSAL, MAX_PROPOSAL_BYTES)
+    if path is None:
         raise BadScratch(f"no {PROPOSAL} was written: the change needs its description, hypothesis and expected "
                          "effect")
-    if path.stat().st_size > MAX_PROPOSAL_BYTES:
-        raise BadScratch(f"{PROPOSAL} is {path.stat().st_size} bytes, over {MAX_PROPOSAL_BYTES}")
     try:
         return CLIProposalFile.model_validate_json(path.read_bytes())
     except ValidationError as err:
@@ -120,6 +119,17 @@ def rewritten_notes(scratch: Path, before: str) -> str | None:
     path = scratch / NOTES
     text = path.read_text(errors="replace") if path.is_file() else before
     return text if text != before else None
+
+
+def _plain_file(path: Path, limit: int) -> Path | None:
+    """path if it is a regular file (never a link to one elsewhere) of at most limit bytes; None if it is absent."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise BadScratch(f"{path.name} is not a plain file in the scratch directory")
+    if not path.exists():
+        return None
+    if path.stat().st_size > limit:
+        raise BadScratch(f"{path.name} is {path.stat().st_size} bytes, over the limit of {limit}")
+    return path
 
 
 def _answer(toolbox: ToolBox, tool: str, arguments: dict) -> str:

@@ -22,7 +22,7 @@ from agent.settings import RunSettings
 from agent.steps.training import LoopStopped
 from tests.helpers.cli_responders import CLI_BINARY, ClaudeCodeResearcher
 from tests.helpers.llm_responders import tool_results
-from tests.helpers.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer, text
 from tests.helpers.synthetic_runner import SyntheticRunner
 
 pytestmark = pytest.mark.skipif(not CLI_BINARY.exists(), reason=f"Claude Code is not installed at {CLI_BINARY}: run "
@@ -103,8 +103,9 @@ def test_bash_and_reads_outside_the_scratch_directory_are_refused_by_the_cli(wor
     last = max((r for r in server.requests if r.status == 200), key=lambda r: len(tool_results(r.body)))
     bash, outside, ledger_read = tool_results(last.body)[:3]
     assert bash["is_error"] and "No such tool available: Bash" in str(bash["content"])
-    assert outside["is_error"] and "outside" in str(outside["content"])
-    assert ledger_read["is_error"] and "outside" in str(ledger_read["content"])
+    confined = "--restricted confines the file tools to the working directory"
+    assert outside["is_error"] and f"{secret} is outside" in outside["content"] and confined in outside["content"]
+    assert ledger_read["is_error"] and f"{ledger} is outside" in ledger_read["content"]
     sent = json.dumps([r.body for r in server.requests])
     assert SECRET not in sent and ledger.read_text()[:200] not in sent
 
@@ -142,3 +143,11 @@ def test_a_hanging_cli_is_killed_at_its_timeout(workspace, cli_env):
             researcher(workspace, server, timeout_s=8).propose(context_of(workspace),
                                                                 Transcript(workspace.dir / "t.jsonl"))
     assert "did not finish within 8 s; its process group was killed" in str(failed.value)
+
+
+def test_a_cli_that_changes_nothing_fails_with_its_last_words(workspace, cli_env):
+    with LLMServer(responder=lambda api, body: text("train.py is already perfect.")) as server:
+        with pytest.raises(ProposerError) as failed:
+            researcher(workspace, server).propose(context_of(workspace), Transcript(workspace.dir / "t.jsonl"))
+    assert str(failed.value) == "claude-code left train.py unchanged; its last words: train.py is already perfect."
+    assert failed.value.usage.cost_usd > 0  # it was paid for
