@@ -72,10 +72,12 @@ class RunSettings(LoopSettings):
                                                    "`autoresearch doctor` lists them).")
     proposer: str = Field("optuna", description="A proposer of agent/proposers/registry.py (the help lists them).")
     model: str | None = Field(None, description="PROVIDER:MODEL for llm/hybrid: anthropic:..., openai:..., "
-                                                "openai-compatible:NAME.")
+                                                "openai-compatible:NAME; for cli: claude-code[:MODEL].")
     base_url: str | None = Field(None, description="Server URL (openai-compatible, or a proxy).")
     program: Path | None = Field(None, description="The research program (default: the tag's).")
     max_tool_calls: int = Field(20, description="Tool calls an LLM may make per proposal.")
+    cli_timeout_minutes: float = Field(30.0, gt=0, description="--proposer cli: minutes the coding CLI may take for "
+                                                               "one proposal; then it is killed.")
     thinking_budget: int = Field(4000, description="Thinking tokens for Anthropic models that only take a budget "
                                                    "(Opus 4.5, Haiku 4.5).")
     effort: str | None = Field(None, description="Reasoning effort: none, minimal, low, medium, high, xhigh or max, "

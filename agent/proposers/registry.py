@@ -3,6 +3,7 @@ with it optuna or an LLM SDK) when called."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -69,6 +70,21 @@ def _llm(request: ProposerRequest) -> LLMProposer:
                        outage_window_s=settings.outage_minutes * 60, algorithmic_share=settings.algorithmic_share)
 
 
+def _cli(request: ProposerRequest) -> Proposer:
+    from agent.proposers.cli_agent import UnknownCLI, chosen_cli
+    from agent.proposers.cli_researcher import CLIResearcher
+    settings = request.settings
+    try:
+        cli, model = chosen_cli(settings.model)
+    except UnknownCLI as err:
+        raise ProposerUnavailable(str(err)) from err
+    if shutil.which(cli.executable) is None:
+        request.warn(f"{cli.name}: `{cli.executable}` is not on PATH: every proposal will fail until it is")
+    request.say(f"proposals by {cli.name} (`{cli.executable}`), model {model or 'its default'}")
+    return CLIResearcher(cli, model, request.workspace.dir, settings.base_url, settings.cli_timeout_minutes * 60,
+                         settings.algorithmic_share)
+
+
 def _hybrid(request: ProposerRequest) -> Proposer:
     from agent.proposers.hybrid import HybridProposer
     optuna = _optuna(request)
@@ -79,6 +95,7 @@ PROPOSERS: dict[str, ProposerChoice] = {
     "optuna": ProposerChoice(_optuna, "offline"),
     "llm": ProposerChoice(_llm),
     "hybrid": ProposerChoice(_hybrid, "Optuna on a share"),
+    "cli": ProposerChoice(_cli, "your own coding CLI: --model claude-code[:MODEL]"),
 }
 
 

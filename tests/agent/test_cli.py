@@ -79,7 +79,7 @@ def test_run_offers_every_setting_of_the_loop_and_of_the_run():
 
 
 def test_run_refuses_a_bad_proposer_or_runner_before_touching_anything(tmp_path):
-    for arguments, problem in ((["--proposer", "gpt"], "unknown proposer 'gpt': use optuna, llm or hybrid"),
+    for arguments, problem in ((["--proposer", "gpt"], "unknown proposer 'gpt': use optuna, llm, hybrid or cli"),
                                *[(arguments, "use --runner local, --runner spool --spool DIR, or --runner ray "
                                              "--ray-address HOST:PORT")
                                  for arguments in (["--runner", "spool"], ["--runner", "ray"],

@@ -1,0 +1,105 @@
+"""The CLI researcher: the user's own coding-agent CLI (agent.proposers.cli_agent) proposes the one change.
+
+Each proposal gets a fresh scratch directory outside the workspace (agent.proposers.cli_scratch); the CLI runs
+there headless, with a scrubbed environment, in its own process group and under a timeout, its event stream going
+to the transcript line by line. The train.py it leaves becomes search/replace edits on the best, which go through
+the same validation and policy as every proposal. Whatever goes wrong (CLI missing, not logged in, failed, timed
+out, no change, a bad proposal.json) fails this proposal with the CLI's own words; the night goes on.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from agent.proposers import cli_scratch
+from agent.proposers.base import Proposal, ProposalContext, ProposerError
+from agent.proposers.cli_agent import CLIOutcome, CodingCLI, scrubbed_environment
+from agent.proposers.cli_process import run_streaming
+from agent.proposers.diff_edits import edits_between
+from agent.proposers.llm import CODE_ONLY_RULE
+from agent.recording.notes import NotesChanged, NotesFull, read_notes, write_notes
+from agent.recording.record import ExperimentRecord
+from agent.recording.research_memory import lesson_due
+from agent.recording.transcript import Transcript
+
+
+class CLIResearcher:
+    name = "cli"
+
+    def __init__(self, cli: CodingCLI, model: str | None, workspace_dir: Path, base_url: str | None = None,
+                 timeout_s: float = 1800.0, algorithmic_share: float | None = 0.5):
+        self.cli, self.model = cli, model
+        self.workspace_dir = workspace_dir
+        self.base_url, self.timeout_s = base_url, timeout_s
+        self.algorithmic_share = algorithmic_share
+
+    def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
+        outcome = CLIOutcome()
+        try:
+            with tempfile.TemporaryDirectory(prefix="autoresearch-cli-") as directory:
+                return self._propose_in(Path(directory).resolve(), context, transcript, outcome)
+        except cli_scratch.BadScratch as err:
+            raise ProposerError(f"{self.cli.name}: {err}", outcome.usage.model_copy()) from None
+        except ProposerError as err:
+            err.usage = outcome.usage.model_copy()
+            raise
+        finally:
+            context.spend.add(outcome.usage)
+
+    def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
+        pass  # every proposal starts afresh from the ledger
+
+    def _propose_in(self, scratch: Path, context: ProposalContext, transcript: Transcript,
+                    outcome: CLIOutcome) -> Proposal:
+        notes = read_notes(self.workspace_dir)
+        cli_scratch.fill(scratch, context, self.workspace_dir, notes, self.algorithmic_share,
+                         CODE_ONLY_RULE if context.code_only else "")
+        env = scrubbed_environment(self.cli, scratch, self.base_url)
+        executable = shutil.which(self.cli.executable, path=env.get("PATH", ""))
+        if executable is None:
+            raise ProposerError(f"{self.cli.name}: `{self.cli.executable}` is not on PATH; install it and log in "
+                                f"once, or choose another --proposer (PATH: {env.get('PATH', '')})")
+        prompt = cli_scratch.prompt(scratch)
+        argv = self.cli.command(executable, scratch, prompt, self.model)
+        transcript.event("cli_request", cli=self.cli.name, model=self.model, argv=[a for a in argv if a != prompt],
+                         prompt=prompt, scratch=str(scratch), environment=sorted(env))
+        finished = run_streaming(argv, scratch, env, self.timeout_s,
+                                 lambda line: self.cli.read_event(line, transcript, outcome))
+        if finished.timed_out:
+            raise ProposerError(f"{self.cli.name} did not finish within {self.timeout_s:g} s; its process group "
+                                "was killed")
+        if finished.returncode != 0 or outcome.failed:
+            raise ProposerError(self.cli.failure(finished.returncode, finished.stderr_tail, outcome))
+        edited = cli_scratch.edited_train(scratch)
+        if edited == context.train_source:
+            raise ProposerError(f"{self.cli.name} left train.py unchanged; its last words: "
+                                f"{outcome.final_text.strip()[:500] or '(none)'}")
+        written = cli_scratch.proposal_file(scratch)
+        self._keep_notes(scratch, notes.text, transcript)
+        return Proposal(written.description, edits_between(context.train_source, edited),
+                        meta={"cli": self.cli.name, "model": self.model}, usage=outcome.usage.model_copy(),
+                        hypothesis=written.hypothesis, expected=written.expected, lesson=written.lesson,
+                        lesson_for=self._lesson_for(written, context))
+
+    def _lesson_for(self, written: cli_scratch.CLIProposalFile, context: ProposalContext) -> str | None:
+        """The experiment the lesson is about: the one named, if it exists, else the one due."""
+        if not written.lesson:
+            return None
+        if written.lesson_for and any(r.id == written.lesson_for for r in context.history):
+            return written.lesson_for
+        due = lesson_due(context.history, [r.id for r in context.running])
+        return due.id if due else None
+
+    def _keep_notes(self, scratch: Path, before: str, transcript: Transcript) -> None:
+        text = cli_scratch.rewritten_notes(scratch, before)
+        if text is None:
+            return
+        try:
+            written = write_notes(self.workspace_dir, text, before)
+        except (NotesFull, NotesChanged) as err:
+            transcript.event("notes_refused", reason=str(err))
+            return
+        transcript.event("notes_written", size=written.size)
+

@@ -1,0 +1,25 @@
+"""Choosing a coding CLI with --model NAME[:MODEL], and the environment it gets: ours scrubbed of every key but
+its own."""
+
+import pytest
+
+from agent.proposers.cli_agent import UnknownCLI, chosen_cli, scrubbed_environment
+
+
+def test_model_names_the_cli_and_optionally_its_model():
+    cli, model = chosen_cli("claude-code")
+    assert (cli.name, cli.executable, model) == ("claude-code", "claude", None)
+    assert chosen_cli("claude-code:sonnet")[1] == "sonnet"
+    with pytest.raises(UnknownCLI, match="--model claude-code or --model claude-code:sonnet"):
+        chosen_cli("anthropic:claude-opus-5-5")
+
+
+def test_the_cli_sees_its_own_key_and_base_url_and_no_other_secret(monkeypatch, tmp_path):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-mine")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws")
+    monkeypatch.setenv("HF_TOKEN", "hf")
+    env = scrubbed_environment(chosen_cli("claude-code")[0], tmp_path, "http://127.0.0.1:9")
+    assert env["ANTHROPIC_API_KEY"] == "sk-ant-mine" and env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"
+    assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1" and "PATH" in env
+    assert not {"OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN"} & set(env)

@@ -1,0 +1,153 @@
+"""The CLI researcher with the real Claude Code CLI (the pinned npm package in .clis/, `make test` or
+scripts/coding_clis.sh installs it) pointed at the loopback LLM server: a night through the real loop in which
+`claude` reads train.py, edits it and writes proposal.json; its own permission settings refusing Bash and reads
+outside the scratch directory; and a missing CLI, a CLI that fails and one that hangs each failing only the
+proposal, with the CLI's own message."""
+
+import json
+import os
+
+import pytest
+
+from agent.loop import LoopSettings, run_loop
+from agent.proposers.base import ProposalContext, ProposerError
+from agent.proposers.cli_claude import ClaudeCode
+from agent.proposers.cli_researcher import CLIResearcher
+from agent.proposers.registry import ProposerRequest, make_proposer
+from agent.recording.ledger import Ledger
+from agent.recording.proposal_failures import read_failures
+from agent.recording.record import ExperimentRecord
+from agent.recording.transcript import Transcript
+from agent.settings import RunSettings
+from agent.steps.training import LoopStopped
+from tests.helpers.cli_responders import CLI_BINARY, ClaudeCodeResearcher
+from tests.helpers.llm_responders import tool_results
+from tests.helpers.llm_server import LLMServer, text
+from tests.helpers.synthetic_runner import SyntheticRunner
+
+pytestmark = pytest.mark.skipif(not CLI_BINARY.exists(), reason=f"Claude Code is not installed at {CLI_BINARY}: run "
+                                                                 "`bash scripts/coding_clis.sh`")
+
+NORM = "    return F.rms_norm(x, (x.size(-1),))"
+EPS = "    return F.rms_norm(x, (x.size(-1),), eps=1e-6)"
+SCHEDULE = "    remaining = (1 - progress) / WARMDOWN_RATIO"
+CLAMPED = "    remaining = max(0.0, (1 - progress) / WARMDOWN_RATIO)"
+SECRET = "4f1c-very-secret-do-not-send"
+
+
+@pytest.fixture
+def cli_env(monkeypatch, tmp_path):
+    """`claude` on PATH, a home of its own, an API key for it and another provider's key it must never see."""
+    monkeypatch.setenv("PATH", f"{CLI_BINARY.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-must-not-leak")
+
+
+def researcher(workspace, server, timeout_s: float = 120.0) -> CLIResearcher:
+    return CLIResearcher(ClaudeCode(), None, workspace.dir, base_url=server.url, timeout_s=timeout_s)
+
+
+def events(workspace, experiment_id: str) -> list[dict]:
+    return Transcript(workspace.dir / "transcripts" / f"{experiment_id}.jsonl").events()
+
+
+def night(workspace, proposer, experiments: int) -> list[ExperimentRecord]:
+    run_loop(workspace, proposer, SyntheticRunner({EPS: 0.01}, noise=0.0),
+             LoopSettings(max_experiments=experiments, noise_seeds=0, overlap=False), say=lambda _: None)
+    return Ledger(workspace.dir).records
+
+
+def test_a_night_with_proposer_cli_model_claude_code(workspace, cli_env):
+    model = ClaudeCodeResearcher([("rms_norm with eps 1e-6", NORM, EPS),
+                                  ("clamp the warm-down at zero", SCHEDULE, CLAMPED)])
+    with LLMServer(responder=model) as server:
+        settings = RunSettings(proposer="cli", model="claude-code", base_url=server.url)
+        said = []
+        proposer = make_proposer(ProposerRequest(workspace, settings, said.append, said.append))
+        records = night(workspace, proposer, 3)
+    assert said == ["proposals by claude-code (`claude`), model its default"]
+    experiments = records[1:]
+    assert [(r.proposer, r.description) for r in experiments] == [
+        ("cli", "rms_norm with eps 1e-6"), ("cli", "clamp the warm-down at zero")]
+    assert experiments[0].status == "keep" and "eps=1e-6" in experiments[0].diff
+    assert "max(0.0" in experiments[1].diff
+    assert experiments[0].hypothesis == "rms_norm with eps 1e-6 should lower val_bpb"
+    assert experiments[0].expected == "val_bpb -0.001"
+    for record in experiments:
+        seen = events(workspace, record.id)
+        calls = [e["name"] for e in seen if e["type"] == "tool_call"]
+        assert calls == ["Read", "Edit", "Write"]
+        assert any(e["type"] == "thinking" for e in seen)
+        request = next(e for e in seen if e["type"] == "cli_request")
+        assert "--restricted" in request["argv"] and "OPENAI_API_KEY" not in request["environment"]
+        assert not os.path.exists(request["scratch"]), "the scratch directory is removed afterwards"
+        result = next(e for e in seen if e["type"] == "cli_result")
+        assert record.llm.cost_usd == pytest.approx(result["usage"]["cost_usd"]) and record.llm.cost_usd > 0
+    answered = [r for r in server.requests if r.status == 200]
+    assert sum(r.llm.output_tokens for r in experiments) == sum(r.usage["output_tokens"] for r in answered)
+    assert all("sk-openai-must-not-leak" not in json.dumps(r.headers) for r in server.requests)
+
+
+def test_bash_and_reads_outside_the_scratch_directory_are_refused_by_the_cli(workspace, cli_env, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET + "\n")
+    ledger = workspace.dir / "experiments.jsonl"
+    model = ClaudeCodeResearcher([("rms_norm with eps 1e-6", NORM, EPS)], before=[
+        ("Bash", {"command": f"cat {secret}"}), ("Read", {"file_path": str(secret)}),
+        ("Read", {"file_path": str(ledger)})])
+    with LLMServer(responder=model) as server:
+        records = night(workspace, researcher(workspace, server), 2)
+    assert records[-1].description == "rms_norm with eps 1e-6"
+    last = max((r for r in server.requests if r.status == 200), key=lambda r: len(tool_results(r.body)))
+    bash, outside, ledger_read = tool_results(last.body)[:3]
+    assert bash["is_error"] and "No such tool available: Bash" in str(bash["content"])
+    confined = "--restricted confines the file tools to the working directory"
+    assert outside["is_error"] and f"{secret} is outside" in outside["content"] and confined in outside["content"]
+    assert ledger_read["is_error"] and f"{ledger} is outside" in ledger_read["content"]
+    sent = json.dumps([r.body for r in server.requests])
+    assert SECRET not in sent and ledger.read_text()[:200] not in sent
+
+
+def context_of(workspace) -> ProposalContext:
+    source = (workspace.dir / "train.py").read_text()
+    best = ExperimentRecord(id="0000", status="keep", val_bpb=2.0, commit="a" * 40, description="baseline")
+    return ProposalContext(track=workspace.track, program_name="program.md", program_text="Lower val_bpb.",
+                           train_source=source, best=best, history=[best], experiment_id="0001")
+
+
+def test_a_missing_cli_fails_each_proposal_not_the_service(workspace, cli_env, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    with LLMServer() as server:
+        with pytest.raises(LoopStopped, match="failed 5 times in a row"):
+            night(workspace, researcher(workspace, server), 2)
+        assert server.requests == []
+    assert [r.id for r in Ledger(workspace.dir).records] == ["0000"]  # the baseline ran; every proposal failed
+    failures = read_failures(workspace.dir)
+    assert len(failures) == 5 and all("`claude` is not on PATH" in f.reason for f in failures)
+
+
+def test_a_cli_that_is_not_logged_in_fails_with_its_own_message(workspace, cli_env, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    with LLMServer() as server:
+        with pytest.raises(ProposerError) as failed:
+            researcher(workspace, server).propose(context_of(workspace), Transcript(workspace.dir / "t.jsonl"))
+    assert "claude-code failed (exit code 1): Not logged in" in str(failed.value)
+    assert "ANTHROPIC_API_KEY" in str(failed.value)
+
+
+def test_a_hanging_cli_is_killed_at_its_timeout(workspace, cli_env):
+    with LLMServer(latency=60.0, responder=ClaudeCodeResearcher([("eps", NORM, EPS)])) as server:
+        with pytest.raises(ProposerError) as failed:
+            researcher(workspace, server, timeout_s=8).propose(context_of(workspace),
+                                                                Transcript(workspace.dir / "t.jsonl"))
+    assert "did not finish within 8 s; its process group was killed" in str(failed.value)
+
+
+def test_a_cli_that_changes_nothing_fails_with_its_last_words(workspace, cli_env):
+    with LLMServer(responder=lambda api, body: text("train.py is already perfect.")) as server:
+        with pytest.raises(ProposerError) as failed:
+            researcher(workspace, server).propose(context_of(workspace), Transcript(workspace.dir / "t.jsonl"))
+    assert str(failed.value) == "claude-code left train.py unchanged; its last words: train.py is already perfect."
+    assert failed.value.usage.cost_usd > 0  # it was paid for
