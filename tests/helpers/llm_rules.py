@@ -51,9 +51,13 @@ def context_window(model: str) -> int:
     return 200_000 if CONTEXT_200K.search(model) else 1_000_000
 
 
-def check_anthropic(body: dict, signatures: dict[str, str], thinking_of_call: dict[str, str]) -> Refusal | None:
+DISPLAY_UPDATES_BETA = "thinking-display-updates-2026-08-18"
+
+
+def check_anthropic(body: dict, signatures: dict[str, str], thinking_of_call: dict[str, str],
+                    betas: str = "") -> Refusal | None:
     """signatures: thinking text -> the signature issued with it; thinking_of_call: tool_use id -> the
-    signature of the thinking block of the turn that made the call."""
+    signature of the thinking block of the turn that made the call; betas: the anthropic-beta header."""
     model = str(body.get("model", ""))
     if RETIRED_CLAUDE.search(model):
         return Refusal(404, f"model: {model}", code="not_found_error")
@@ -81,8 +85,11 @@ def check_anthropic(body: dict, signatures: dict[str, str], thinking_of_call: di
         if not (ADAPTIVE_ONLY.search(model) or ADAPTIVE_OR_ENABLED.search(model)):
             return Refusal(400, f"adaptive thinking is not supported on {model}. Use thinking.type.enabled with "
                                 "budget_tokens.")
-        if thinking.get("display") not in (None, "summarized", "omitted"):
-            return Refusal(400, "thinking.adaptive.display: Input should be 'summarized' or 'omitted'")
+        # display "updates" (progress notes between tool calls, reasoning hidden) comes with its beta
+        # (thinking-display-updates-2026-08-18; as documented on 2026-12-05); Claude Code sends it
+        displays = ("summarized", "omitted") + (("updates",) if DISPLAY_UPDATES_BETA in betas else ())
+        if thinking.get("display") not in (None, *displays):
+            return Refusal(400, "thinking.adaptive.display: Input should be " + " or ".join(map(repr, displays)))
     elif kind not in (None, "disabled"):
         return Refusal(400, f"thinking.type: Input tag '{kind}' found using 'type' does not match any of the expected "
                             "tags: 'enabled', 'disabled', 'adaptive'")

@@ -278,10 +278,11 @@ class LLMServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def _check(self, api: str, body: dict) -> Refusal | None:
+    def _check(self, api: str, body: dict, headers: dict[str, str]) -> Refusal | None:
         with self._lock:
             if api == "anthropic":
-                return check_anthropic(body, self._signatures, self._thinking_of_call)
+                betas = headers.get("anthropic-beta", "")
+                return check_anthropic(body, self._signatures, self._thinking_of_call, betas)
             if api == "openai":
                 return check_chat(body)
             return check_responses(body, self._encrypted)
@@ -570,7 +571,7 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             streaming = isinstance(body, dict) and bool(body.get("stream"))
             valid = api is not None and isinstance(body, dict) and (api != "openai" or not streaming)
             limited = server._limited(api) if valid else None
-            refusal = server._check(api, body) if valid and limited is None else None
+            refusal = server._check(api, body, request.headers) if valid and limited is None else None
             reply = server._record(request, consume=valid and refusal is None and limited is None)
             if limited is not None:
                 return self._send(request, 429, error_body(api, 429), limited)
