@@ -15,6 +15,7 @@ test: $(STAMP)
 	bash scripts/debian_packages.sh bwrap "runs will not be isolated" bubblewrap
 	bash scripts/debian_packages.sh chromium "the browser test of the report will be skipped" chromium
 	bash scripts/coding_clis.sh
+	bash scripts/skypilot_venv.sh
 	bash scripts/test_docker.sh
 	$(VENV)/bin/python -m pytest -q
 
