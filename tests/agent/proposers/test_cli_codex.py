@@ -101,10 +101,11 @@ def test_commands_outside_the_scratch_directory_the_network_and_the_key_are_refu
     last = max(server.requests, key=lambda r: len(tool_outputs(r.body)))
     read_secret, read_ledger, network, environment, planted = [o["output"] for o in tool_outputs(last.body)[:5]]
     assert "Process exited with code 1" in read_secret and f"{secret}: No such file or directory" in read_secret
-    assert f"{ledger}: No such file or directory" in read_ledger
-    assert "Process exited with code 1" in network and "URLError" in network
+    assert f"cannot open '{ledger}' for reading: No such file or directory" in read_ledger
+    assert "URLError: <urlopen error [Errno 1] Operation not permitted>" in network  # no socket at all
     assert "HOME=" in environment and KEY not in environment and "OPENAI_API_KEY" not in environment
-    assert not outside.exists() and "rejected" in planted.lower() or "outside" in planted.lower(), planted
-    assert {r.path for r in server.requests} == {"/v1/responses"}, "the command reached the server itself"
+    assert planted == "patch rejected: writing outside of the project; rejected by user approval settings"
+    assert not outside.exists()
+    assert {r.path for r in server.requests} == {"/v1/responses"}, "a command reached the server itself"
     sent = json.dumps([r.body for r in server.requests])
     assert SECRET not in sent and ledger.read_text()[:200] not in sent
