@@ -1,7 +1,8 @@
 """A model for the real Codex CLI talking to the loopback LLMServer over the Responses API: it learns the scratch
 directory from our prompt (the user message naming it) and then, step by step from the tool outputs it has been
 sent, reads train.py with the shell tool (exec_command), edits it and writes proposal.json with Codex's freeform
-apply_patch tool, and ends its turn. `before` are calls it makes first, whatever they are answered: (name, arguments)
+apply_patch tool, and ends its turn; where codex offers code mode, each call is made from JavaScript its `exec`
+tool runs. `before` are calls it makes first, whatever they are answered: (name, arguments)
 for a function call, (name, text) for a custom tool call."""
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ def tool_outputs(body: dict) -> list[dict]:
     """The outputs of function and custom tool calls sent back so far, in order."""
     return [item for item in body.get("input") or [] if isinstance(item, dict)
             and item.get("type") in ("function_call_output", "custom_tool_call_output")]
+
+
+def offers_code_mode(body: dict) -> bool:
+    """Whether codex offers its models' code mode (the newest models): one `exec` tool running JavaScript that calls
+    the others (`await tools.exec_command({...})`), declared in an additional_tools input item."""
+    return any(tool.get("name") == "exec" for item in body.get("input") or [] if isinstance(item, dict)
+               and item.get("type") == "additional_tools" for namespace in item.get("tools") or []
+               for tool in namespace.get("tools") or [])
 
 
 def patch(*hunks: str) -> str:
@@ -76,6 +85,9 @@ class CodexResearcher:
             return text(f"Proposed: {description}")
         name, arguments = steps[step]
         thinking = f"I will do step {step + 1} now."
+        if offers_code_mode(body):  # the call made from JavaScript run by its `exec` tool
+            script = f"const result = await tools.{name}({json.dumps(arguments)});\ntext(result);\n"
+            return custom_tool_call("exec", script, thinking=thinking)
         if isinstance(arguments, str):
             return custom_tool_call(name, arguments, thinking=thinking)
         return tool_call(name, arguments, thinking=thinking)

@@ -14,7 +14,15 @@ from agent.recording.ledger import Ledger
 from agent.recording.record import ExperimentRecord
 from agent.recording.transcript import Transcript
 from agent.settings import RunSettings
-from tests.helpers.codex_responders import CODEX_BINARY, MODEL, CodexResearcher, add, patch, tool_outputs
+from tests.helpers.codex_responders import (
+    CODEX_BINARY,
+    MODEL,
+    CodexResearcher,
+    add,
+    offers_code_mode,
+    patch,
+    tool_outputs,
+)
 from tests.helpers.llm_server import LLMServer
 from tests.helpers.synthetic_runner import SyntheticRunner
 
@@ -44,8 +52,8 @@ def events(workspace, experiment_id: str) -> list[dict]:
     return Transcript(workspace.dir / "transcripts" / f"{experiment_id}.jsonl").events()
 
 
-def night(workspace, server, experiments: int) -> list[ExperimentRecord]:
-    settings = RunSettings(proposer="cli", model=f"codex:{MODEL}", base_url=server.openai_base_url())
+def night(workspace, server, experiments: int, model: str = f"codex:{MODEL}") -> list[ExperimentRecord]:
+    settings = RunSettings(proposer="cli", model=model, base_url=server.openai_base_url())
     proposer = make_proposer(ProposerRequest(workspace, settings, lambda _: None, lambda _: None))
     run_loop(workspace, proposer, SyntheticRunner({EPS: 0.01}, noise=0.0),
              LoopSettings(max_experiments=experiments, noise_seeds=0, overlap=False), say=lambda _: None)
@@ -53,30 +61,33 @@ def night(workspace, server, experiments: int) -> list[ExperimentRecord]:
 
 
 def test_a_night_with_proposer_cli_model_codex(workspace, cli_env):
+    """codex's default model, which works in code mode: each tool call is made from JavaScript its `exec` runs."""
     model = CodexResearcher([("rms_norm with eps 1e-6", NORM, EPS), ("clamp the warm-down at zero", SCHEDULE, CLAMPED)])
     with LLMServer(responder=model) as server:
-        records = night(workspace, server, 3)
+        records = night(workspace, server, 3, model="codex")
     experiments = records[1:]
     assert [(r.proposer, r.description) for r in experiments] == [
         ("cli", "rms_norm with eps 1e-6"), ("cli", "clamp the warm-down at zero")]
     assert experiments[0].status == "keep" and "eps=1e-6" in experiments[0].diff
     assert "max(0.0" in experiments[1].diff
     assert experiments[0].hypothesis == "rms_norm with eps 1e-6 should lower val_bpb"
+    assert all(offers_code_mode(r.body) for r in server.requests)
     for record in experiments:
         seen = events(workspace, record.id)
-        calls = [e["name"] for e in seen if e["type"] == "tool_call"]
-        assert calls == ["shell", "apply_patch", "apply_patch"], calls
+        calls = [(e["name"], e["arguments"]) for e in seen if e["type"] == "tool_call"]
+        scratch = next(e for e in seen if e["type"] == "cli_request")["scratch"]
+        assert calls == [("shell", {"command": "/bin/bash -lc 'cat train.py'"}),
+                         ("apply_patch", {"changes": [{"path": f"{scratch}/train.py", "kind": "update"}]}),
+                         ("apply_patch", {"changes": [{"path": f"{scratch}/proposal.json", "kind": "add"}]})]
         read = next(e for e in seen if e["type"] == "tool_result")
         assert read["exit_code"] == 0 and read["content"].endswith('if __name__ == "__main__":\n    main()\n')
-        assert any(e["type"] == "thinking" for e in seen)
+        assert [e["text"] for e in seen if e["type"] == "thinking"][:1] == ["I will do step 1 now."]
         request = next(e for e in seen if e["type"] == "cli_request")
-        assert request["argv"][1:3] == ["exec", "--json"] and 'default_permissions="scratch"' in request["argv"]
-        assert "ANTHROPIC_API_KEY" not in request["environment"]
+        assert request["argv"][1:3] == ["exec", "--json"] and "-m" not in request["argv"]
+        assert 'default_permissions="scratch"' in request["argv"] and "ANTHROPIC_API_KEY" not in request["environment"]
         assert not os.path.exists(request["scratch"]), "the scratch directory is removed afterwards"
-        assert record.llm.output_tokens > 0 and record.llm.cost_usd > 0
     assert {(r.api, r.path) for r in server.requests} == {("responses", "/v1/responses")}
-    assert all(r.status == 200 for r in server.requests)
-    assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in server.requests)
+    assert all(r.status == 200 and r.headers["authorization"] == f"Bearer {KEY}" for r in server.requests)
     for field, sent in (("output_tokens", lambda u: u["output_tokens"]), ("input_tokens", lambda u: u["input_tokens"]),
                         ("cache_read_tokens", lambda u: u["input_tokens_details"]["cached_tokens"])):
         assert sum(getattr(r.llm, field) for r in experiments) == sum(sent(r.usage) for r in server.requests), field
@@ -98,6 +109,7 @@ def test_commands_outside_the_scratch_directory_the_network_and_the_key_are_refu
         server.responder = model
         records = night(workspace, server, 2)
     assert records[-1].description == "rms_norm with eps 1e-6"
+    assert records[-1].llm.cost_usd > 0, f"{MODEL} is priced"
     last = max(server.requests, key=lambda r: len(tool_outputs(r.body)))
     read_secret, read_ledger, network, environment, planted = [o["output"] for o in tool_outputs(last.body)[:5]]
     assert "Process exited with code 1" in read_secret and f"{secret}: No such file or directory" in read_secret
