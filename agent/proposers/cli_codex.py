@@ -153,9 +153,10 @@ class Codex:
         advice = ""
         lowered = said.lower()
         if any(word in lowered for word in ("401", "unauthorized", "api key", "login", "logged in")):
-            advice = (" Log in once with `codex login`, or set OPENAI_API_KEY (or CODEX_API_KEY) in the environment "
+            advice = (". Log in once with `codex login`, or set OPENAI_API_KEY (or CODEX_API_KEY) in the environment "
                       "the service runs in.")
-        return f"codex failed (exit code {returncode}): {said[-1500:]}{advice}"
+        said = said[-1500:].rstrip(". ") if advice else said[-1500:]
+        return f"codex failed (exit code {returncode}): {said}{advice}"
 
 
 def user_codex_home() -> Path:

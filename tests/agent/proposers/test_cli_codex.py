@@ -9,6 +9,9 @@ import os
 import pytest
 
 from agent.loop import LoopSettings, run_loop
+from agent.proposers.base import ProposalContext, ProposerError
+from agent.proposers.cli_codex import Codex
+from agent.proposers.cli_researcher import CLIResearcher
 from agent.proposers.registry import ProposerRequest, make_proposer
 from agent.recording.ledger import Ledger
 from agent.recording.record import ExperimentRecord
@@ -23,7 +26,7 @@ from tests.helpers.codex_responders import (
     patch,
     tool_outputs,
 )
-from tests.helpers.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer, error
 from tests.helpers.synthetic_runner import SyntheticRunner
 
 pytestmark = pytest.mark.skipif(not CODEX_BINARY.exists(), reason=f"Codex is not installed at {CODEX_BINARY}: run "
@@ -121,3 +124,19 @@ def test_commands_outside_the_scratch_directory_the_network_and_the_key_are_refu
     assert {r.path for r in server.requests} == {"/v1/responses"}, "a command reached the server itself"
     sent = json.dumps([r.body for r in server.requests])
     assert SECRET not in sent and ledger.read_text()[:200] not in sent
+
+
+def test_a_refused_key_fails_the_proposal_with_codex_s_own_message(workspace, cli_env):
+    source = (workspace.dir / "train.py").read_text()
+    best = ExperimentRecord(id="0000", status="keep", val_bpb=2.0, commit="a" * 40, description="baseline")
+    context = ProposalContext(track=workspace.track, program_name="program.md", program_text="Lower val_bpb.",
+                              train_source=source, best=best, history=[best], experiment_id="0001")
+    with LLMServer(responder=lambda api, body: error(401)) as server:
+        researcher = CLIResearcher(Codex(), None, workspace.dir, base_url=server.openai_base_url(), timeout_s=60)
+        with pytest.raises(ProposerError) as failed:
+            researcher.propose(context, Transcript(workspace.dir / "t.jsonl"))
+    said = str(failed.value)
+    assert said.startswith("codex failed (exit code 1): unexpected status 401 Unauthorized: Invalid API key"), said
+    assert said.endswith(". Log in once with `codex login`, or set OPENAI_API_KEY (or CODEX_API_KEY) in the "
+                         "environment the service runs in.")
+    assert server.requests and all(r.status == 401 for r in server.requests)
