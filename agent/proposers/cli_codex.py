@@ -15,7 +15,10 @@ against the loopback server (checked 2026-12-05):
   command fails with "bwrap: execvp ...codex-linux-sandbox: No such file or directory"). Everything else is
   invisible to commands: `cat` of a file elsewhere says "No such file or directory". The profile has no network
   entry, so commands get no network. apply_patch edits are held to the same writable roots.
+  A command asking for sandbox_permissions "require_escalated" is rejected ("approval policy is Never"); view_image
+  of a file elsewhere finds nothing.
 - shell_environment_policy.inherit="core": commands see HOME, PATH and the like, never the API key in our env.
+- project_doc_max_bytes=0: no AGENTS.md of the directories above scratch joins the instructions.
 - web_search="disabled", and the features apps, plugins, multi_agent, goals, image_generation, tool_suggest,
   hooks and browser_use off: no web, no connectors or MCP servers, no sub-agents.
 CODEX_HOME: with an API key (OPENAI_API_KEY or CODEX_API_KEY) or a --base-url, a fresh one inside the scratch
@@ -178,7 +181,7 @@ def settings(home: Path, executable: str) -> dict[str, str]:
     filesystem = ", ".join(f"{_toml(path)} = {_toml(access)}" for path, access in readable.items())
     return {"approval_policy": '"never"', "default_permissions": '"scratch"',
             "permissions.scratch.filesystem": f'{{{filesystem}, ":workspace_roots" = {{ "." = "write" }}}}',
-            "shell_environment_policy.inherit": '"core"', "web_search": '"disabled"'}
+            "shell_environment_policy.inherit": '"core"', "web_search": '"disabled"', "project_doc_max_bytes": "0"}
 
 
 def program_dir(executable: str) -> Path:

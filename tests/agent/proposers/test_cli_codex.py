@@ -1,7 +1,8 @@
 """The CLI researcher with the real Codex CLI (the pinned npm package in .clis/, `make test` or
 scripts/coding_clis.sh installs it) pointed at the loopback LLM server: a night through the real loop in which
-`codex exec` reads train.py with its shell tool, edits it and writes proposal.json with apply_patch; and its own
-sandbox keeping commands inside the scratch directory, off the network and away from the API key."""
+`codex exec` reads train.py with its shell tool, edits it and writes proposal.json with apply_patch; its own
+sandbox keeping commands, apply_patch and view_image inside the scratch directory, commands off the network and away
+from the API key, with no escalation; and a refused key failing the proposal with codex's own message."""
 
 import json
 import os
@@ -108,19 +109,25 @@ def test_commands_outside_the_scratch_directory_the_network_and_the_key_are_refu
         model = CodexResearcher([("rms_norm with eps 1e-6", NORM, EPS)], before=[
             ("exec_command", {"cmd": f"cat {secret}"}), ("exec_command", {"cmd": f"head -c 300 {ledger}"}),
             ("exec_command", {"cmd": fetch}), ("exec_command", {"cmd": "env"}),
-            ("apply_patch", patch(add(str(outside), "planted")))])
+            ("apply_patch", patch(add(str(outside), "planted"))), ("view_image", {"path": str(secret)}),
+            ("exec_command", {"cmd": f"cat {secret}", "sandbox_permissions": "require_escalated",
+                              "justification": "I need it"})])
         server.responder = model
         records = night(workspace, server, 2)
     assert records[-1].description == "rms_norm with eps 1e-6"
     assert records[-1].llm.cost_usd > 0, f"{MODEL} is priced"
     last = max(server.requests, key=lambda r: len(tool_outputs(r.body)))
-    read_secret, read_ledger, network, environment, planted = [o["output"] for o in tool_outputs(last.body)[:5]]
+    outputs = [o["output"] for o in tool_outputs(last.body)[:7]]
+    read_secret, read_ledger, network, environment, planted, viewed, escalated = outputs
     assert "Process exited with code 1" in read_secret and f"{secret}: No such file or directory" in read_secret
     assert f"cannot open '{ledger}' for reading: No such file or directory" in read_ledger
     assert "URLError: <urlopen error [Errno 1] Operation not permitted>" in network  # no socket at all
     assert "HOME=" in environment and KEY not in environment and "OPENAI_API_KEY" not in environment
     assert planted == "patch rejected: writing outside of the project; rejected by user approval settings"
     assert not outside.exists()
+    assert viewed == f"unable to locate image at `{secret}`: No such file or directory (os error 2)"
+    assert escalated == ("approval policy is Never; reject command \u2014 you cannot ask for escalated permissions if "
+                         "the approval policy is Never")
     assert {r.path for r in server.requests} == {"/v1/responses"}, "a command reached the server itself"
     sent = json.dumps([r.body for r in server.requests])
     assert SECRET not in sent and ledger.read_text()[:200] not in sent
