@@ -36,7 +36,8 @@ RULES = """\
   (validation bits per byte, from prepare.evaluate_bpb; lower is better) against the best so far:
   {keep_rule}. Otherwise the branch is reset to the best commit.
 - Faking the metric is pointless: only a better model can win.
-- Where the state below says submit_experiment, that means here: edit train.py and write proposal.json."""
+- Where the state below says submit_experiment, that means here: edit train.py and write proposal.json; where it
+  says write_notes: rewrite notes.md."""
 
 
 class CLIProposalFile(BaseModel):
