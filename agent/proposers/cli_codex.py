@@ -1,8 +1,9 @@
 """Codex (`codex`) as a coding CLI: `codex exec --json` headless in the scratch directory, its shell commands in
 Codex's own sandbox, which sees only the scratch directory (and the system's programs) and no network.
 
-Flags and settings, as `codex exec --help` and `codex features list` of 0.169.0 describe them and as they behaved
-against the loopback server (checked 2026-12-05):
+Flags and settings, as `codex exec --help`, `codex features list` and the permissions documentation
+(developers.openai.com/codex/permissions) describe them for 0.169.0, and as they behaved against the loopback server
+(checked 2026-12-05):
 - exec --json: JSONL events on stdout (thread.started, turn.started/completed/failed, item.started/completed with
   reasoning, agent_message, command_execution, file_change, error items; turn.completed carries the usage).
 - --skip-git-repo-check: the scratch directory is no git repository. --ephemeral: no session files are kept.
@@ -19,6 +20,9 @@ against the loopback server (checked 2026-12-05):
   of a file elsewhere finds nothing.
 - shell_environment_policy.inherit="core": commands see HOME, PATH and the like, never the API key in our env.
 - project_doc_max_bytes=0: no AGENTS.md of the directories above scratch joins the instructions.
+- analytics.enabled=false, check_for_update_on_startup=false: nothing but the model requests leaves the machine.
+A setting codex does not know is ignored with an "unrecognized configuration setting" error item (a cli_warning in
+the transcript): the tests see none.
 - web_search="disabled", and the features apps, plugins, multi_agent, goals, image_generation, tool_suggest,
   hooks and browser_use off: no web, no connectors or MCP servers, no sub-agents.
 CODEX_HOME: with an API key (OPENAI_API_KEY or CODEX_API_KEY) or a --base-url, a fresh one inside the scratch
@@ -181,7 +185,8 @@ def settings(home: Path, executable: str) -> dict[str, str]:
     filesystem = ", ".join(f"{_toml(path)} = {_toml(access)}" for path, access in readable.items())
     return {"approval_policy": '"never"', "default_permissions": '"scratch"',
             "permissions.scratch.filesystem": f'{{{filesystem}, ":workspace_roots" = {{ "." = "write" }}}}',
-            "shell_environment_policy.inherit": '"core"', "web_search": '"disabled"', "project_doc_max_bytes": "0"}
+            "shell_environment_policy.inherit": '"core"', "web_search": '"disabled"', "project_doc_max_bytes": "0",
+            "analytics.enabled": "false", "check_for_update_on_startup": "false"}
 
 
 def program_dir(executable: str) -> Path:

@@ -86,6 +86,7 @@ def test_a_night_with_proposer_cli_model_codex(workspace, cli_env):
         read = next(e for e in seen if e["type"] == "tool_result")
         assert read["exit_code"] == 0 and read["content"].endswith('if __name__ == "__main__":\n    main()\n')
         assert [e["text"] for e in seen if e["type"] == "thinking"][:1] == ["I will do step 1 now."]
+        assert [e for e in seen if e["type"] == "cli_warning"] == [], "codex ignored a setting or retried"
         request = next(e for e in seen if e["type"] == "cli_request")
         assert request["argv"][1:3] == ["exec", "--json"] and "-m" not in request["argv"]
         assert 'default_permissions="scratch"' in request["argv"] and "ANTHROPIC_API_KEY" not in request["environment"]
