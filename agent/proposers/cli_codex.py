@@ -1,36 +1,42 @@
-"""Codex (`codex`) as a coding CLI: `codex exec --json` headless in the scratch directory, its shell commands in
-Codex's own sandbox, which sees only the scratch directory (and the system's programs) and no network.
+"""Codex (`codex`) as a coding CLI: `codex exec --json` headless in the scratch directory. Codex has no tool that
+reads a file (it reads with its shell), so it keeps its shell, in Codex's own sandbox, which sees only the scratch
+directory (and the system's programs) and no network.
 
 Flags and settings, as `codex exec --help`, `codex features list` and the permissions documentation
 (developers.openai.com/codex/permissions) describe them for 0.169.0, and as they behaved against the loopback server
 (checked 2026-12-05):
 - exec --json: JSONL events on stdout (thread.started, turn.started/completed/failed, item.started/completed with
-  reasoning, agent_message, command_execution, file_change, error items; turn.completed carries the usage).
+  reasoning, agent_message, command_execution, file_change, error items; turn.completed carries the usage). Tool
+  calls a model makes from code mode (the newest models' one `exec` tool running JavaScript) come out as the same
+  command_execution and file_change items.
 - --skip-git-repo-check: the scratch directory is no git repository. --ephemeral: no session files are kept.
   --ignore-rules: no user or project execpolicy .rules. -C: the scratch directory is the workspace root.
 - approval_policy="never": nothing waits for a person; what the sandbox refuses fails and the model is told so.
 - default_permissions="scratch" with [permissions.scratch.filesystem] (permission profiles, beta since 0.138; they
-  replace --sandbox, which must then not be given): ":minimal" read (the system's programs and libraries), the
-  workspace root (scratch) writable, and read of two places the sandbox helper itself needs (the codex program's
-  directory, CODEX_HOME/tmp/arg0-linux, where codex links its codex-linux-sandbox helper; without them every
-  command fails with "bwrap: execvp ...codex-linux-sandbox: No such file or directory"). Everything else is
-  invisible to commands: `cat` of a file elsewhere says "No such file or directory". The profile has no network
-  entry, so commands get no network. apply_patch edits are held to the same writable roots.
-  A command asking for sandbox_permissions "require_escalated" is rejected ("approval policy is Never"); view_image
-  of a file elsewhere finds nothing.
+  replace --sandbox, which must then not be given, and whose workspace-write lets commands read anywhere):
+  ":minimal" read (the system's programs and libraries), the workspace root (scratch) writable, and read of two
+  places the sandbox helper itself needs (the codex program's directory, CODEX_HOME/tmp/arg0-linux, where codex
+  links its codex-linux-sandbox helper; without them every command fails with "bwrap: execvp
+  ...codex-linux-sandbox: No such file or directory"). Everything else is invisible to commands: `cat` of a file
+  elsewhere says "No such file or directory", and so does view_image. The profile has no network entry: opening a
+  socket is not permitted. apply_patch outside the scratch directory is rejected, and so is a command asking for
+  sandbox_permissions "require_escalated" ("approval policy is Never").
 - shell_environment_policy.inherit="core": commands see HOME, PATH and the like, never the API key in our env.
+- web_search="disabled", and the features apps, plugins, multi_agent, goals, image_generation, tool_suggest,
+  hooks and browser_use off: no web, no connectors or MCP servers, no sub-agents.
 - project_doc_max_bytes=0: no AGENTS.md of the directories above scratch joins the instructions.
 - analytics.enabled=false, check_for_update_on_startup=false: nothing but the model requests leaves the machine.
 A setting codex does not know is ignored with an "unrecognized configuration setting" error item (a cli_warning in
-the transcript): the tests see none.
-- web_search="disabled", and the features apps, plugins, multi_agent, goals, image_generation, tool_suggest,
-  hooks and browser_use off: no web, no connectors or MCP servers, no sub-agents.
+the transcript); the tests see none.
+
 CODEX_HOME: with an API key (OPENAI_API_KEY or CODEX_API_KEY) or a --base-url, a fresh one inside the scratch
-directory (scratch/.codex, which Codex keeps read-only for commands) holding only our config.toml, the provider
-that points at the base URL: a custom provider (built-in "openai" ignores OPENAI_BASE_URL and tries its WebSocket
-transport first). Without a key, the user's own CODEX_HOME, where `codex login` keeps the login (auth.json, whose
-refresh token must not be copied: a refreshed copy would log the original out), with --ignore-user-config so
-none of its config.toml (MCP servers, profiles, providers) applies.
+directory (scratch/.codex, which Codex keeps read-only for commands) holding only our config.toml: a custom
+provider at the base URL over the Responses API (the built-in "openai" provider ignored OPENAI_BASE_URL and tried
+its WebSocket transport to api.openai.com first). Codex will not link its sandbox helper under the temporary
+directory, where scratch is, so TMPDIR points inside scratch. Without a key, the user's own CODEX_HOME, where
+`codex login` keeps the login (auth.json; a copy that refreshed its token could log the original out), with
+--ignore-user-config so none of its config.toml (MCP servers, profiles, providers) applies; commands can read only
+its tmp/arg0-linux, never auth.json.
 """
 
 from __future__ import annotations

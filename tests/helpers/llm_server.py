@@ -3,7 +3,8 @@
 ``LLMServer`` answers ``POST /v1/messages`` (Anthropic; streamed as server-sent events when the
 request asks for ``stream``), ``POST /v1/chat/completions`` and ``POST /v1/responses`` (OpenAI; the
 Responses API streamed as its events when asked, Chat Completions never) by replaying scripted replies
-from one shared queue. A reply is built once (``text``, ``tool_call``, ``tool_calls``, ``error``) and
+from one shared queue. A reply is built once (``text``, ``tool_call``, ``tool_calls``, ``error``; for the Responses
+API also ``custom_tool_call``, a freeform call such as Codex's apply_patch) and
 rendered in the wire format of whichever API consumes it, so tests can drive the real SDK clients over HTTP::
 
     with LLMServer() as server:
