@@ -1,6 +1,6 @@
-"""The loopback LLM server as the OpenAI APIs behave: Responses streaming and its failures after the 200,
-replies cut at the output limit or declined, reasoning effort per model family, cache writes and explicit
-breakpoints, the prompt_cache_key limit, DeepSeek's reasoning_content and the pairing of reasoning items;
+"""The loopback LLM server as the OpenAI APIs behave: Responses streaming (custom tool calls too) and its failures
+after the 200, replies cut at the output limit or declined, reasoning effort per model family, cache writes and
+explicit breakpoints, the prompt_cache_key limit, DeepSeek's reasoning_content and the pairing of reasoning items;
 driven through the real openai SDK."""
 
 import json
@@ -12,6 +12,7 @@ from agent.llm.retry import CONNECTION_ERRORS, call_with_retries
 from agent.llm.types import ContextTooLong, ProviderFatal
 from tests.helpers.llm_server import (
     LLMServer,
+    custom_tool_call,
     cut_tool_call,
     dropped_connection,
     failed_response,
@@ -64,6 +65,24 @@ def test_responses_stream_is_parsed_by_the_sdk(server):
     done = [e.item.type for e in events if e.type == "response.output_item.done"]
     assert done == ["reasoning", "message", "function_call"]
     assert server.requests[-1].status == 200 and server.pending == 0
+
+
+def test_a_custom_tool_call_streams_its_raw_input(server):
+    patch = "*** Begin Patch\n*** Add File: a.txt\n+hello\n*** End Patch\n"
+    server.script(custom_tool_call("apply_patch", patch, thinking="Add the file."))
+    tool = {"type": "custom", "name": "apply_patch", "format": {"type": "text"}}
+    events = streamed(server, reasoning={"summary": "auto"}, tools=[tool])
+    deltas = "".join(e.delta for e in events if e.type == "response.custom_tool_call_input.delta")
+    final = events[-1].response
+    assert deltas == patch and [item.type for item in final.output] == ["reasoning", "custom_tool_call"]
+    call = final.output[1]
+    assert (call.name, call.input) == ("apply_patch", patch) and call.call_id.startswith("call_")
+
+
+def test_a_get_is_recorded_and_not_found(server):
+    with pytest.raises(openai.NotFoundError, match="does not serve GET /v1/models"):
+        gpt(server).models.list()
+    assert [(r.api, r.path, r.status) for r in server.requests] == [(None, "/v1/models", 404)]
 
 
 def test_chat_completions_still_refuses_streaming(server):

@@ -56,9 +56,15 @@ def _claude_code() -> CodingCLI:
     return ClaudeCode()
 
 
+def _codex() -> CodingCLI:
+    from agent.proposers.cli_codex import Codex
+    return Codex()
+
+
 # name -> factory of its adapter (imported when chosen)
 CODING_CLIS: dict[str, Callable[[], CodingCLI]] = {
     "claude-code": _claude_code,
+    "codex": _codex,
 }
 
 

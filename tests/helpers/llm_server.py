@@ -3,7 +3,8 @@
 ``LLMServer`` answers ``POST /v1/messages`` (Anthropic; streamed as server-sent events when the
 request asks for ``stream``), ``POST /v1/chat/completions`` and ``POST /v1/responses`` (OpenAI; the
 Responses API streamed as its events when asked, Chat Completions never) by replaying scripted replies
-from one shared queue. A reply is built once (``text``, ``tool_call``, ``tool_calls``, ``error``) and
+from one shared queue. A reply is built once (``text``, ``tool_call``, ``tool_calls``, ``error``; for the Responses
+API also ``custom_tool_call``, a freeform call such as Codex's apply_patch) and
 rendered in the wire format of whichever API consumes it, so tests can drive the real SDK clients over HTTP::
 
     with LLMServer() as server:
@@ -29,7 +30,7 @@ import socket
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -71,6 +72,7 @@ class Reply:
     cached: int = 0
     thinking_tokens: int | None = None
     stop: str | None = None
+    custom: bool = False  # Responses API: the calls are custom (freeform) tool calls whose input is the raw string
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,11 @@ def tool_calls(calls: list[tuple[str, dict | str]], text: str | None = None, thi
     if not calls:
         raise ValueError("tool_calls needs at least one call")
     return _reply(text, thinking, list(calls), usage, cached, thinking_tokens)
+
+
+def custom_tool_call(name: str, input_text: str, text: str | None = None, thinking: str | None = None) -> Reply:
+    """A Responses API custom (freeform) tool call, e.g. Codex's apply_patch, whose input is plain text, not JSON."""
+    return replace(_reply(text, thinking, [(name, input_text)], None, 0, None), custom=True)
 
 
 def cut_tool_call(name: str, arguments: dict, *, usage: tuple[int, int] | None = None) -> Reply:
@@ -380,6 +387,9 @@ class LLMServer:
             for index, (name, arguments) in enumerate(arguments_of):
                 k = self._next_id()
                 last = index == len(arguments_of) - 1
+                if reply.custom:
+                    output.append(custom_call_item(name, arguments, k))
+                    continue
                 output.append({"type": "function_call", "id": f"fc_{k}", "call_id": f"call_{k}", "name": name,
                                "arguments": arguments[: len(arguments) * 3 // 5] if cut and last else arguments,
                                "status": "incomplete" if cut and last else "completed"})
@@ -491,6 +501,9 @@ def responses_events(response: dict) -> list[tuple[str, dict]]:
                            (f"response.{kind}.delta", {**at, "content_index": j, "delta": part[key], **logprobs}),
                            (f"response.{kind}.done", {**at, "content_index": j, key: part[key], **logprobs}),
                            ("response.content_part.done", {**at, "content_index": j, "part": part})]
+        elif item["type"] == "custom_tool_call":
+            events += custom_call_events(item, index)
+            continue
         else:
             raw = item["arguments"]
             events += [("response.output_item.added", {"output_index": index, "item": {
@@ -501,6 +514,24 @@ def responses_events(response: dict) -> list[tuple[str, dict]]:
         events.append(("response.output_item.done", {"output_index": index, "item": item}))
     events.append((f"response.{response['status']}", {"response": response}))
     return [(name, {"type": name, "sequence_number": number, **data}) for number, (name, data) in enumerate(events)]
+
+
+def custom_call_item(name: str, input_text: str, k: int) -> dict:
+    """A custom (freeform) tool call output item of the Responses API: its input is the raw text."""
+    return {"type": "custom_tool_call", "id": f"ctc_{k}", "call_id": f"call_{k}", "name": name, "input": input_text,
+            "status": "completed"}
+
+
+def custom_call_events(item: dict, index: int) -> list[tuple[str, dict]]:
+    """A custom tool call as streamed: added (empty input), the input in two deltas, its done event, item done."""
+    at = {"item_id": item["id"], "output_index": index}
+    raw = item["input"]
+    return [("response.output_item.added", {"output_index": index, "item": {**item, "input": "",
+                                                                           "status": "in_progress"}}),
+            ("response.custom_tool_call_input.delta", {**at, "delta": raw[: len(raw) // 2]}),
+            ("response.custom_tool_call_input.delta", {**at, "delta": raw[len(raw) // 2:]}),
+            ("response.custom_tool_call_input.done", {**at, "input": raw}),
+            ("response.output_item.done", {"output_index": index, "item": item})]
 
 
 def failed_after_200(api: str, streaming: bool, rendered: dict, fault: Fault) -> tuple[bytes, str, bool]:
@@ -558,6 +589,12 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             finally:
                 with server._lock:
                     server._serving -= 1
+
+        def do_GET(self) -> None:
+            """Recorded and answered 404 (no API here is read with GET), so a test sees every request a client makes."""
+            request = Recorded(None, self.path.split("?", 1)[0], {k.lower(): v for k, v in self.headers.items()}, None)
+            server._record(request, consume=False)
+            self._error(request, 404, f"LLMServer does not serve GET {request.path}")
 
         def _answer(self) -> None:
             path = self.path.split("?", 1)[0]
