@@ -56,7 +56,8 @@ class BadScratch(ValueError):
 
 def prompt(scratch: Path) -> str:
     return f"""\
-You are the researcher of an autoresearch run. Work only in this directory ({scratch}); you cannot run commands.
+You are the researcher of an autoresearch run. Work only in this directory ({scratch}):
+anything outside it and the network are refused, and you cannot train: the service trains your change.
 1. Read night.md: the state of the run and its fixed rules. program.md is your research program; train.py is the
    best training script so far. reference/ holds read-only copies: prepare.py (the frozen harness), track.json,
    experiments.md (the history with hypotheses and lessons), diffs/ID.diff and logs/ID.log of the latest experiments.
