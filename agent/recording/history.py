@@ -31,11 +31,14 @@ class History:
 
     def runs_of(self, commit: str) -> list[float]:
         """val_bpb of every successful run of a kept commit: its experiment's runs, its noise runs and its control
-        runs, pooled."""
-        return [value for r in self.records
-                if r.commit == commit and r.status in (ExperimentStatus.KEEP, ExperimentStatus.NOISE,
-                                                       ExperimentStatus.CONTROL)
-                for value in r.measured]
+        runs, pooled. A number brought in by `autoresearch import` was printed under another harness: it counts
+        only until this harness has measured the commit itself."""
+        pooled = [(r.imported is not None, value) for r in self.records
+                  if r.commit == commit and r.status in (ExperimentStatus.KEEP, ExperimentStatus.NOISE,
+                                                         ExperimentStatus.CONTROL)
+                  for value in r.measured]
+        measured_here = [value for imported, value in pooled if not imported]
+        return measured_here or [value for _, value in pooled]
 
     def sigma(self) -> float | None:
         """sigma of val_bpb from the latest noise floor, None before one was measured."""

@@ -75,6 +75,14 @@ def test_lines_of_older_and_newer_versions_are_read_typed(tmp_path):
     assert (summary.experiments, summary.keeps, summary.tokens, summary.cost_usd) == (3, 0, 1200, 0.02)
 
 
+def test_an_imported_number_counts_only_until_this_harness_measured_the_commit(tmp_path):
+    imported = dict(FIRST_VERSION, val_bpb=1.9, imported={"source": "/ref", "line": 2, "reference_commit": "abc1234"})
+    write(tmp_path, [imported])
+    assert History(read_records(tmp_path)).runs_of(BASE) == [1.9]
+    write(tmp_path, [imported, NOISE_FLOOR])
+    assert History(read_records(tmp_path)).runs_of(BASE) == [2.52, 2.51]
+
+
 def test_records_are_written_back_with_exactly_the_keys_they_were_read_with(tmp_path):
     write(tmp_path, LINES)
     ledger = Ledger(tmp_path)
