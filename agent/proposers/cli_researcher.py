@@ -93,7 +93,11 @@ class CLIResearcher:
         return due.id if due else None
 
     def _keep_notes(self, scratch: Path, before: str, transcript: Transcript) -> None:
-        text = cli_scratch.rewritten_notes(scratch, before)
+        try:
+            text = cli_scratch.rewritten_notes(scratch, before)
+        except cli_scratch.BadScratch as err:
+            transcript.event("notes_refused", reason=str(err))
+            return
         if text is None:
             return
         try:

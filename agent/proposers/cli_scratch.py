@@ -6,6 +6,7 @@ the edited train.py, the proposal.json the CLI wrote, and the notes if it rewrot
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -24,6 +25,7 @@ PROPOSAL = "proposal.json"
 NOTES = "notes.md"
 MAX_PROPOSAL_BYTES = 20_000
 MAX_TRAIN_BYTES = 1_000_000
+MAX_NOTES_BYTES = 4 * NOTES_LIMIT  # read at most; notes a little over NOTES_LIMIT get write_notes's own message
 
 RULES = """\
 ## Fixed rules of this service
@@ -97,19 +99,19 @@ def fill(scratch: Path, context: ProposalContext, workspace_dir: Path, notes: No
 
 
 def edited_train(scratch: Path) -> str:
-    path = _plain_file(scratch / "train.py", MAX_TRAIN_BYTES)
-    if path is None:
+    content = _plain_file(scratch / "train.py", MAX_TRAIN_BYTES)
+    if content is None:
         raise BadScratch("train.py is gone from the scratch directory: edit it in place, do not delete or move it")
-    return path.read_text(errors="replace")
+    return content.decode(errors="replace")
 
 
 def proposal_file(scratch: Path) -> CLIProposalFile:
-    path = _plain_file(scratch / PROPOSAL, MAX_PROPOSAL_BYTES)
-    if path is None:
+    content = _plain_file(scratch / PROPOSAL, MAX_PROPOSAL_BYTES)
+    if content is None:
         raise BadScratch(f"no {PROPOSAL} was written: the change needs its description, hypothesis and expected "
                          "effect")
     try:
-        return CLIProposalFile.model_validate_json(path.read_bytes())
+        return CLIProposalFile.model_validate_json(content)
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the file'}: {e['msg']}" for e in err.errors())
         raise BadScratch(f"{PROPOSAL} is not a valid proposal ({problems}); it needs description, hypothesis and "
@@ -117,21 +119,32 @@ def proposal_file(scratch: Path) -> CLIProposalFile:
 
 
 def rewritten_notes(scratch: Path, before: str) -> str | None:
-    """The notes if the CLI changed them, else None."""
-    path = scratch / NOTES
-    text = path.read_text(errors="replace") if path.is_file() else before
+    """The notes if the CLI changed them, else None; BadScratch if notes.md is a link, not a plain file, or far
+    over the notes' limit (what our own process would read through a link the CLI made is not the CLI's to read)."""
+    content = _plain_file(scratch / NOTES, MAX_NOTES_BYTES)
+    text = before if content is None else content.decode(errors="replace")
     return text if text != before else None
 
 
-def _plain_file(path: Path, limit: int) -> Path | None:
-    """path if it is a regular file (never a link to one elsewhere) of at most limit bytes; None if it is absent."""
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        raise BadScratch(f"{path.name} is not a plain file in the scratch directory")
-    if not path.exists():
+def _plain_file(path: Path, limit: int) -> bytes | None:
+    """The content of path if it is a regular file of at most limit bytes, opened without following a link (so
+    neither a link to a file elsewhere nor one swapped in after a check is read); None if it is absent."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
         return None
-    if path.stat().st_size > limit:
-        raise BadScratch(f"{path.name} is {path.stat().st_size} bytes, over the limit of {limit}")
-    return path
+    except OSError:  # ELOOP: a link; anything else that cannot be opened as a file
+        raise BadScratch(f"{path.name} is not a plain file in the scratch directory") from None
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise BadScratch(f"{path.name} is not a plain file in the scratch directory")
+        if info.st_size > limit:
+            raise BadScratch(f"{path.name} is {info.st_size} bytes, over the limit of {limit}")
+        content = file.read(limit + 1)
+    if len(content) > limit:  # grew after the check
+        raise BadScratch(f"{path.name} is over the limit of {limit} bytes")
+    return content
 
 
 def _answer(toolbox: ToolBox, tool: str, arguments: dict) -> str:

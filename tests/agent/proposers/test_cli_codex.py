@@ -6,6 +6,7 @@ from the API key, with no escalation; and a refused key failing the proposal wit
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +149,52 @@ def test_a_refused_key_fails_the_proposal_with_codex_s_own_message(workspace, cl
     assert said.endswith(". Log in once with `codex login`, or set OPENAI_API_KEY (or CODEX_API_KEY) in the "
                          "environment the service runs in.")
     assert server.requests and all(r.status == 401 for r in server.requests)
+
+
+def running_commands_with(marker: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            said = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in said:
+            found.append(said)
+    return found
+
+
+def test_links_out_of_scratch_other_processes_and_background_children_get_codex_nothing(workspace, cli_env, tmp_path):
+    """A hostile session: links from scratch to files elsewhere (notes.md to a secret, which our process reads
+    after codex exits), apply_patch and shell writes through links, the key in another process's environment, and
+    a child in a session of its own that would outlive the run; the proposal itself goes through."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET + "\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "target.txt").write_text("orig\n")
+    marker = "987.125"
+    model = CodexResearcher([("rms_norm with eps 1e-6", NORM, EPS)], before=[
+        ("exec_command", {"cmd": f"ln -s {outside} escape && ln -sf {secret} notes.md && "
+                                 f"ln -s {outside}/target.txt target.txt && echo linked"}),
+        ("apply_patch", patch(add("escape/planted.txt", "planted"))),
+        ("apply_patch", patch("*** Update File: target.txt\n@@\n-orig\n+changed\n")),
+        ("exec_command", {"cmd": "echo planted > escape/shell.txt; echo changed >> target.txt"}),
+        ("exec_command", {"cmd": "cat /proc/[0-9]*/environ | tr '\\0' '\\n'; echo scanned"}),
+        ("exec_command", {"cmd": f"setsid nohup sleep {marker} >/dev/null 2>&1 & echo started"})])
+    with LLMServer(responder=model) as server:
+        records = night(workspace, server, 2)
+    assert records[-1].description == "rms_norm with eps 1e-6" and "eps=1e-6" in records[-1].diff
+    last = max(server.requests, key=lambda r: len(tool_outputs(r.body)))
+    linked, planted, through, shell, environ, started = [str(o["output"]) for o in tool_outputs(last.body)[:6]]
+    assert "linked" in linked and "started" in started
+    assert "Failed to create parent directories" in planted and "Failed to read file to update" in through
+    assert "escape/shell.txt: No such file or directory" in shell
+    assert "scanned" in environ and KEY not in environ
+    assert sorted(p.name for p in outside.iterdir()) == ["target.txt"]
+    assert (outside / "target.txt").read_text() == "orig\n"
+    assert running_commands_with(f"sleep {marker}") == [], "a child of the session outlived it"
+    notes = workspace.dir / "notes.md"
+    assert not notes.exists() or SECRET not in notes.read_text()
+    refused = [e for e in events(workspace, records[-1].id) if e["type"] == "notes_refused"]
+    assert refused and "notes.md is not a plain file" in refused[0]["reason"]
+    assert SECRET not in json.dumps([r.body for r in server.requests])
