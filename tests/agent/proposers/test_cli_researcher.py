@@ -151,3 +151,36 @@ def test_a_cli_that_changes_nothing_fails_with_its_last_words(workspace, cli_env
             researcher(workspace, server).propose(context_of(workspace), Transcript(workspace.dir / "t.jsonl"))
     assert str(failed.value) == "claude-code left train.py unchanged; its last words: train.py is already perfect."
     assert failed.value.usage.cost_usd > 0  # it was paid for
+
+
+def test_paths_out_of_the_scratch_directory_get_claude_nothing(workspace, cli_env, tmp_path):
+    """A hostile session: `..` paths, a path argument of Glob and Grep, a process file, the CLI's own settings and
+    login files, the workspace's .git, and writes and edits outside; every one refused or finding nothing, and the
+    proposal itself goes through."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET + "\n")
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    up = "/".join([".."] * 8)
+    attempts = [("Read", {"file_path": f"train.py/{up}{secret}"}),
+                ("Read", {"file_path": "/proc/self/environ"}),
+                ("Read", {"file_path": "~/.claude.json"}),
+                ("Read", {"file_path": str(workspace.dir / ".git" / "config")}),
+                ("Glob", {"pattern": "**/secret.txt", "path": str(tmp_path)}),
+                ("Grep", {"pattern": "very-secret", "path": "..", "output_mode": "content"}),
+                ("Grep", {"pattern": "very-secret", "path": str(tmp_path), "output_mode": "content"}),
+                ("Write", {"file_path": str(settings), "content": '{"hooks": {}}'}),
+                ("Write", {"file_path": f"{up}{tmp_path}/planted.txt", "content": "planted"}),
+                ("Edit", {"file_path": str(secret), "old_string": "very", "new_string": "not"})]
+    found_nothing = ("Glob", {"pattern": f"{up}{tmp_path}/*"})
+    model = ClaudeCodeResearcher([("rms_norm with eps 1e-6", NORM, EPS)], before=[*attempts, found_nothing])
+    with LLMServer(responder=model) as server:
+        proposal = researcher(workspace, server).propose(context_of(workspace), Transcript(workspace.dir / "t.jsonl"))
+    assert proposal.description == "rms_norm with eps 1e-6"
+    last = max((r for r in server.requests if r.status == 200), key=lambda r: len(tool_results(r.body)))
+    results = tool_results(last.body)[:len(attempts) + 1]
+    refused = [r for r in results[:-1] if r["is_error"]]
+    assert len(refused) == len(attempts), [str(r["content"])[:200] for r in results[:-1] if not r["is_error"]]
+    assert sum("--restricted confines the file tools" in str(r["content"]) for r in refused) >= 7
+    assert "No files found" in str(results[-1]["content"])
+    assert not settings.exists() and not (tmp_path / "planted.txt").exists() and secret.read_text() == SECRET + "\n"
+    assert SECRET not in json.dumps([r.body for r in server.requests])
