@@ -1,6 +1,8 @@
 """An edited copy of train.py back as search/replace edits: each old_string unique in the original, widened by
 context where a changed line repeats, and applying them gives the edited copy exactly."""
 
+import random
+
 import pytest
 
 from agent.proposers.diff_edits import edits_between
@@ -46,3 +48,38 @@ def test_a_repeated_line_is_quoted_with_the_context_that_makes_it_unique():
 
 def test_an_unchanged_copy_gives_no_edits():
     assert edits_between(SOURCE, SOURCE) == []
+
+
+# Lines that repeat, differ only in indentation or trailing text, and end in what str.splitlines also splits at
+# (\r, \r\n, form feed, vertical tab, U+2028 inside a string): a crafted copy must still become edits that give
+# exactly that copy, never ones that match elsewhere.
+CRAFTED_LINES = ["x = 1\n", "y = 2\r\n", "\n", "pass\r", "x = 1  # a\x0c\n", "z = x\n", "    \n", "s = '\u2028'\n",
+                 "x = 1\x0b", "if x:\n", "    x = 1\n", "  x = 1\n"]
+
+
+def test_crafted_copies_become_edits_that_give_exactly_the_copy():
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(3000):
+        old = [rng.choice(CRAFTED_LINES) for _ in range(rng.randint(1, 10))]
+        new = list(old)
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randint(0, len(new))
+            if rng.random() < 0.5 or not new:
+                new.insert(at, rng.choice(CRAFTED_LINES))
+            else:
+                new[min(at, len(new) - 1)] = rng.choice(CRAFTED_LINES) if rng.random() < 0.5 else ""
+        original, edited = "".join(old), "".join(new)
+        if original == edited or not _parses(edited):
+            continue
+        assert apply_edits(original, edits_between(original, edited)) == edited, (original, edited)
+        checked += 1
+    assert checked > 500
+
+
+def _parses(source: str) -> bool:
+    try:
+        compile(source, "train.py", "exec")
+    except SyntaxError:
+        return False
+    return True
