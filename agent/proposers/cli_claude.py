@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from agent.llm.types import Usage
-from agent.proposers.cli_outcome import CLIOutcome
+from agent.proposers.cli_outcome import CLIOutcome, clipped
 from agent.recording.transcript import Transcript
 
 TOOLS = "Read,Edit,Write,Glob,Grep"
@@ -72,11 +72,12 @@ class ClaudeCode:
                 continue
             kind = block.get("type")
             if kind == "thinking" and block.get("thinking"):
-                transcript.event("thinking", text=block["thinking"])
+                transcript.event("thinking", text=clipped(block["thinking"]))
             elif kind == "text" and block.get("text"):
-                transcript.event("assistant", text=block["text"])
+                transcript.event("assistant", text=clipped(block["text"]))
             elif kind == "tool_use":
-                transcript.event("tool_call", id=block.get("id"), name=block.get("name"), arguments=block.get("input"))
+                transcript.event("tool_call", id=block.get("id"), name=block.get("name"),
+                                 arguments=clipped(block.get("input")))
             elif kind == "tool_result":
                 transcript.event("tool_result", id=block.get("tool_use_id"), is_error=bool(block.get("is_error")),
                                  content=_text_of(block.get("content"))[:RESULT_CHARS])

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from agent.llm.pricing import PriceTable
 from agent.llm.types import Usage
-from agent.proposers.cli_outcome import CLIOutcome
+from agent.proposers.cli_outcome import CLIOutcome, clipped
 from agent.recording.transcript import Transcript
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "CODEX_API_KEY")   # the key our provider sends, first one set
@@ -129,7 +129,8 @@ class Codex:
         kind, item_id = item.get("type"), item.get("id")
         if kind == "command_execution":
             if not completed:
-                transcript.event("tool_call", id=item_id, name="shell", arguments={"command": item.get("command")})
+                transcript.event("tool_call", id=item_id, name="shell",
+                                 arguments={"command": clipped(item.get("command"))})
             else:
                 transcript.event("tool_result", id=item_id, is_error=item.get("status") != "completed",
                                  exit_code=item.get("exit_code"),
@@ -144,10 +145,10 @@ class Codex:
             transcript.event("tool_call", id=item_id, name=kind, arguments={k: v for k, v in item.items()
                                                                             if k not in ("id", "type")})
         elif kind == "reasoning" and completed and item.get("text"):
-            transcript.event("thinking", text=item["text"])
+            transcript.event("thinking", text=clipped(item["text"]))
         elif kind == "agent_message" and completed and item.get("text"):
             outcome.final_text = str(item["text"])
-            transcript.event("assistant", text=outcome.final_text)
+            transcript.event("assistant", text=clipped(outcome.final_text))
         elif kind == "error" and completed:
             transcript.event("cli_warning", cli=self.name, text=str(item.get("message", ""))[:RESULT_CHARS])
 

@@ -184,3 +184,17 @@ def test_paths_out_of_the_scratch_directory_get_claude_nothing(workspace, cli_en
     assert "No files found" in str(results[-1]["content"])
     assert not settings.exists() and not (tmp_path / "planted.txt").exists() and secret.read_text() == SECRET + "\n"
     assert SECRET not in json.dumps([r.body for r in server.requests])
+
+
+def test_a_flood_of_text_is_cut_in_the_transcript_and_the_failure(workspace, cli_env):
+    said, thought = "A" * 3_000_000, "T" * 3_000_000  # one stream-json line of ~3 MB for each
+    transcript = Transcript(workspace.dir / "t.jsonl")
+    with LLMServer(responder=lambda api, body: text(said, thinking=thought)) as server:
+        with pytest.raises(ProposerError) as failed:
+            researcher(workspace, server).propose(context_of(workspace), transcript)
+    assert str(failed.value).startswith("claude-code left train.py unchanged; its last words: AAAA")
+    assert len(str(failed.value)) < 1000
+    kept = {e["type"]: e["text"] for e in transcript.events() if e["type"] in ("assistant", "thinking")}
+    assert kept["assistant"].startswith("A" * 1000) and kept["assistant"].endswith("more characters]")
+    assert kept["thinking"].startswith("T" * 1000) and kept["thinking"].endswith("more characters]")
+    assert transcript.path.stat().st_size < 200_000
