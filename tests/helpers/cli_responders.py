@@ -1,7 +1,8 @@
 """A model for a real coding CLI (Claude Code) talking to the loopback LLMServer: it learns the scratch directory
 from the CLI's first message (our prompt names it), and then, step by step from the tool results it has been sent,
 reads train.py, edits it with one change, writes proposal.json and ends its turn, as Anthropic tool calls of
-Claude Code's own tools (Read, Edit, Write). `before` are calls it makes first, whatever they are answered."""
+Claude Code's own tools (Read, Edit, Write). `before` are calls it makes first, whatever they are answered ("{scratch}"
+in a string argument stands for the scratch directory)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ class ClaudeCodeResearcher:
             index = self._taken.setdefault(scratch, len(self._taken))
         description, old, new = self.changes[index % len(self.changes)]
         step = len(tool_results(body))
-        steps = [*self.before,
+        before = [(name, {key: value.replace("{scratch}", scratch) if isinstance(value, str) else value
+                          for key, value in arguments.items()}) for name, arguments in self.before]
+        steps = [*before,
                  ("Read", {"file_path": f"{scratch}/train.py"}),
                  ("Edit", {"file_path": f"{scratch}/train.py", "old_string": old, "new_string": new}),
                  ("Write", {"file_path": f"{scratch}/proposal.json", "content": json.dumps({
