@@ -18,7 +18,7 @@ from agent.proposers.base import Proposal, ProposalContext, ProposerError
 from agent.proposers.cli_agent import CLIOutcome, CodingCLI, scrubbed_environment
 from agent.proposers.cli_process import run_streaming
 from agent.proposers.diff_edits import edits_between
-from agent.proposers.llm import CODE_ONLY_RULE
+from agent.proposers.llm import CODE_ONLY_RULE, values_only_refusal
 from agent.recording.notes import NotesChanged, NotesFull, read_notes, write_notes
 from agent.recording.record import ExperimentRecord
 from agent.recording.research_memory import lesson_due
@@ -76,6 +76,8 @@ class CLIResearcher:
         if edited == context.train_source:
             raise ProposerError(f"{self.cli.name} left train.py unchanged; its last words: "
                                 f"{outcome.final_text.strip()[:500] or '(none)'}")
+        if context.code_only and (refusal := values_only_refusal(context.train_source, edited)):
+            raise ProposerError(f"{self.cli.name}: {refusal}")  # the prompt said so; the CLI may not have listened
         written = cli_scratch.proposal_file(scratch)
         self._keep_notes(scratch, notes.text, transcript)
         return Proposal(written.description, edits_between(context.train_source, edited),

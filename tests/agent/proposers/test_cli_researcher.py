@@ -6,6 +6,7 @@ proposal, with the CLI's own message."""
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -208,3 +209,14 @@ def test_a_flood_of_text_is_cut_in_the_transcript_and_the_failure(workspace, cli
     assert kept["assistant"].startswith("A" * 1000) and kept["assistant"].endswith("more characters]")
     assert kept["thinking"].startswith("T" * 1000) and kept["thinking"].endswith("more characters]")
     assert transcript.path.stat().st_size < 200_000
+
+
+def test_a_values_only_change_is_refused_where_only_code_changes_are_taken(workspace, cli_env):
+    """What the LLM researcher refuses in hybrid (Optuna owns the values) the CLI researcher refuses too, whatever
+    its prompt did or did not persuade the model of."""
+    model = ClaudeCodeResearcher([("warm down longer", "WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.7")])
+    with LLMServer(responder=model) as server:
+        with pytest.raises(ProposerError, match="refused, nothing was committed: this change only sets "
+                                                "WARMDOWN_RATIO"):
+            researcher(workspace, server).propose(replace(context_of(workspace), code_only=True),
+                                                  Transcript(workspace.dir / "t.jsonl"))
