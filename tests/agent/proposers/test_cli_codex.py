@@ -6,6 +6,7 @@ from the API key, with no escalation; and a refused key failing the proposal wit
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -136,14 +137,10 @@ def test_commands_outside_the_scratch_directory_the_network_and_the_key_are_refu
 
 
 def test_a_refused_key_fails_the_proposal_with_codex_s_own_message(workspace, cli_env):
-    source = (workspace.dir / "train.py").read_text()
-    best = ExperimentRecord(id="0000", status="keep", val_bpb=2.0, commit="a" * 40, description="baseline")
-    context = ProposalContext(track=workspace.track, program_name="program.md", program_text="Lower val_bpb.",
-                              train_source=source, best=best, history=[best], experiment_id="0001")
     with LLMServer(responder=lambda api, body: error(401)) as server:
         researcher = CLIResearcher(Codex(), None, workspace.dir, base_url=server.openai_base_url(), timeout_s=60)
         with pytest.raises(ProposerError) as failed:
-            researcher.propose(context, Transcript(workspace.dir / "t.jsonl"))
+            researcher.propose(context_of(workspace), Transcript(workspace.dir / "t.jsonl"))
     said = str(failed.value)
     assert said.startswith("codex failed (exit code 1): unexpected status 401 Unauthorized: Invalid API key"), said
     assert said.endswith(". Log in once with `codex login`, or set OPENAI_API_KEY (or CODEX_API_KEY) in the "
@@ -198,3 +195,40 @@ def test_links_out_of_scratch_other_processes_and_background_children_get_codex_
     refused = [e for e in events(workspace, records[-1].id) if e["type"] == "notes_refused"]
     assert refused and "notes.md is not a plain file" in refused[0]["reason"]
     assert SECRET not in json.dumps([r.body for r in server.requests])
+
+
+def test_a_codex_killed_at_its_timeout_leaves_no_command_running(workspace, cli_env):
+    """Commands left running (one in a session of its own, one still in codex's hands) when the model stops
+    answering and the run is killed at its timeout."""
+    detached, held = "986.125", "985.125"
+    model = CodexResearcher([("rms_norm with eps 1e-6", NORM, EPS)], before=[
+        ("exec_command", {"cmd": f"setsid nohup sleep {detached} >/dev/null 2>&1 & echo started"}),
+        ("exec_command", {"cmd": f"sleep {held}", "yield_time_ms": 500})])
+    answer, alive = threading.Event(), []
+
+    def stalling(api, body):
+        if len(tool_outputs(body)) >= 2:
+            alive.extend(running_commands_with(f"sleep {detached}") + running_commands_with(f"sleep {held}"))
+            answer.wait(60)  # the model stops answering
+        return model(api, body)
+
+    with LLMServer(responder=stalling) as server:
+        researcher = CLIResearcher(Codex(), MODEL, workspace.dir, base_url=server.openai_base_url(), timeout_s=15)
+        try:
+            with pytest.raises(ProposerError, match="did not finish within 15 s; its process group was killed"):
+                researcher.propose(context_of(workspace), Transcript(workspace.dir / "t.jsonl"))
+            running = running_commands_with(f"sleep {detached}") + running_commands_with(f"sleep {held}")
+        finally:
+            answer.set()
+    last = max(server.requests, key=lambda r: len(tool_outputs(r.body)))
+    started, holding = [str(o["output"]) for o in tool_outputs(last.body)[:2]]
+    assert "started" in started and "Process running with session ID" in holding, (started, holding)
+    assert len(alive) >= 2, f"both commands run while codex waits for the model: {alive}"
+    assert running == [], "a command outlived the killed codex"
+
+
+def context_of(workspace) -> ProposalContext:
+    source = (workspace.dir / "train.py").read_text()
+    best = ExperimentRecord(id="0000", status="keep", val_bpb=2.0, commit="a" * 40, description="baseline")
+    return ProposalContext(track=workspace.track, program_name="program.md", program_text="Lower val_bpb.",
+                           train_source=source, best=best, history=[best], experiment_id="0001")
