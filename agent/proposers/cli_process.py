@@ -1,6 +1,7 @@
 """One run of a coding CLI as a child process: its own process group, stdin closed, stdout handed over line by line
 as it comes, the end of stderr kept, and the whole group killed at the timeout (and after it exits, so nothing it
-started outlives it)."""
+started outlives it). A descendant that left the group (setsid) is out of reach of the kill and may hold stdout
+open: once the CLI itself has exited, its output is read for at most DRAIN_S more, then the run is over."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 STDERR_LINES = 40
+DRAIN_S = 5.0  # seconds the output of an exited CLI is still read
 
 
 @dataclass(frozen=True)
@@ -27,29 +30,35 @@ def run_streaming(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: fl
                   on_line: Callable[[str], None]) -> Finished:
     process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
-    expired = threading.Event()
+    over = threading.Event()  # no line is handed over once the run is over
 
-    def expire() -> None:
-        expired.set()
-        _kill_group(process.pid)
-
-    timer = threading.Timer(timeout_s, expire)
-    timer.daemon = True
-    stderr: deque[str] = deque(maxlen=STDERR_LINES)
-    reader = threading.Thread(target=lambda: stderr.extend(process.stderr), daemon=True)
-    timer.start()
-    reader.start()
-    try:
+    def read_stdout() -> None:
         for line in process.stdout:
+            if over.is_set():
+                return
             on_line(line)
+
+    stderr: deque[str] = deque(maxlen=STDERR_LINES)
+    readers = [threading.Thread(target=read_stdout, daemon=True),
+               threading.Thread(target=lambda: stderr.extend(process.stderr), daemon=True)]
+    for reader in readers:
+        reader.start()
+    timed_out = False
+    try:
+        returncode = process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(process.pid)
         returncode = process.wait()
     finally:
-        timer.cancel()
         _kill_group(process.pid)
         if process.poll() is None:
             process.wait()
-        reader.join(timeout=5)
-    return Finished(returncode, expired.is_set(), "".join(stderr))
+        drained_by = time.monotonic() + DRAIN_S
+        for reader in readers:
+            reader.join(timeout=max(0.0, drained_by - time.monotonic()))
+        over.set()
+    return Finished(returncode, timed_out, "".join(stderr))
 
 
 def _kill_group(pid: int) -> None:
