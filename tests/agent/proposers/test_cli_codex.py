@@ -163,8 +163,8 @@ def running_commands_with(marker: str) -> list[str]:
 def test_links_out_of_scratch_other_processes_and_background_children_get_codex_nothing(workspace, cli_env, tmp_path):
     """A hostile session: links from scratch to files elsewhere (notes.md to a secret, which our process reads
     after codex exits), apply_patch and shell writes through links, apply_patch moving a file out or deleting one
-    outside, the key in another process's environment, and a child in a session of its own that would outlive the
-    run; the proposal itself goes through."""
+    outside, view_image through a link, the key in another process's environment, and a child in a session of its
+    own that would outlive the run; the proposal itself goes through."""
     secret = tmp_path / "secret.txt"
     secret.write_text(SECRET + "\n")
     outside = tmp_path / "outside"
@@ -180,18 +180,20 @@ def test_links_out_of_scratch_other_processes_and_background_children_get_codex_
         ("exec_command", {"cmd": "cat /proc/[0-9]*/environ | tr '\\0' '\\n'; echo scanned"}),
         ("exec_command", {"cmd": f"setsid nohup sleep {marker} >/dev/null 2>&1 & echo started"}),
         ("apply_patch", patch(f"*** Update File: mine.md\n*** Move to: {outside}/moved.md\n@@\n-mine\n+moved\n")),
-        ("apply_patch", patch(f"*** Delete File: {outside}/target.txt\n"))])
+        ("apply_patch", patch(f"*** Delete File: {outside}/target.txt\n")),
+        ("view_image", {"path": "notes.md"})])
     with LLMServer(responder=model) as server:
         records = night(workspace, server, 2)
     assert records[-1].description == "rms_norm with eps 1e-6" and "eps=1e-6" in records[-1].diff
     last = max(server.requests, key=lambda r: len(tool_outputs(r.body)))
-    outputs = [str(o["output"]) for o in tool_outputs(last.body)[:8]]
-    linked, planted, through, shell, environ, started, moved, deleted = outputs
+    outputs = [str(o["output"]) for o in tool_outputs(last.body)[:9]]
+    linked, planted, through, shell, environ, started, moved, deleted, viewed = outputs
     assert "linked" in linked and "started" in started
     assert "Failed to create parent directories" in planted and "Failed to read file to update" in through
     assert "escape/shell.txt: No such file or directory" in shell
     assert moved == "patch rejected: writing outside of the project; rejected by user approval settings"
     assert "Failed to read" in deleted and "No such file or directory" in deleted
+    assert viewed.startswith("unable to locate image") and "No such file or directory" in viewed
     assert "scanned" in environ and KEY not in environ
     assert sorted(p.name for p in outside.iterdir()) == ["target.txt"]
     assert (outside / "target.txt").read_text() == "orig\n"
