@@ -220,3 +220,16 @@ def test_a_values_only_change_is_refused_where_only_code_changes_are_taken(works
                                                 "WARMDOWN_RATIO"):
             researcher(workspace, server).propose(replace(context_of(workspace), code_only=True),
                                                   Transcript(workspace.dir / "t.jsonl"))
+
+
+def test_a_change_the_policy_refuses_fails_its_proposal_through_the_loop(workspace, cli_env):
+    """The edited train.py goes through the same policy as any proposal: a forbidden import is refused (nothing
+    committed, the failure recorded with the policy's words) and the next proposal runs."""
+    model = ClaudeCodeResearcher([("spawn a helper", "import gc\n", "import gc\nimport subprocess\n"),
+                                  ("rms_norm with eps 1e-6", NORM, EPS)])
+    with LLMServer(responder=model) as server:
+        records = night(workspace, researcher(workspace, server), 2)
+    assert [r.description for r in records[1:]] == ["rms_norm with eps 1e-6"]
+    assert all("subprocess" not in r.diff for r in records)
+    failures = read_failures(workspace.dir)
+    assert len(failures) == 1 and "subprocess" in failures[0].reason, [f.reason for f in failures]
