@@ -1,7 +1,8 @@
 """The scratch directory a coding CLI works in, outside the workspace: train.py (the best) to edit, the research
 program, the state of the night and its rules, the notes, and read-only copies of what the LLM's tools would
 show (prepare.py, track.json, the experiment list, the latest diffs and log tails, all bounded). Afterwards:
-the edited train.py, the proposal.json the CLI wrote, and the notes if it rewrote them."""
+the edited train.py, the proposal.json the CLI wrote, and the notes if it rewrote them, each read only as a plain
+file of bounded size in scratch (our process would follow a link the CLI's sandbox could make but not follow)."""
 
 from __future__ import annotations
 
