@@ -27,6 +27,8 @@ PASSED_THROUGH = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE
 class CodingCLI(Protocol):
     name: str          # what --model names it: "claude-code", "codex"
     executable: str    # the program looked up on PATH: "claude", "codex"
+    # True: its result event states what the run cost; False: it reports tokens only, priced from our table
+    states_cost: bool
 
     def command(self, executable: str, scratch: Path, prompt: str, model: str | None) -> list[str]:
         """argv of one headless run in scratch that follows prompt; model None: the CLI's own default."""

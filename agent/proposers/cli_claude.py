@@ -36,6 +36,7 @@ RESULT_CHARS = 2000  # of each tool result kept in the transcript
 class ClaudeCode:
     name = "claude-code"
     executable = "claude"
+    states_cost = True  # total_cost_usd of its result event
 
     def command(self, executable: str, scratch: Path, prompt: str, model: str | None) -> list[str]:
         argv = [executable, "-p", prompt, "--output-format", "stream-json", "--verbose", *FLAGS]

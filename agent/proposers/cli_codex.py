@@ -63,9 +63,11 @@ RESULT_CHARS = 2000  # of each command's output kept in the transcript
 class Codex:
     name = "codex"
     executable = "codex"
+    states_cost = False  # turn.completed gives tokens only
 
-    def __init__(self) -> None:
+    def __init__(self, prices: PriceTable | None = None) -> None:
         self.model: str | None = None  # of the run being read, for its cost (codex's events do not name it)
+        self.prices = prices or PriceTable()
 
     def command(self, executable: str, scratch: Path, prompt: str, model: str | None) -> list[str]:
         self.model = model
@@ -158,7 +160,7 @@ class Codex:
                      cache_read_tokens=_count(usage, "cached_input_tokens"),
                      cache_write_tokens=_count(usage, "cache_write_input_tokens"),
                      thinking_tokens=_count(usage, "reasoning_output_tokens"), calls=1)
-        turn.cost_usd = PriceTable().cost(self.model, turn) if self.model else 0.0
+        turn.cost_usd = self.prices.cost(self.model, turn) if self.model else 0.0
         outcome.usage.add(turn)
 
     def failure(self, returncode: int, stderr_tail: str, outcome: CLIOutcome) -> str:

@@ -78,6 +78,14 @@ def _cli(request: ProposerRequest) -> Proposer:
         cli, model = chosen_cli(settings.model)
     except UnknownCLI as err:
         raise ProposerUnavailable(str(err)) from err
+    if not cli.states_cost:
+        from agent.llm.pricing import PriceTable
+        cli.prices = PriceTable(settings.pricing)
+        if settings.max_cost_usd is not None and (model is None or cli.prices.price(model) is None):
+            raise ProposerUnavailable(
+                f"--max-cost-usd cannot be enforced: {cli.name} reports tokens, not cost, and "
+                f"{'its default model is not named in them' if model is None else f'{model} has no price'}. "
+                f"Name a priced model with --model {cli.name}:MODEL, or give its price with --pricing FILE")
     if shutil.which(cli.executable) is None:
         request.warn(f"{cli.name}: `{cli.executable}` is not on PATH: every proposal will fail until it is")
     request.say(f"proposals by {cli.name} (`{cli.executable}`), model {model or 'its default'}")

@@ -23,3 +23,21 @@ def test_the_cli_sees_its_own_key_and_base_url_and_no_other_secret(monkeypatch, 
     assert env["ANTHROPIC_API_KEY"] == "sk-ant-mine" and env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1" and "PATH" in env
     assert not {"OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN"} & set(env)
+
+
+def test_a_cost_cap_is_refused_where_the_cli_reports_no_cost_and_its_model_has_no_price(workspace, tmp_path):
+    from agent.proposers.registry import ProposerRequest, ProposerUnavailable, make_proposer
+    from agent.settings import RunSettings
+
+    def make(model, **settings):
+        return make_proposer(ProposerRequest(workspace, RunSettings(proposer="cli", model=model, **settings),
+                                             lambda _: None, lambda _: None))
+    with pytest.raises(ProposerUnavailable, match="its default model is not named"):
+        make("codex", max_cost_usd=5.0)
+    with pytest.raises(ProposerUnavailable, match="no-such-model has no price"):
+        make("codex:no-such-model", max_cost_usd=5.0)
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"no-such-model": {"input": 1.0, "output": 2.0}}')
+    priced = make("codex:no-such-model", max_cost_usd=5.0, pricing=prices)
+    assert priced.cli.prices.price("no-such-model") is not None
+    assert make("claude-code", max_cost_usd=5.0).cli.name == "claude-code"  # its result event states the cost
