@@ -17,12 +17,11 @@ In -p mode ANTHROPIC_API_KEY, when set, is used rather than the subscription log
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from agent.llm.types import Usage
-from agent.proposers.cli_outcome import CLIOutcome, clipped
+from agent.proposers.cli_outcome import CLIOutcome, clipped, json_event
 from agent.recording.transcript import Transcript
 
 TOOLS = "Read,Edit,Write,Glob,Grep"
@@ -50,13 +49,8 @@ class ClaudeCode:
         return env
 
     def read_event(self, line: str, transcript: Transcript, outcome: CLIOutcome) -> None:
-        try:
-            event = json.loads(line)
-        except ValueError:
+        if (event := json_event(line, outcome)) is None:
             return
-        if not isinstance(event, dict):
-            return
-        outcome.events += 1
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
             transcript.event("cli_started", cli=self.name, model=event.get("model"), tools=event.get("tools"),

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from agent.llm.pricing import PriceTable
 from agent.llm.types import Usage
-from agent.proposers.cli_outcome import CLIOutcome, clipped
+from agent.proposers.cli_outcome import CLIOutcome, clipped, json_event
 from agent.recording.transcript import Transcript
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "CODEX_API_KEY")   # the key our provider sends, first one set
@@ -103,13 +103,8 @@ class Codex:
         return env
 
     def read_event(self, line: str, transcript: Transcript, outcome: CLIOutcome) -> None:
-        try:
-            event = json.loads(line)
-        except ValueError:
+        if (event := json_event(line, outcome)) is None:
             return
-        if not isinstance(event, dict):
-            return
-        outcome.events += 1
         kind = event.get("type")
         if kind == "thread.started":
             transcript.event("cli_started", cli=self.name, model=self.model, thread=event.get("thread_id"))

@@ -4,6 +4,7 @@ long its messages, thoughts and tool arguments are)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,18 @@ class CLIOutcome:
     final_text: str = ""          # the CLI's own last word (its result message)
     failed: bool = False          # the CLI said the run failed (even with exit code 0)
     events: int = 0               # JSON events read
+
+
+def json_event(line: str, outcome: CLIOutcome) -> dict | None:
+    """One line of a CLI's stdout as the JSON object it holds (counted in outcome), None for any other line."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(event, dict):
+        return None
+    outcome.events += 1
+    return event
 
 
 def clipped(value: Any, chars: int = TEXT_CHARS) -> Any:

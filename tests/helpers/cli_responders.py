@@ -15,6 +15,12 @@ from tests.helpers.llm_responders import first_user_text, tool_results
 from tests.helpers.llm_server import Reply, text, tool_call
 
 SCRATCH = re.compile(r"Work only in this directory \((/[^)]+)\)")
+# Two one-line changes of train.py the scripted researchers make, and a secret no CLI may ever send.
+NORM = "    return F.rms_norm(x, (x.size(-1),))"
+EPS = "    return F.rms_norm(x, (x.size(-1),), eps=1e-6)"
+SCHEDULE = "    remaining = (1 - progress) / WARMDOWN_RATIO"
+CLAMPED = "    remaining = max(0.0, (1 - progress) / WARMDOWN_RATIO)"
+SECRET = "4f1c-very-secret-do-not-send"
 CLI_BINARY = Path(__file__).resolve().parents[2] / ".clis" / "node_modules" / ".bin" / "claude"
 
 

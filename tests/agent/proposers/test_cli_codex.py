@@ -20,6 +20,7 @@ from agent.recording.ledger import Ledger
 from agent.recording.record import ExperimentRecord
 from agent.recording.transcript import Transcript
 from agent.settings import RunSettings
+from tests.helpers.cli_responders import CLAMPED, EPS, NORM, SCHEDULE, SECRET
 from tests.helpers.codex_responders import (
     CODEX_BINARY,
     MODEL,
@@ -35,11 +36,6 @@ from tests.helpers.synthetic_runner import SyntheticRunner
 pytestmark = pytest.mark.skipif(not CODEX_BINARY.exists(), reason=f"Codex is not installed at {CODEX_BINARY}: run "
                                                                    "`bash scripts/coding_clis.sh`")
 
-NORM = "    return F.rms_norm(x, (x.size(-1),))"
-EPS = "    return F.rms_norm(x, (x.size(-1),), eps=1e-6)"
-SCHEDULE = "    remaining = (1 - progress) / WARMDOWN_RATIO"
-CLAMPED = "    remaining = max(0.0, (1 - progress) / WARMDOWN_RATIO)"
-SECRET = "4f1c-very-secret-do-not-send"
 KEY = "sk-codex-test-key"
 
 

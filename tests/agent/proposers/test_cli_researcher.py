@@ -21,7 +21,7 @@ from agent.recording.record import ExperimentRecord
 from agent.recording.transcript import Transcript
 from agent.settings import RunSettings
 from agent.steps.training import LoopStopped
-from tests.helpers.cli_responders import CLI_BINARY, ClaudeCodeResearcher
+from tests.helpers.cli_responders import CLAMPED, CLI_BINARY, EPS, NORM, SCHEDULE, SECRET, ClaudeCodeResearcher
 from tests.helpers.llm_responders import tool_results
 from tests.helpers.llm_server import LLMServer, text
 from tests.helpers.synthetic_runner import SyntheticRunner
@@ -29,11 +29,6 @@ from tests.helpers.synthetic_runner import SyntheticRunner
 pytestmark = pytest.mark.skipif(not CLI_BINARY.exists(), reason=f"Claude Code is not installed at {CLI_BINARY}: run "
                                                                  "`bash scripts/coding_clis.sh`")
 
-NORM = "    return F.rms_norm(x, (x.size(-1),))"
-EPS = "    return F.rms_norm(x, (x.size(-1),), eps=1e-6)"
-SCHEDULE = "    remaining = (1 - progress) / WARMDOWN_RATIO"
-CLAMPED = "    remaining = max(0.0, (1 - progress) / WARMDOWN_RATIO)"
-SECRET = "4f1c-very-secret-do-not-send"
 
 
 @pytest.fixture
