@@ -207,12 +207,21 @@ class Paid(Scripted):
 
 
 class InterruptsItsSecondRun(LocalRunner):
-    """Ctrl-C (SIGINT to this process) once the experiment after the baseline has started training."""
+    """Ctrl-C (SIGINT to this process) once the experiment after the baseline has started training; its run does
+    not return before the interrupt was sent, so the experiment is in flight when it lands, however fast it trained."""
 
     def run(self, workspace, job):
-        if job.run.name == "0001":
-            threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
-        return super().run(workspace, job)
+        if job.run.name != "0001":
+            return super().run(workspace, job)
+        sent = threading.Event()
+
+        def interrupt() -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+            sent.set()
+        threading.Timer(1.0, interrupt).start()
+        result = super().run(workspace, job)
+        sent.wait(30)
+        return result
 
 
 def test_an_experiment_interrupted_while_it_trains_keeps_what_its_proposal_spent(workspace, test_track):
