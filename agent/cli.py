@@ -464,9 +464,11 @@ FROM_HELP = "The checkout a night of the reference autoresearch loop ran in (wit
 @app.command("import")
 def import_night(source: Annotated[Path, typer.Option("--from", help=FROM_HELP)],
                  tag: Annotated[str | None, typer.Option(help="Tag of the new workspace (default: the branch's, "
-                                                              "autoresearch/<tag>).", callback=checked_optional_tag)]
+                                                              "autoresearch/<tag>, else the checkout's folder and "
+                                                              "the branch).", callback=checked_optional_tag)]
                  = None,
-                 branch: Annotated[str | None, typer.Option(help="The night's branch (default: the checked-out "
+                 branch: Annotated[str | None, typer.Option(help="The night's branch, local or a clone's "
+                                                                 "remote one (default: the checked-out "
                                                                  "autoresearch/<tag> branch, or the only one).")]
                  = None,
                  program: ProgramOption = DEFAULT_PROGRAM, workspaces: WorkspacesOption = None,
@@ -482,8 +484,14 @@ def import_night(source: Annotated[Path, typer.Option("--from", help=FROM_HELP)]
         night = import_reference(source.expanduser(), program.resolve(), tag, branch, workspaces)
     except ReferenceImportError as err:
         fail(str(err))
-    say(f"imported {night.experiments} experiments ({night.keeps} kept) from {source} into {night.workspace.dir} "
-        f"(track {night.track}, branch {night.workspace.branch})")
+    read = night.night
+    say(f"imported {night.experiments} experiments ({night.keeps} kept besides the baseline) from {source} "
+        f"into {night.workspace.dir} (track {night.track}, branch {night.workspace.branch})")
+    say(f"read branch {read.branch}" + (" (remote)" if read.remote else "") + f" and {read.results_from}")
+    if read.resolved_baseline:
+        say(f"the baseline row's commit `baseline` is {read.resolved_baseline[:7]}, where the branch started")
+    if mapped := night.workspace.settings["imported"]["statuses"]:
+        say("statuses read as ours: " + ", ".join(f"{word} -> {ours}" for word, ours in mapped.items()))
     if night.without_diff:
         say(f"not in the checkout, so their diffs are not available: {', '.join(night.without_diff)}")
     say(f"`run --tag {night.workspace.tag}` refuses it: {night.cannot_continue}" if night.cannot_continue

@@ -217,7 +217,7 @@ class Loop:
 
     def _start_floor(self) -> None:
         """Measures the noise floor when it is due, beside the experiments."""
-        best = self.ledger.best()
+        best = self.ledger.head()
         if self.floor is not None or best is None or not wants_noise_floor(
                 self.ledger.records, self.settings.noise_seeds, self.settings.noise_every_keeps) or not self._room():
             return
@@ -376,7 +376,7 @@ class Loop:
 
     def _record_stopped(self, experiment: Experiment, why: str) -> None:
         if experiment.committed and not self.ledger.has(experiment.id):
-            record_interrupted(self.workspace, self.ledger, experiment.record, self.ledger.best(),
+            record_interrupted(self.workspace, self.ledger, experiment.record, self.ledger.head(),
                                experiment.transcript)
         elif not experiment.committed and experiment.proposal is not None and experiment.abandoned is None:
             made = experiment.proposal if experiment.best is not None else None

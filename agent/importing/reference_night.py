@@ -1,12 +1,13 @@
-"""A night of the reference autoresearch loop (github.com/karpathy/autoresearch), read from its checkout.
+"""A night of the reference autoresearch loop (github.com/karpathy/autoresearch) or one of its forks, read from
+a checkout.
 
 What the reference leaves behind, as its program.md, prepare.py and analysis.ipynb describe it (read 2026-12-05):
 a branch autoresearch/<tag> with one commit per kept experiment (each experiment's train.py change is
 committed, and a discard or crash is `git reset` away, so its commit is usually unreachable but may still
-exist as an object), and an untracked results.tsv with a header and five tab-separated columns
-`commit val_bpb memory_gb status description` (commit: 7 hex digits; status keep, discard or crash; a crash
-has val_bpb 0.000000 and memory_gb 0.0). Its first row is the baseline. prepare.py fixes MAX_SEQ_LEN = 2048,
-TIME_BUDGET = 300 (wall-clock seconds of training), EVAL_TOKENS = 40 * 524288 and VOCAB_SIZE = 8192.
+exist as an object), and an untracked results.tsv (agent/importing/reference_results.py). Its first row is the
+baseline, whose commit the reference's own published night writes as the word `baseline`: the branch's starting
+point, which git knows. What a user has is usually a `git clone` of someone's repository: the night's branch
+is then remote-only (origin/...), and results.tsv is whatever was committed on that branch.
 
 Everything here only reads: the checkout's prepare.py is parsed, never executed, and git runs with the
 workspace's hardened options (no hooks, filters or external diff drivers).
@@ -14,42 +15,23 @@ workspace's hardened options (no hooks, filters or external diff drivers).
 
 from __future__ import annotations
 
-import ast
-import operator
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import git
-from pydantic import BaseModel
 
+from agent.importing.reference_constants import MAX_SOURCE_BYTES, Constant, read_constants
+from agent.importing.reference_results import BASELINE_COMMIT, MAX_BYTES, ReferenceRow, ResultsProblems, read_results
 from agent.workspace import GIT_ENVIRONMENT, GIT_OPTIONS
 
 RESULTS = "results.tsv"
-COLUMNS = ("commit", "val_bpb", "memory_gb", "status", "description")
-STATUSES = ("keep", "discard", "crash")
 BRANCH_PREFIX = "autoresearch/"
-# prepare.py's name for each constant -> the key of trainer/prepare.py's TRACKS
-CONSTANTS = {"MAX_SEQ_LEN": "max_seq_len", "TIME_BUDGET": "time_budget", "EVAL_TOKENS": "eval_tokens",
-             "VOCAB_SIZE": "vocab_size"}
-HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
-OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-             ast.Div: operator.truediv, ast.Pow: operator.pow}
+UPSTREAMS = ("origin/HEAD", "master", "main", "origin/master", "origin/main")
 
 
 class ReferenceImportError(Exception):
     """A checkout that cannot be imported; the message names what is wrong and what to do. Nothing was written."""
-
-
-class ReferenceRow(BaseModel):
-    """One row of the reference's results.tsv."""
-    line: int                       # 1-based line number in results.tsv (the header is line 1)
-    commit: str
-    val_bpb: float
-    memory_gb: float
-    status: Literal["keep", "discard", "crash"]
-    description: str
 
 
 @dataclass(frozen=True)
@@ -65,23 +47,50 @@ class ReferenceCommit:
 @dataclass(frozen=True)
 class ReferenceNight:
     path: Path
-    branch: str
-    constants: dict[str, int | float]      # by TRACKS key
+    branch: str                            # as git names it: autoresearch/mar8, or origin/exp/H100/mar8
+    results_from: str                      # where results.tsv was read: the work tree, or the branch
+    constants: dict[str, Constant]         # by TRACKS key
     rows: list[ReferenceRow]
     commits: dict[str, ReferenceCommit]    # row commit as written -> the commit, for those the checkout holds
+    remote: bool                           # the branch is a remote-tracking one (a clone's origin/...)
+    resolved_baseline: str | None          # the commit git gave for a first row that says `baseline`
+    shallow: bool                          # a shallow clone: commits older than its depth are missing
 
     @property
     def tag(self) -> str:
-        return self.branch.removeprefix(BRANCH_PREFIX)
+        """The default tag: autoresearch/<tag>'s tag, else the checkout's folder and the branch."""
+        name = self.branch.split("/", 1)[1] if self.remote else self.branch
+        if name.startswith(BRANCH_PREFIX):
+            name = name.removeprefix(BRANCH_PREFIX)
+        else:
+            name = f"{self.path.name}-{name}"
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:64] or "imported"
+
+    def baseline(self) -> ReferenceCommit | None:
+        return self.commits.get(self.rows[0].commit)
 
 
 def read_night(path: Path, branch: str | None = None) -> ReferenceNight:
     repo = open_checkout(path)
     chosen = choose_branch(repo, branch)
-    rows = read_results(path / RESULTS)
-    constants = read_constants(repo, chosen)
+    text, results_from = results_text(repo, path, chosen)
+    problems = []
+    try:
+        rows = read_results(text, results_from)
+    except ResultsProblems as err:
+        problems.append(str(err))
+        rows = []
+    constants, constant_problems = read_constants(prepare_source(repo, chosen), f"prepare.py on {chosen}")
+    problems += constant_problems
+    if problems:
+        raise ReferenceImportError("; ".join(problems))
     commits = {row.commit: found for row in rows if (found := find_commit(repo, row.commit)) is not None}
-    return ReferenceNight(path.resolve(), chosen, constants, rows, commits)
+    resolved = resolve_baseline(repo, chosen, rows, commits) if rows[0].commit == BASELINE_COMMIT else None
+    if resolved is not None and (found := find_commit(repo, resolved)) is not None:
+        commits[BASELINE_COMMIT] = found
+    off_branch(repo, chosen, rows, commits, results_from)
+    return ReferenceNight(path.resolve(), chosen, results_from, constants, rows, commits,
+                          chosen not in branch_names(repo)[0], resolved, is_shallow(repo))
 
 
 def open_checkout(path: Path) -> git.Repo:
@@ -98,106 +107,131 @@ def open_checkout(path: Path) -> git.Repo:
     return repo
 
 
+def branch_names(repo: git.Repo) -> tuple[list[str], list[str]]:
+    """The local branches, and the remote-tracking ones a clone has (origin/...)."""
+    local = [head.name for head in repo.heads]
+    remote = [ref.name for ref in repo.references
+              if isinstance(ref, git.RemoteReference) and not ref.name.endswith("/HEAD")]
+    return local, remote
+
+
 def choose_branch(repo: git.Repo, branch: str | None) -> str:
-    """The named branch (with or without autoresearch/), else the checked-out autoresearch/ branch, else the
-    only one."""
-    names = [head.name for head in repo.heads]
-    ours = [name for name in names if name.startswith(BRANCH_PREFIX)]
+    """The named branch (with or without autoresearch/, local or on a remote), else the checked-out autoresearch/
+    branch, else the only autoresearch/ branch, local or remote."""
+    local, remote = branch_names(repo)
+    remotes = [r.name for r in repo.remotes]
     if branch is not None:
         for candidate in (branch, BRANCH_PREFIX + branch):
-            if candidate in names:
+            if candidate in local or candidate in remote:
                 return candidate
+            if found := [f"{name}/{candidate}" for name in remotes if f"{name}/{candidate}" in remote]:
+                return found[0]
         raise ReferenceImportError(f"{repo.working_dir} has no branch {branch!r}; its branches are "
-                                   f"{', '.join(names) or 'none'}")
-    if not repo.head.is_detached and repo.active_branch.name in ours:
+                                   f"{listed(local, remote)}")
+    if not repo.head.is_detached and repo.active_branch.name.startswith(BRANCH_PREFIX):
         return repo.active_branch.name
+    ours = [name for name in local if name.startswith(BRANCH_PREFIX)]
+    ours += [name for name in remote if name.split("/", 1)[1].startswith(BRANCH_PREFIX)
+             and name.split("/", 1)[1] not in local]
     if len(ours) == 1:
         return ours[0]
     raise ReferenceImportError(f"{repo.working_dir} has {len(ours) or 'no'} {BRANCH_PREFIX}<tag> branches"
-                               + (f" ({', '.join(ours)})" if ours else "")
-                               + ": name the night's branch with --branch")
+                               + (f" ({', '.join(ours)})" if ours else f"; its branches are {listed(local, remote)}")
+                               + ": name the night's branch with --branch (a remote one as it is, e.g. "
+                               "--branch origin/autoresearch/mar8)")
 
 
-def read_results(path: Path) -> list[ReferenceRow]:
-    if not path.is_file():
-        raise ReferenceImportError(f"no {RESULTS} in {path.parent}: the reference loop writes it there (untracked); "
-                                   "copy the night's results.tsv into the checkout, then import again")
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    if not lines or tuple(cell.strip() for cell in lines[0].split("\t")) != COLUMNS:
-        found = repr(lines[0][:120]) if lines else "an empty file"
-        raise ReferenceImportError(f"{path} line 1 is not the reference header: expected the tab-separated "
-                                   f"columns {' '.join(COLUMNS)}, found {found}")
-    rows = [parse_row(path, number, text) for number, text in enumerate(lines[1:], 2) if text.strip()]
-    if not rows:
-        raise ReferenceImportError(f"{path} has no rows under its header: there is no night to import")
-    if rows[0].status != "keep":
-        raise ReferenceImportError(f"{path} line {rows[0].line}: the first row is the baseline and must be keep, "
-                                   f"not {rows[0].status}")
-    return rows
+def listed(local: list[str], remote: list[str]) -> str:
+    names = local + [f"{name} (remote)" for name in remote]
+    return ", ".join(names[:30]) + (f" and {len(names) - 30} more" if len(names) > 30 else "") if names else "none"
 
 
-def parse_row(path: Path, number: int, text: str) -> ReferenceRow:
-    cells = text.split("\t", len(COLUMNS) - 1)  # a tab in the description stays in it
-
-    def bad(problem: str) -> ReferenceImportError:
-        return ReferenceImportError(f"{path} line {number}: {problem}; fix that line (columns: "
-                                    f"{' '.join(COLUMNS)}, tab-separated), then import again")
-
-    if len(cells) < len(COLUMNS):
-        raise bad(f"{len(cells)} column(s), expected {len(COLUMNS)} separated by tabs")
-    commit, val_bpb, memory_gb, status, description = (cell.strip() for cell in cells)
-    if not HEX.match(commit):
-        raise bad(f"commit {commit[:60]!r} is not a hexadecimal commit id")
-    numbers = {}
-    for name, value in (("val_bpb", val_bpb), ("memory_gb", memory_gb)):
-        try:
-            numbers[name] = float(value)
-        except ValueError:
-            raise bad(f"{name} {value[:60]!r} is not a number") from None
-        if not 0 <= numbers[name] < float("inf"):
-            raise bad(f"{name} {value[:60]!r} is not a finite number >= 0")
-    if status not in STATUSES:
-        raise bad(f"status {status[:60]!r} is not one of {', '.join(STATUSES)}")
-    return ReferenceRow(line=number, commit=commit.lower(), status=status, description=description, **numbers)
+def results_text(repo: git.Repo, path: Path, branch: str) -> tuple[str, str]:
+    """results.tsv as the night left it: the work tree's when the work tree is the branch (the reference leaves
+    it untracked there), else the one committed on the branch, else the work tree's (its rows are then checked
+    against the branch's history)."""
+    tip = repo.commit(branch)
+    work_tree = path / RESULTS
+    committed = blob(tip, RESULTS)
+    if work_tree.is_file() and (committed is None or repo.head.is_valid() and repo.head.commit == tip):
+        if work_tree.stat().st_size > MAX_BYTES:
+            raise ReferenceImportError(f"{work_tree} is {work_tree.stat().st_size:,} bytes, not a results.tsv")
+        return work_tree.read_text(encoding="utf-8", errors="replace"), str(work_tree)
+    if committed is not None:
+        if committed.size > MAX_BYTES:
+            raise ReferenceImportError(f"{RESULTS} on {branch} is {committed.size:,} bytes, not a results.tsv")
+        return committed.data_stream.read().decode("utf-8", errors="replace"), f"{RESULTS} on {branch}"
+    raise ReferenceImportError(f"no {RESULTS} in {path}, nor committed on {branch}: the reference loop writes it "
+                               "in the checkout (untracked); copy the night's results.tsv there, then import again")
 
 
-def read_constants(repo: git.Repo, branch: str) -> dict[str, int | float]:
-    """The track constants of the branch's prepare.py, read from its source (never run)."""
+def blob(commit: git.Commit, name: str) -> git.Blob | None:
     try:
-        source = repo.commit(branch).tree["prepare.py"].data_stream.read().decode("utf-8")
+        return commit.tree[name]
     except KeyError:
+        return None
+
+
+def prepare_source(repo: git.Repo, branch: str) -> str:
+    found = blob(repo.commit(branch), "prepare.py")
+    if found is None:
         raise ReferenceImportError(f"branch {branch} of {repo.working_dir} has no prepare.py: without it the "
                                    "night's constants (sequence length, budget, eval tokens, vocabulary) are "
-                                   "unknown") from None
-    found: dict[str, int | float] = {}
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-            if name in CONSTANTS:
-                try:
-                    found[CONSTANTS[name]] = constant_value(node.value)
-                except ValueError:
-                    raise ReferenceImportError(f"prepare.py on {branch} sets {name} to an expression that is not a "
-                                               "plain number; this import reads numbers and arithmetic only") from None
-    missing = [name for name, key in CONSTANTS.items() if key not in found]
-    if missing:
-        raise ReferenceImportError(f"prepare.py on {branch} does not set {', '.join(missing)}: it is not the "
-                                   "reference's prepare.py, so the night's track is unknown")
-    return found
+                                   "unknown")
+    if found.size > MAX_SOURCE_BYTES:
+        raise ReferenceImportError(f"prepare.py on {branch} is {found.size:,} bytes, not the reference's prepare.py")
+    return found.data_stream.read().decode("utf-8", errors="replace")
 
 
-def constant_value(node: ast.expr) -> int | float:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -constant_value(node.operand)
-    if isinstance(node, ast.BinOp) and type(node.op) in OPERATORS:
-        return OPERATORS[type(node.op)](constant_value(node.left), constant_value(node.right))
-    raise ValueError("not a number")
+def resolve_baseline(repo: git.Repo, branch: str, rows: list[ReferenceRow],
+                     commits: dict[str, ReferenceCommit]) -> str | None:
+    """The commit of a first row that says `baseline`: the parent of the first kept commit on the branch, else
+    where the branch left its upstream; None where git knows neither."""
+    for row in rows[1:]:
+        found = commits.get(row.commit)
+        if row.status == "keep" and found is not None and found.parent and on_history(repo, found.sha, branch):
+            return found.parent
+    for upstream in UPSTREAMS:
+        try:
+            if repo.commit(upstream).hexsha != repo.commit(branch).hexsha:
+                return repo.git.merge_base(upstream, branch)
+        except (git.GitCommandError, ValueError, git.BadName):
+            continue
+    return None
+
+
+def on_history(repo: git.Repo, sha: str, branch: str) -> bool:
+    try:
+        return repo.is_ancestor(sha, branch)
+    except git.GitCommandError:
+        return False
+
+
+def off_branch(repo: git.Repo, branch: str, rows: list[ReferenceRow], commits: dict[str, ReferenceCommit],
+               results_from: str) -> None:
+    """Refuses a results.tsv whose rows name commits that grew from no point of the branch's history (the rows of
+    another branch), naming every such line."""
+    strangers = [row for row in rows if (found := commits.get(row.commit)) is not None
+                 and not on_history(repo, found.sha, branch)
+                 and not (found.parent and on_history(repo, found.parent, branch))]
+    if strangers:
+        lines = ", ".join(f"{row.line} ({row.commit})" for row in strangers[:20])
+        raise ReferenceImportError(f"{results_from}: the commits of line(s) {lines} are not on {branch}'s history, "
+                                   "so these rows belong to another branch: name that branch with --branch, or "
+                                   "import a results.tsv of this one")
+
+
+def is_shallow(repo: git.Repo) -> bool:
+    try:
+        return repo.git.rev_parse("--is-shallow-repository") == "true"
+    except git.GitCommandError:
+        return False
 
 
 def find_commit(repo: git.Repo, commit: str) -> ReferenceCommit | None:
     """The commit results.tsv names, reachable or not, with its train.py; None where the checkout lacks either."""
+    if commit == BASELINE_COMMIT:
+        return None
     try:
         sha = repo.git.rev_parse("--verify", "--quiet", f"{commit}^{{commit}}")
         found = repo.commit(sha)
@@ -205,5 +239,8 @@ def find_commit(repo: git.Repo, commit: str) -> ReferenceCommit | None:
     except (git.GitCommandError, ValueError, KeyError, UnicodeDecodeError):
         return None
     parent = found.parents[0].hexsha if found.parents else None
-    diff = repo.git.diff("--no-ext-diff", "--no-textconv", parent, sha, "--", "train.py") if parent else ""
+    try:
+        diff = repo.git.diff("--no-ext-diff", "--no-textconv", parent, sha, "--", "train.py") if parent else ""
+    except git.GitCommandError:  # the parent is past a shallow clone's depth
+        parent, diff = None, ""
     return ReferenceCommit(sha, parent, source, diff, float(found.committed_date))

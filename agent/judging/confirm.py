@@ -36,7 +36,7 @@ def confirm(workspace: Workspace, runner: Runner | None = None, timeout: float =
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     evaluated: dict[str, Evaluation] = {}
     confirmed: list[ConfirmedCommit] = []
-    for record in (kept[0], kept[-1]):  # the baseline, the best
+    for record in (kept[0], history.best()):
         if record.id not in evaluated:  # the best may still be the baseline
             evaluated[record.id] = evaluate_saved(workspace, runner or LocalRunner(), record, timeout)
         evaluation = evaluated[record.id]

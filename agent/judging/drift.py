@@ -28,7 +28,7 @@ def control_due(records: list[ExperimentRecord], settings: LoopSettings) -> Expe
         return None
     if wants_noise_floor(records, settings.noise_seeds, settings.noise_every_keeps):
         return None  # the floor re-runs the best: a control beside it would only repeat it
-    best = History(records).best()
+    best = History(records).head()
     if best is None:
         return None
     became = max(i for i, r in enumerate(records) if r.status == ExperimentStatus.KEEP)

@@ -21,9 +21,21 @@ class History:
         """Every keep, the baseline first: the branch's history."""
         return [r for r in self.records if r.status == ExperimentStatus.KEEP]
 
-    def best(self) -> ExperimentRecord | None:
+    def head(self) -> ExperimentRecord | None:
+        """The last keep: the branch head, what the loop builds on and judges against."""
         kept = self.kept()
         return kept[-1] if kept else None
+
+    def best(self) -> ExperimentRecord | None:
+        """The keep with the lowest val_bpb of record (the mean of its runs, see runs_of), the later of equals: what
+        every view names as the best. In a night this loop ran it is the head but for a keep that simplified at a
+        small cost; in an imported night an agent may have kept a worse change last."""
+        best, lowest = None, None
+        for record in self.kept():
+            values = self.runs_of(record.commit)
+            if values and (lowest is None or statistics.fmean(values) <= lowest):
+                best, lowest = record, statistics.fmean(values)
+        return best or self.head()
 
     def baseline(self) -> ExperimentRecord | None:
         kept = self.kept()

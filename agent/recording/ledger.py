@@ -129,6 +129,9 @@ class Ledger:
     def best(self) -> ExperimentRecord | None:
         return self.history().best()
 
+    def head(self) -> ExperimentRecord | None:
+        return self.history().head()
+
     def kept(self) -> list[ExperimentRecord]:
         return self.history().kept()
 
@@ -136,11 +139,12 @@ class Ledger:
         return any(r.id == experiment_id for r in self.records)
 
     def prune_checkpoints(self, in_use: set[Path]) -> None:
-        """Keeps the weights of the baseline and of the best (what `confirm` evaluates) and those in use by
+        """Keeps the weights of the baseline, the head and the best (what `confirm` evaluates) and those in use by
         records not written yet (a would-be keep is verified from them); the rest go."""
         kept = self.kept()
         workspace_dir = self.jsonl.parent
-        wanted = {workspace_dir / r.checkpoint for r in kept[:1] + kept[-1:] if r.checkpoint} | in_use
+        best = [best] if (best := self.best()) is not None else []
+        wanted = {workspace_dir / r.checkpoint for r in kept[:1] + kept[-1:] + best if r.checkpoint} | in_use
         for path in (workspace_dir / "checkpoints").glob("*.pt"):
             if path not in wanted:
                 path.unlink(missing_ok=True)

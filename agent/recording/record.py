@@ -227,6 +227,8 @@ class Imported(_Part):
     reference_commit: str              # the commit as results.tsv names it
     reference_parent: str | None = None  # that commit's parent in the checkout, where the commit exists there
     diff_available: bool = False       # False: the commit is not in the checkout, so its change is unknown
+    status: str | None = None          # the status as the night wrote it (a fork's word is mapped onto ours)
+    extra: dict[str, str] = {}         # the columns of its row beyond the reference's five, by name
 
 
 class ExperimentRecord(BaseModel):
@@ -313,6 +315,11 @@ class ExperimentRecord(BaseModel):
     def hardware(self) -> Hardware | None:
         """The machine its first run trained on (its fingerprint, as the harness read it there)."""
         return next((run.hardware for run in self.runs if run.hardware is not None), None)
+
+    @property
+    def shown_commit(self) -> str:
+        """The commit as the night knows it: this workspace's, or for an imported row the night's own."""
+        return self.imported.reference_commit if self.imported else self.commit[:7]
 
     @property
     def measured(self) -> list[float]:

@@ -22,10 +22,10 @@ def settle_interrupted(workspace: Workspace, ledger: Ledger, say=print) -> None:
     for draft in ledger.in_flight():
         if not ledger.has(draft.id):
             transcript = Transcript(workspace.dir / "transcripts" / f"{draft.id}.jsonl")
-            record_interrupted(workspace, ledger, draft, ledger.best(), transcript)
+            record_interrupted(workspace, ledger, draft, ledger.head(), transcript)
             say(f"{draft.id} was interrupted by a stopped loop; recorded once as interrupted")
     ledger.clear_in_flight()  # unreadable markers too: every experiment they could name is settled
-    best = ledger.best()
+    best = ledger.head()
     if best is not None and (workspace.head() != best.commit or not workspace.is_clean()):
         workspace.reset_to(best.commit)
 

@@ -34,7 +34,8 @@ def write_report(workspace: Workspace, plot_style: str = "ours") -> Path:
     h = headline(records, night_calibration(workspace.dir, workspace.track, records), stored_gpu_price(workspace))
     index.write_text(page(workspace.tag, workspace.track, records, h, png, cumulative, events,
                           confirmation, read_failures(workspace.dir), read_notes(workspace.dir).text,
-                          read_in_flight(workspace.dir), doing(workspace), stored_keep_rule(workspace)))
+                          read_in_flight(workspace.dir), doing(workspace), stored_keep_rule(workspace),
+                          workspace.settings.get("imported")))
     return index
 
 

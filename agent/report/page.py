@@ -49,7 +49,10 @@ border-radius:8px;padding:6px 12px}.event{border-left:3px solid #cbd2d9;padding:
 """
 
 
-def diff_html(diff: str) -> str:
+def diff_html(diff: str, record: ExperimentRecord | None = None) -> str:
+    if record is not None and record.imported is not None and not record.imported.diff_available:
+        return (f"<p class='small'>(diff not available: commit {escape(record.imported.reference_commit)} is not in "
+                "the checkout the night was imported from)</p>")
     if not diff.strip():
         return "<p class='small'>(no change)</p>"
     return f"<div class='diff'>{highlight(diff, DiffLexer(), HtmlFormatter(noclasses=True, nowrap=False))}</div>"
@@ -60,14 +63,15 @@ def _value(v) -> str:
 
 
 def cards(h: Headline) -> str:
+    unrecorded = "not recorded by the night"
     items = [
         (f"{_value(h.baseline)} → {_value(h.best)}", f"val_bpb, baseline → best ({h.gain_percent:.2f}% better)"),
         (f"{h.experiments}", "experiments"),
-        (f"{100 * h.keep_rate:.0f}%", f"keep rate ({h.keeps} kept)"),
+        (f"{100 * h.keep_rate:.0f}%", f"keep rate ({h.keeps} kept besides the baseline)"),
         (", ".join(f"{k} {100 * v:.0f}%" for k, v in h.crash_rates.items()) or "none", "crash rate by class"),
         (f"{h.hours:.2f} h", "wall clock"),
-        (f"{100 * h.duty_cycle:.0f}%", "duty cycle (training / wall seconds)"),
-        (f"{h.tokens:,} / ${h.cost_usd:.2f}", "LLM tokens / cost"),
+        (unrecorded if h.imported else f"{100 * h.duty_cycle:.0f}%", "duty cycle (training / wall seconds)"),
+        (unrecorded if h.imported and not h.tokens else f"{h.tokens:,} / ${h.cost_usd:.2f}", "LLM tokens / cost"),
         (f"{h.gain_per_gpu_hour:.4g}" if h.gain_per_gpu_hour is not None else "no GPU time recorded",
          f"val_bpb gained per GPU-hour ({h.gpu_hours:.2f} GPU-hours: every run's wall clock, one GPU each)"),
         (f"{h.gain_per_usd:.4g}" if h.gain_per_usd is not None else "nothing spent",
@@ -117,10 +121,31 @@ def kept_changes(records: list[ExperimentRecord]) -> str:
         parts.append(
             f"<div class='change' id='keep-{escape(r.id)}'><b>{escape(r.id)}</b> "
             f"{escape(r.description)} — val_bpb {_value(r.val_bpb)} (gain {gain:.6f}, {escape(how)}) · program "
-            f"{escape(str(r.program.name))} · "
+            f"{escape(program_name(r))} · "
             f"<a href='#t-{escape(r.id)}'>transcript</a>{verdict_html(r)}<div class='small'>model: {config_html}</div>"
-            f"{diff_html(r.diff)}</div>")
+            f"{diff_html(r.diff, r)}</div>")
     return "".join(parts) or "<p>No change beat the baseline yet.</p>"
+
+
+def program_name(record: ExperimentRecord) -> str:
+    if record.program.name:
+        return str(record.program.name)
+    return "not recorded" if record.imported is not None else ""
+
+
+def imported_html(imported: dict | None) -> str:
+    """Where an imported night came from and what it ran under."""
+    if not imported:
+        return ""
+    said = [f"imported from {imported['from']} (branch {imported['branch']})"]
+    if imported.get("constants"):
+        said.append(f"ran under {', '.join(imported['constants'])}; hardware "
+                    f"{imported.get('hardware') or 'not recorded'}")
+    if imported.get("statuses"):
+        said.append("statuses read as ours: " + ", ".join(f"{k} -> {v}" for k, v in imported["statuses"].items()))
+    said.append(f"`run` cannot continue it: {imported['cannot_continue']}" if imported.get("cannot_continue")
+                else "`run` goes on from its last keep")
+    return "".join(f"<div class='meta'>{escape(line)}</div>" for line in said)
 
 
 def noise_and_holdout(records: list[ExperimentRecord], confirmation: Confirmation | None, track: str = "",
@@ -219,7 +244,7 @@ def experiments_table(records: list[ExperimentRecord]) -> str:
             f"<td>{_value(r.val_bpb)}</td>"
             f"<td>{escape(r.triage_shown)}</td><td>{escape(where_ran(r) or '-')}</td>"
             f"<td>{escape(str(r.proposer or ''))}</td>"
-            f"<td>{escape(str(r.program.name or ''))}</td><td>${cost:.4f}</td>"
+            f"<td>{escape(program_name(r))}</td><td>{'-' if r.imported else f'${cost:.4f}'}</td>"
             f"<td>{escape(r.description)}<div class='small'>{escape(r.reason)}</div>{verdict_html(r)}</td>"
             f"<td>{reasoning_cell(r, lessons)}</td></tr>")
     return ("<table><tr><th>id</th><th>status</th><th>kind</th><th>val_bpb</th><th>triage</th><th>ran on</th>"
@@ -303,7 +328,8 @@ def transcripts(records: list[ExperimentRecord], events_by_id: dict[str, list[di
 def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, plot_png: bytes, cumulative_diff: str,
          events_by_id: dict[str, list[dict]], confirmation: Confirmation | None = None,
          failures: list | None = None, notes: str = "", in_flight: list[ExperimentRecord] | None = None,
-         doing: dict[str, list[str]] | None = None, keep_rule: KeepRule | None = None) -> str:
+         doing: dict[str, list[str]] | None = None, keep_rule: KeepRule | None = None,
+         imported: dict | None = None) -> str:
     plot = base64.b64encode(plot_png).decode()
     generated = time.strftime("%Y-%m-%d %H:%M")
     return f"""<!doctype html>
@@ -311,7 +337,7 @@ def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, pl
 <style>{STYLE}</style></head><body>
 <h1>{escape(tag)}</h1>
 <div class="meta">track {escape(str(track.get('track')))} · data {escape(str(track.get('fingerprint', ''))[:12])}
- · generated {generated}</div>
+ · generated {generated}</div>{imported_html(imported)}
 {cards(h)}{failed_proposals(failures or [])}{in_flight_section(in_flight or [], doing or {})}
 <img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">
 <h2>Kept changes</h2>{kept_changes(records)}

@@ -105,8 +105,8 @@ def reference_progress_png(records: list[ExperimentRecord], title: str) -> bytes
             ax.set_ylim(best - margin, valid[0].val_bpb + margin)
     ax.set_xlabel("Experiment #", fontsize=12)
     ax.set_ylabel("Validation BPB (lower is better)", fontsize=12)
-    ax.set_title(f"Autoresearch Progress: {len(experiments)} Experiments, {len(kept)} Kept Improvements\n{title}",
-                 fontsize=14)
+    ax.set_title(f"Autoresearch Progress: {len(experiments)} Experiments, {max(len(kept) - 1, 0)} Kept Improvements "
+                 f"besides the baseline\n{title}", fontsize=14)
     ax.legend(loc="upper right", fontsize=9)
     ax.grid(True, alpha=0.2)
     return _png(fig)

@@ -20,7 +20,7 @@ from agent.recording.novelty_share import tally
 from agent.recording.proposal_failures import read_failures
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import lessons_by_id, reasoning
-from agent.report.summary import headline, night_calibration, parse_time, where_ran
+from agent.report.summary import commit_mean, headline, night_calibration, parse_time, where_ran
 from agent.report.verdict import record_verdict
 from agent.running.run_progress import Phase, describe, last_step_line, read_phases
 from agent.untrusted import bounded, shown
@@ -39,18 +39,22 @@ def status_view(workspace: Workspace) -> Group:
     else:
         h = headline(records, night_calibration(workspace.dir, workspace.track, records), stored_gpu_price(workspace))
         profile = (workspace.settings.get("profile") or {}).get("name")
+        imported = workspace.settings.get("imported")
+        duty = "duty cycle not recorded" if imported else f"duty cycle {h.duty_cycle:.0%}"
         lines.append(Text.from_markup(
             f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}"
             + (f" (profile {profile})" if profile else "") + f", {h.experiments} experiments, "
-            f"{h.keeps} kept, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, duty cycle {h.duty_cycle:.0%}"))
-        if imported := workspace.settings.get("imported"):
-            lines.append(shown(f"imported from {imported['from']} ({imported['branch']}); "
-                               + (f"`run` cannot continue it: {imported['cannot_continue']}"
-                                  if imported.get("cannot_continue") else "`run` goes on from its best")))
-        best = History(records).best() if h.best is not None else None
+            f"{h.keeps} kept besides the baseline, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, {duty}"))
+        if imported:
+            lines.extend(shown(line) for line in imported_lines(imported))
+        history = History(records)
+        best = history.best() if h.best is not None else None
         if best:
-            lines.append(shown(f"best val_bpb {h.best:.6f} ({best.commit[:7]}, {bounded(best.description)}); "
+            lines.append(shown(f"best val_bpb {h.best:.6f} ({best.shown_commit}, {bounded(best.description)}); "
                                f"baseline {h.baseline:.6f}, {h.gain_percent:.2f}% better"))
+            if (head := history.head()) is not None and head.id != best.id:
+                lines.append(shown(f"the branch head is the last keep, {head.id} ({head.shown_commit}, "
+                                   f"{bounded(head.description)}), val_bpb {commit_mean(records, head):.6f}"))
         floors = [r for r in records if r.status == ExperimentStatus.NOISE]
         if floors:
             floor = floors[-1]
@@ -72,6 +76,8 @@ def status_view(workspace: Workspace) -> Group:
             lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
         if h.tokens:
             lines.append(Text(f"LLM: {h.tokens:,} tokens, ${h.cost_usd:.2f} so far"))
+        elif imported:
+            lines.append(Text("LLM: tokens and cost not recorded by the night"))
         if kinds := tally(records):
             lines.append(Text("kinds of change: " + "; ".join(kind.line() for kind in kinds)))
         lines.extend(Text(line) for line in plateau_lines(records))
@@ -89,6 +95,19 @@ def status_view(workspace: Workspace) -> Group:
     if records:
         lines.append(last_experiments(records))
     return Group(*lines)
+
+
+def imported_lines(imported: dict) -> list[str]:
+    """Where an imported night came from, what it ran under, and whether `run` may go on with it."""
+    lines = [f"imported from {imported['from']} (branch {imported['branch']}"
+             + (f", {imported['results']}" if imported.get("results") else "") + ")"]
+    if constants := imported.get("constants"):
+        lines.append(f"ran under {', '.join(constants)}; hardware {imported.get('hardware') or 'not recorded'}")
+    if statuses := imported.get("statuses"):
+        lines.append("statuses read as ours: " + ", ".join(f"{word} -> {ours}" for word, ours in statuses.items()))
+    lines.append(f"`run` cannot continue it: {imported['cannot_continue']}" if imported.get("cannot_continue")
+                 else "`run` goes on from its last keep")
+    return lines
 
 
 def control_lines(records: list[ExperimentRecord]) -> list[Text]:

@@ -36,6 +36,7 @@ class Headline:
     calibration: Calibration | None = None  # the calibrated baseline of the machine the best trained on
     gpu_hours: float = 0.0                  # the runs' wall clock x one GPU each
     gpu_cost_usd: float | None = None       # gpu_hours at --gpu-usd-per-hour; None where no price was given
+    imported: bool = False                  # a night another loop ran: timings, LLM spend, programs unrecorded
 
     @property
     def offset(self) -> float | None:
@@ -78,7 +79,7 @@ def headline(records: list[ExperimentRecord], calibration: Calibration | None = 
     wall = (parse_time(records[-1].finished) - parse_time(records[0].started)) if records else 0.0
     return Headline(
         baseline=commit_mean(records, kept[0]) if kept else None,
-        best=commit_mean(records, kept[-1]) if kept else None, experiments=len(experiments),
+        best=commit_mean(records, history.best()) if kept else None, experiments=len(experiments),
         keeps=len(keeps), keep_rate=len(keeps) / len(proposed) if proposed else 0.0,
         crash_rates={k: v / len(experiments) for k, v in sorted(crashes.items())},
         hours=wall / 3600, duty_cycle=sum(map(training_seconds, records)) / wall if wall > 0 else 0.0,
@@ -87,7 +88,8 @@ def headline(records: list[ExperimentRecord], calibration: Calibration | None = 
         confirmed=sum(1 for r in keeps if len(r.runs) > 1),
         hardware=list(dict.fromkeys(r.hardware.describe() for r in records if r.hardware)), calibration=calibration,
         gpu_hours=gpu_hours(records),
-        gpu_cost_usd=gpu_cost_usd(records, gpu_usd_per_hour) if gpu_usd_per_hour else None)
+        gpu_cost_usd=gpu_cost_usd(records, gpu_usd_per_hour) if gpu_usd_per_hour else None,
+        imported=any(r.imported is not None for r in records))
 
 
 def night_calibration(workspace_dir: Path, track: dict, records: list[ExperimentRecord]) -> Calibration | None:

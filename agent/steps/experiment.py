@@ -121,7 +121,7 @@ class Steps:
         # the best and what is in flight as they are when its conversation opens
         with self.shared.conversations.held(experiment.id, self.shared.check), self.shared.proposer_turn():
             with self.shared.lock:
-                best, head = self.ledger.best(), self.workspace.head()
+                best, head = self.ledger.head(), self.workspace.head()
                 train_source = self.workspace.file_at("train.py", head)
             experiment.best, experiment.record.parent = best, head
             if best is None:
@@ -151,7 +151,7 @@ class Steps:
         while True:
             with self.shared.lock:
                 self.shared.check()
-                best, head = self.ledger.best(), self.workspace.head()
+                best, head = self.ledger.head(), self.workspace.head()
                 if experiment.best is None or head == experiment.record.parent or self.proposing.reapplied(
                         experiment.id, experiment.proposal, best, self.workspace.file_at("train.py", head),
                         experiment.transcript):
@@ -237,7 +237,7 @@ class Steps:
         longer apply or it was re-based MAX_REBASES times."""
         with self.shared.lock:
             self.shared.check()
-            best, head = self.ledger.best(), self.workspace.head()
+            best, head = self.ledger.head(), self.workspace.head()
             draft = experiment.record
             draft.rebased_from.append(RebasedFrom(parent=draft.parent, commit=draft.commit, runs=draft.runs,
                                                   status=str(experiment.judgement.status)))

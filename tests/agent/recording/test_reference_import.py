@@ -5,9 +5,7 @@ as a workspace that status, report, the research memory and `run` work on."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import git
 import pytest
 from typer.testing import CliRunner
 
@@ -23,79 +21,10 @@ from agent.proposers.toolbox import ToolBox, history_table
 from agent.recording.ledger import Ledger
 from agent.recording.record import ExperimentStatus
 from agent.workspace import Workspace
+from tests.helpers.reference_checkout import HEADER, PROGRAM, REFERENCE_PREPARE, TRAINER, Checkout, reference_night
 from tests.helpers.synthetic_runner import SyntheticRunner
 from trainer.hyperparameters import train_source_for_track
 from trainer.prepare import TRACKS
-
-PROGRAM = Path(__file__).resolve().parents[3] / "prompts" / "program.md"
-TRAINER = Path(__file__).resolve().parents[3] / "trainer"
-REFERENCE_PREPARE = '''"""One-time data preparation (the reference's shape: its constants, nothing else here)."""
-MAX_SEQ_LEN = {seq}       # context length
-TIME_BUDGET = 300        # training time budget in seconds (5 minutes)
-EVAL_TOKENS = 40 * 524288  # number of tokens for val eval
-CACHE_DIR = "~/.cache/autoresearch"
-VOCAB_SIZE = 8192
-'''
-REFERENCE_TRAIN = '''from prepare import MAX_SEQ_LEN, TIME_BUDGET, Tokenizer, make_dataloader, evaluate_bpb
-DEPTH = 8
-MATRIX_LR = 0.04
-WARMDOWN_RATIO = 0.5
-model = None  # the reference builds and trains its model at the top level
-'''
-HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
-
-
-class Checkout:
-    """A git checkout like the reference loop's: experiments are committed on autoresearch/<tag>; a discard or a
-    crash is reset away, so its commit is an unreachable object."""
-
-    def __init__(self, path: Path, train: str = REFERENCE_TRAIN, seq: int = 2048, tag: str = "dec4"):
-        self.path = path
-        self.repo = git.Repo.init(path, initial_branch="master")
-        with self.repo.config_writer() as config:
-            config.set_value("user", "name", "researcher")
-            config.set_value("user", "email", "researcher@localhost")
-        (path / "prepare.py").write_text(REFERENCE_PREPARE.format(seq=seq))
-        (path / "train.py").write_text(train)
-        self.repo.index.add(["prepare.py", "train.py"])
-        self.repo.index.commit("initial")
-        self.repo.git.checkout("-b", f"autoresearch/{tag}")
-        self.rows: list[str] = []
-
-    def experiment(self, old: str, new: str, message: str) -> str:
-        train = self.path / "train.py"
-        train.write_text(train.read_text().replace(old, new))
-        self.repo.index.add(["train.py"])
-        return self.repo.index.commit(message).hexsha
-
-    def reset_to(self, commit: str) -> None:
-        self.repo.git.reset("--hard", commit)
-
-    def row(self, commit: str, val_bpb: float, memory_gb: float, status: str, description: str) -> None:
-        self.rows.append(f"{commit[:7]}\t{val_bpb:.6f}\t{memory_gb:.1f}\t{status}\t{description}\n")
-
-    def write_results(self, extra: str = "") -> None:
-        (self.path / "results.tsv").write_text(HEADER + "".join(self.rows) + extra)
-
-
-def reference_night(path: Path, train: str = REFERENCE_TRAIN) -> tuple[Checkout, dict[str, str]]:
-    """baseline, keep, discard (reset away), crash (reset away), a row whose commit is gone, keep."""
-    checkout = Checkout(path, train)
-    commits = {"baseline": checkout.repo.head.commit.hexsha}
-    checkout.row(commits["baseline"], 0.997900, 44.0, "keep", "baseline")
-    commits["keep1"] = checkout.experiment("MATRIX_LR = 0.04", "MATRIX_LR = 0.05", "raise matrix lr")
-    checkout.row(commits["keep1"], 0.993100, 44.0, "keep", "raise matrix lr to 0.05")
-    commits["discard"] = checkout.experiment("DEPTH = 8", "DEPTH = 12", "deeper")
-    checkout.reset_to(commits["keep1"])
-    checkout.row(commits["discard"], 0.995500, 60.2, "discard", "depth 12")
-    commits["crash"] = checkout.experiment("DEPTH = 8", "DEPTH = 64", "much deeper")
-    checkout.reset_to(commits["keep1"])
-    checkout.row(commits["crash"], 0.0, 0.0, "crash", "depth 64 (OOM)")
-    checkout.row("0badc0d", 0.996000, 44.1, "discard", "a commit lost since")
-    commits["keep2"] = checkout.experiment("WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.6", "longer warmdown")
-    checkout.row(commits["keep2"], 0.990200, 44.0, "keep", "warmdown 0.6")
-    checkout.write_results()
-    return checkout, commits
 
 
 @pytest.fixture
@@ -109,7 +38,7 @@ def test_a_reference_night_becomes_a_workspace_that_status_report_and_memory_rea
     night = import_reference(checkout.path, PROGRAM, root=tmp_path / "workspaces")
     workspace = night.workspace
     assert (workspace.tag, workspace.branch, night.track) == ("dec4", "autoresearch/dec4", "gpu")
-    assert (night.experiments, night.keeps, night.without_diff) == (6, 3, ["0badc0d"])
+    assert (night.experiments, night.keeps, night.without_diff) == (6, 2, ["0badc0d"])
 
     records = Ledger(workspace.dir).records
     assert [r.status for r in records] == [ExperimentStatus.KEEP, ExperimentStatus.KEEP, ExperimentStatus.DISCARD,
@@ -149,8 +78,9 @@ def test_a_reference_night_becomes_a_workspace_that_status_report_and_memory_rea
     result = CliRunner().invoke(cli.app, ["status", "--tag", "dec4", "--workspaces", str(tmp_path / "workspaces")],
                                 terminal_width=300)
     assert result.exit_code == 0, result.output
-    assert "6 experiments, 2 kept, keep rate 40%" in result.output  # the baseline is no keep of a proposal
-    assert f"best val_bpb 0.990200 ({keep2.commit[:7]}, warmdown 0.6)" in result.output
+    assert "6 experiments, 2 kept besides the baseline, keep rate 40%" in result.output
+    assert f"best val_bpb 0.990200 ({commits['keep2'][:7]}, warmdown 0.6)" in result.output  # the night's commit id
+    assert "duty cycle not recorded" in result.output and "LLM: tokens and cost not recorded" in result.output
     assert "imported from" in result.output and "cannot continue" in result.output
 
     # the research memory: the history table and the diffs the proposer's tools show
@@ -194,7 +124,8 @@ def test_run_refuses_the_reference_train_py_saying_why(tmp_path, empty_cache):
     result = CliRunner().invoke(cli.app, ["import", "--from", str(checkout.path), "--tag", "again",
                                           "--workspaces", str(tmp_path / "workspaces")], terminal_width=400)
     assert result.exit_code == 0, result.output
-    assert "imported 6 experiments (3 kept)" in result.output and "diffs are not available: 0badc0d" in result.output
+    assert "imported 6 experiments (2 kept besides the baseline)" in result.output
+    assert "diffs are not available: 0badc0d" in result.output
     assert "`run --tag again` refuses it" in result.output
 
 
@@ -251,12 +182,11 @@ def test_a_night_whose_train_py_fits_the_harness_goes_on_from_its_best(tmp_path,
 @pytest.mark.parametrize("damage, expected", [
     ("no git", "is not a git checkout"),
     ("no results", "no results.tsv in"),
-    ("short row", "results.tsv line 8: 3 column(s), expected 5"),
-    ("bad number", "results.tsv line 8: val_bpb 'fast' is not a number"),
-    ("bad status", "results.tsv line 8: status 'maybe' is not one of keep, discard, crash"),
-    ("bad commit", "results.tsv line 8: commit 'not-a-sha' is not a hexadecimal commit id"),
-    ("bad header", "results.tsv line 1 is not the reference header"),
-    ("other constants", "differs from track gpu, the nearest here: max_seq_len 1024 (track: 2048)"),
+    ("short row", "results.tsv: line 8: 3 column(s) where the header has 5"),
+    ("bad number", "results.tsv: line 8: val_bpb 'fast' is not a positive number, and the row is a keep"),
+    ("bad commit", "results.tsv: line 8: commit 'not-a-sha' is not a hexadecimal commit id"),
+    ("bad header", "results.tsv: line 1 has no val_bpb column"),
+    ("hostile constant", "prepare.py on autoresearch/dec4 sets EVAL_TOKENS = 10 ** 10 ** 8, an exponent above 64"),
     ("existing tag", "already exists: import under another --tag"),
 ])
 def test_bad_input_is_refused_naming_what_is_wrong_and_loses_nothing(damage, expected, tmp_path, empty_cache):
@@ -274,16 +204,15 @@ def test_bad_input_is_refused_naming_what_is_wrong_and_loses_nothing(damage, exp
         checkout.write_results("abcdef0\t0.99\tkeep\n")
     elif damage == "bad number":
         checkout.write_results("abcdef0\tfast\t44.0\tkeep\tx\n")
-    elif damage == "bad status":
-        checkout.write_results("abcdef0\t0.99\t44.0\tmaybe\tx\n")
     elif damage == "bad commit":
         checkout.write_results("not-a-sha\t0.99\t44.0\tkeep\tx\n")
     elif damage == "bad header":
-        results.write_text(results.read_text().replace("memory_gb", "memory"))
-    elif damage == "other constants":
-        (checkout.path / "prepare.py").write_text(REFERENCE_PREPARE.format(seq=1024))
+        results.write_text(results.read_text().replace("val_bpb", "val_loss"))
+    elif damage == "hostile constant":
+        (checkout.path / "prepare.py").write_text(REFERENCE_PREPARE.format(seq=2048).replace(
+            "40 * 524288", "10 ** 10 ** 8"))
         checkout.repo.index.add(["prepare.py"])
-        checkout.repo.index.commit("shorter rows")
+        checkout.repo.index.commit("a constant no machine computes")
     elif damage == "existing tag":
         (root / "dec4").mkdir(parents=True)
         (root / "dec4" / "keep.txt").write_text("mine")
