@@ -64,7 +64,7 @@ class LedgerWatch:
         if record.status == ExperimentStatus.KEEP and record.val_bpb is not None:
             if record.proposer != "baseline" and self.best is not None:
                 said.append(events.keep(self.tag, record.id, record.description, record.val_bpb, self.best))
-            self.best = record.val_bpb
+            self.best = record.val_bpb if self.best is None else min(self.best, record.val_bpb)
         self.crashes = self.crashes + 1 if record.status == ExperimentStatus.CRASH else 0
         if self.crashes and self.crashes % self.crash_streak == 0:
             said.append(events.crash_streak(self.tag, record.id, self.crashes, self.best))

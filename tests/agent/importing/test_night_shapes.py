@@ -160,7 +160,8 @@ def test_a_night_under_other_constants_is_readable_and_run_refuses_it_in_its_own
 
     said, status, page, workspace = imported_and_read(checkout.path, tmp_path / "ws")
     assert "(track imported, branch autoresearch/dec4)" in said
-    words = "TIME_BUDGET = 1200 where track gpu has 300; EVAL_TOKENS = 3 * 524288 (1572864) where track gpu has 20971520"
+    words = ("TIME_BUDGET = 1200 where track gpu has 300; EVAL_TOKENS = 3 * 524288 (1572864) where track gpu has "
+             "20971520")
     assert words in said and words in status and "ran under MAX_SEQ_LEN = 2048, TIME_BUDGET = 1200" in status
     assert "best val_bpb 0.990200" in status and "hardware not recorded by the night" in page
     assert workspace.track["constants"]["eval_tokens"] == 3 * 524288

@@ -106,7 +106,8 @@ def test_headline_numbers_match_an_independent_count(reported):
     gain = 100 * (baseline - best) / baseline
     assert cards[f"{baseline:.6f} → {best:.6f}"].startswith(f"val_bpb, baseline → best ({gain:.2f}%")
     assert flipped["experiments"] == "3"
-    assert flipped[f"keep rate ({sum(r['status'] == 'keep' for r in proposed)} kept)"] == f"{keep_rate}%"
+    assert flipped[f"keep rate ({sum(r['status'] == 'keep' for r in proposed)} kept besides the baseline)"] == (
+        f"{keep_rate}%")
     assert flipped["duty cycle (training / wall seconds)"] == f"{duty}%"
     assert flipped["LLM tokens / cost"] == f"{tokens:,} / ${cost:.2f}" and tokens == 3600  # 3 calls
     assert cards[f"{floor['sigma']:.6f}"].startswith("sigma of val_bpb between seeds")
