@@ -100,3 +100,18 @@ def test_commits_of_experiments_move_nothing_until_one_is_kept(workspace):
     with pytest.raises(WorkspaceError, match="was not made on the best"):
         workspace.advance_to(second)  # its parent is no longer the best
     assert workspace.head() == first
+
+
+def test_the_best_is_the_lowest_keep_and_its_weights_stay_while_the_loop_builds_on_the_head(tmp_path):
+    """A keep that simplified at a small cost moves the head, not the best: views name the lowest keep, the loop
+    builds on the head, and the best's weights are kept for `confirm`."""
+    ledger = Ledger(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    for number, (status, value) in enumerate([("keep", 1.0), ("keep", 0.9), ("discard", 0.95), ("keep", 0.92)]):
+        checkpoint = f"checkpoints/{number:04d}.pt"
+        (tmp_path / checkpoint).write_bytes(b"weights")
+        ledger.append(ExperimentRecord(id=f"{number:04d}", status=status, commit=f"c{number}", val_bpb=value,
+                                       checkpoint=checkpoint, description=f"change {number}"))
+    assert (ledger.best().id, ledger.head().id) == ("0001", "0003")
+    ledger.prune_checkpoints(set())
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["0000.pt", "0001.pt", "0003.pt"]
