@@ -18,7 +18,7 @@ from rich.text import Text
 from agent.proposers.registry import proposers_help, unknown_proposer
 from agent.running.registry import RunnerOptions, implied_runner, runner_problem, runners_help
 from agent.settings import RunSettings
-from agent.untrusted import bounded, shown
+from agent.untrusted import bounded, escape_controls, shown
 from trainer.prepare import TRACKS, PrepareError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -88,6 +88,11 @@ def open_workspace(tag: str, workspaces: Path | None):
 def say(message: str) -> None:
     """Prints a line that may carry a description, a reason or a path: never as markup."""
     console.print(shown(message, 4000))
+
+
+def say_line(message: str) -> None:
+    """say, with a line break inside a path or a name shown escaped: one line stays one line."""
+    say(escape_controls(message, keep_newlines=False))
 
 
 @app.command()
@@ -461,6 +466,10 @@ def checked_optional_tag(tag: str | None) -> str | None:
 FROM_HELP = "The checkout a night of the reference autoresearch loop ran in (with its results.tsv)."
 
 
+def _terminated(*_) -> None:
+    raise SystemExit(143)
+
+
 @app.command("import")
 def import_night(source: Annotated[Path, typer.Option("--from", help=FROM_HELP)],
                  tag: Annotated[str | None, typer.Option(help="Tag of the new workspace (default: the branch's, "
@@ -480,22 +489,23 @@ def import_night(source: Annotated[Path, typer.Option("--from", help=FROM_HELP)]
     _use_cache(cache)
     if not program.is_file():
         fail(f"research program {program} does not exist: pass --program PATH to a markdown file")
+    signal.signal(signal.SIGTERM, _terminated)  # a killed import removes its half-built tag, as Ctrl-C does
     try:
         night = import_reference(source.expanduser(), program.resolve(), tag, branch, workspaces)
     except ReferenceImportError as err:
-        fail(str(err))
+        fail(escape_controls(str(err), keep_newlines=False))
     read = night.night
-    say(f"imported {night.experiments} experiments ({night.keeps} kept besides the baseline) from {source} "
-        f"into {night.workspace.dir} (track {night.track}, branch {night.workspace.branch})")
-    say(f"read branch {read.branch}" + (" (remote)" if read.remote else "") + f" and {read.results_from}")
+    say_line(f"imported {night.experiments} experiments ({night.keeps} kept besides the baseline) from {read.path} "
+             f"into {night.workspace.dir} (track {night.track}, branch {night.workspace.branch})")
+    say_line(f"read branch {read.branch}" + (" (remote)" if read.remote else "") + f" and {read.results_from}")
     if read.resolved_baseline:
-        say(f"the baseline row's commit `baseline` is {read.resolved_baseline[:7]}, where the branch started")
+        say_line(f"the baseline row's commit `baseline` is {read.resolved_baseline[:7]}, where the branch started")
     if mapped := night.workspace.settings["imported"]["statuses"]:
-        say("statuses read as ours: " + ", ".join(f"{word} -> {ours}" for word, ours in mapped.items()))
+        say_line("statuses read as ours: " + ", ".join(f"{word} -> {ours}" for word, ours in mapped.items()))
     if night.without_diff:
-        say(f"not in the checkout, so their diffs are not available: {', '.join(night.without_diff)}")
-    say(f"`run --tag {night.workspace.tag}` refuses it: {night.cannot_continue}" if night.cannot_continue
-        else f"`autoresearch run --tag {night.workspace.tag}` goes on from its best")
+        say_line(f"not in the checkout, so their diffs are not available: {', '.join(night.without_diff)}")
+    say_line(f"`run --tag {night.workspace.tag}` refuses it: {night.cannot_continue}" if night.cannot_continue
+             else f"`autoresearch run --tag {night.workspace.tag}` goes on from its best")
 
 
 def _prepare(track: str, source: str | None, num_shards: int | None, cache: Path | None):

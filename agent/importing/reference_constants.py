@@ -50,7 +50,10 @@ def read_constants(source: str, where: str) -> tuple[dict[str, Constant], list[s
             if name in CONSTANTS:
                 words = " ".join((ast.get_source_segment(source, node.value) or "?").split())[:80]
                 try:
-                    found[CONSTANTS[name]] = Constant(name, words, bounded_value(node.value))
+                    value = bounded_value(node.value)
+                    if value <= 0 or value != int(value):
+                        raise ValueError(f"which is {value:g}, not a positive whole number")
+                    found[CONSTANTS[name]] = Constant(name, words, int(value))
                 except ValueError as err:
                     problems.append(f"{where} sets {name} = {words}, {err}")
     if missing := [name for name, key in CONSTANTS.items() if key not in found and

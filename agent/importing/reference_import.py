@@ -58,14 +58,11 @@ class ImportedNight:
 def import_reference(path: Path, program: Path, tag: str | None = None, branch: str | None = None,
                      root: Path | None = None) -> ImportedNight:
     """Reads the night whole, then writes a new workspace; a night that cannot be read writes nothing."""
+    if tag is not None:
+        free_tag(tag, root)
     night = read_night(path, branch)
     tag = tag or night.tag
-    if not TAG_PATTERN.match(tag):
-        raise ReferenceImportError(f"tag {tag!r} is not usable: give --tag with letters, digits, '.', '_' or '-'")
-    directory = (root or default_root()) / tag
-    if directory.exists():
-        raise ReferenceImportError(f"workspace {directory} already exists: import under another --tag (the existing "
-                                   "one was not touched)")
+    free_tag(tag, root)
     track, differences = matching_track(night.constants)
     spec = prepared_track(track) if track else None
     problems = continue_problems(night, track or IMPORTED_TRACK, differences, spec is not None)
@@ -92,8 +89,17 @@ def import_reference(path: Path, program: Path, tag: str | None = None, branch: 
         raise
     return ImportedNight(workspace, night, track or IMPORTED_TRACK, len(records),
                          sum(r.status == ExperimentStatus.KEEP for r in records[1:]),
-                         [row.commit for row in night.rows if row.commit not in night.commits],
+                         list(dict.fromkeys(row.commit for row in night.rows if row.commit not in night.commits)),
                          settings["imported"]["cannot_continue"])
+
+
+def free_tag(tag: str, root: Path | None) -> None:
+    if not TAG_PATTERN.match(tag):
+        raise ReferenceImportError(f"tag {tag!r} is not usable: give --tag with letters, digits, '.', '_' or '-'")
+    directory = (root or default_root()) / tag
+    if directory.exists():
+        raise ReferenceImportError(f"workspace {directory} already exists: import under another --tag (the existing "
+                                   "one was not touched)")
 
 
 def matching_track(constants: dict[str, Constant]) -> tuple[str | None, list[str]]:

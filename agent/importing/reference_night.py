@@ -15,7 +15,9 @@ workspace's hardened options (no hooks, filters or external diff drivers).
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,11 +25,13 @@ import git
 
 from agent.importing.reference_constants import MAX_SOURCE_BYTES, Constant, read_constants
 from agent.importing.reference_results import BASELINE_COMMIT, MAX_BYTES, ReferenceRow, ResultsProblems, read_results
+from agent.untrusted import clip
 from agent.workspace import GIT_ENVIRONMENT, GIT_OPTIONS
 
 RESULTS = "results.tsv"
 BRANCH_PREFIX = "autoresearch/"
 UPSTREAMS = ("origin/HEAD", "master", "main", "origin/master", "origin/main")
+MAX_DIFF_CHARS = 200_000
 
 
 class ReferenceImportError(Exception):
@@ -153,16 +157,31 @@ def results_text(repo: git.Repo, path: Path, branch: str) -> tuple[str, str]:
     tip = repo.commit(branch)
     work_tree = path / RESULTS
     committed = blob(tip, RESULTS)
-    if work_tree.is_file() and (committed is None or repo.head.is_valid() and repo.head.commit == tip):
-        if work_tree.stat().st_size > MAX_BYTES:
-            raise ReferenceImportError(f"{work_tree} is {work_tree.stat().st_size:,} bytes, not a results.tsv")
-        return work_tree.read_text(encoding="utf-8", errors="replace"), str(work_tree)
+    if work_tree.exists() or work_tree.is_symlink():
+        if committed is None or repo.head.is_valid() and repo.head.commit == tip:
+            return plain_file(work_tree), str(work_tree)
     if committed is not None:
         if committed.size > MAX_BYTES:
             raise ReferenceImportError(f"{RESULTS} on {branch} is {committed.size:,} bytes, not a results.tsv")
         return committed.data_stream.read().decode("utf-8", errors="replace"), f"{RESULTS} on {branch}"
     raise ReferenceImportError(f"no {RESULTS} in {path}, nor committed on {branch}: the reference loop writes it "
                                "in the checkout (untracked); copy the night's results.tsv there, then import again")
+
+
+def plain_file(path: Path) -> str:
+    """A file of the checkout itself: never a link out of it, a device or a pipe, and of a results.tsv's size."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        raise ReferenceImportError(f"{path} is a link or cannot be opened: give the night's results.tsv as a plain "
+                                   "file in the checkout") from None
+    with os.fdopen(descriptor, "rb") as file:
+        found = os.fstat(file.fileno())
+        if not stat.S_ISREG(found.st_mode):
+            raise ReferenceImportError(f"{path} is not a plain file: give the night's results.tsv as one")
+        if found.st_size > MAX_BYTES:
+            raise ReferenceImportError(f"{path} is {found.st_size:,} bytes, more than a night's results.tsv")
+        return file.read(MAX_BYTES).decode("utf-8", errors="replace")
 
 
 def blob(commit: git.Commit, name: str) -> git.Blob | None:
@@ -235,12 +254,16 @@ def find_commit(repo: git.Repo, commit: str) -> ReferenceCommit | None:
     try:
         sha = repo.git.rev_parse("--verify", "--quiet", f"{commit}^{{commit}}")
         found = repo.commit(sha)
-        source = found.tree["train.py"].data_stream.read().decode("utf-8")
+        train = found.tree["train.py"]
+        if train.type != "blob" or train.size > MAX_SOURCE_BYTES:
+            return None
+        source = train.data_stream.read().decode("utf-8")
     except (git.GitCommandError, ValueError, KeyError, UnicodeDecodeError):
         return None
     parent = found.parents[0].hexsha if found.parents else None
     try:
-        diff = repo.git.diff("--no-ext-diff", "--no-textconv", parent, sha, "--", "train.py") if parent else ""
+        diff = clip(repo.git.diff("--no-ext-diff", "--no-textconv", parent, sha, "--", "train.py"), MAX_DIFF_CHARS
+                    ) if parent else ""
     except git.GitCommandError:  # the parent is past a shallow clone's depth
         parent, diff = None, ""
     return ReferenceCommit(sha, parent, source, diff, float(found.committed_date))

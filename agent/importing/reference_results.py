@@ -21,7 +21,8 @@ from agent.untrusted import bounded
 
 REQUIRED = ("commit", "val_bpb", "status")
 OPTIONAL = ("memory_gb", "description")
-MAX_BYTES = 64 * 1024 * 1024       # no night writes more; a bigger file is not a results.tsv
+MAX_BYTES = 16 * 1024 * 1024       # no night writes more; a bigger file is not a results.tsv
+MAX_ROWS = 10_000                  # a night is hundreds of experiments; each row costs a few git calls
 SHOWN_PROBLEMS = 20
 HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
 BASELINE_COMMIT = "baseline"       # the reference's own published night names its first row's commit so
@@ -56,7 +57,14 @@ class ResultsProblems(Exception):
 def read_results(text: str, where: str) -> list[ReferenceRow]:
     """The rows of a results.tsv's text; ResultsProblems naming every bad line."""
     lines = text.removeprefix("\ufeff").splitlines()
-    header = [cell.strip().lower() for cell in lines[0].split("\t")] if lines else []
+    names = [bounded(cell, 60) for cell in lines[0].split("\t")] if lines else []
+    header = [name.lower() for name in names]
+    if twice := sorted({name for name in header if header.count(name) > 1}):
+        raise ResultsProblems(where, [f"line 1 names the column(s) {', '.join(twice)} more than once, so which one "
+                                      "holds the numbers is unknown; keep one of each"])
+    if len(lines) - 1 > MAX_ROWS:
+        raise ResultsProblems(where, [f"{len(lines) - 1:,} rows, more than the {MAX_ROWS:,} a night holds; import "
+                                      "a results.tsv of one night"])
     if missing := [name for name in REQUIRED if name not in header]:
         found = repr(lines[0][:120]) if lines else "an empty file"
         raise ResultsProblems(where, [f"line 1 has no {', '.join(missing)} column (found {found}); a night's "
@@ -67,7 +75,7 @@ def read_results(text: str, where: str) -> list[ReferenceRow]:
         if not line.strip():
             continue
         try:
-            rows.append(parse_row(header, number, line))
+            rows.append(parse_row(header, names, number, line))
         except ValueError as err:
             problems.append(f"line {number}: {err}")
     if not rows and not problems:
@@ -80,7 +88,7 @@ def read_results(text: str, where: str) -> list[ReferenceRow]:
     return rows
 
 
-def parse_row(header: list[str], number: int, line: str) -> ReferenceRow:
+def parse_row(header: list[str], names: list[str], number: int, line: str) -> ReferenceRow:
     cells = [cell.strip() for cell in line.split("\t")]
     if len(cells) > len(header) and header[-1] == "description":  # a tab inside the last column's text
         cells = cells[:len(header) - 1] + ["\t".join(cells[len(header) - 1:])]
@@ -97,16 +105,16 @@ def parse_row(header: list[str], number: int, line: str) -> ReferenceRow:
     val_bpb = number_or_none(cell["val_bpb"], "val_bpb")
     if mapped == "crash" or (mapped is None and not val_bpb):
         status, val_bpb = "crash", None
-    elif not val_bpb:
+    elif not val_bpb and mapped == "keep":
         raise ValueError(f"val_bpb {bounded(cell['val_bpb'], 60)!r} is not a positive number, and the row is a "
-                         f"{bounded(written, 40)} (only a crash has no val_bpb)")
+                         f"{bounded(written, 40)} (a keep needs its val_bpb)")
     else:
-        status = mapped or "discard"
+        status, val_bpb = mapped or "discard", val_bpb or None
     return ReferenceRow(line=number, commit=commit, val_bpb=val_bpb,
                         memory_gb=number_or_none(cell.get("memory_gb", ""), "memory_gb"), status=status,
                         written_status=bounded(written, 40), description=bounded(cell.get("description", "")),
-                        extra={bounded(name, 60): bounded(value, 200) for name, value in cell.items()
-                               if name not in REQUIRED + OPTIONAL})
+                        extra={name: bounded(value, 200) for name, key, value in zip(names, header, cells, strict=True)
+                               if key not in REQUIRED + OPTIONAL})
 
 
 def number_or_none(text: str, name: str) -> float | None:

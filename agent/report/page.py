@@ -26,6 +26,7 @@ from agent.recording.research_memory import lessons_by_id
 from agent.report.learned import learned_section, reasoning_cell
 from agent.report.summary import Headline, gains_by_program, where_ran
 from agent.report.verdict import record_verdict
+from agent.untrusted import escape_controls
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1180px;padding:24px;
@@ -145,7 +146,7 @@ def imported_html(imported: dict | None) -> str:
         said.append("statuses read as ours: " + ", ".join(f"{k} -> {v}" for k, v in imported["statuses"].items()))
     said.append(f"`run` cannot continue it: {imported['cannot_continue']}" if imported.get("cannot_continue")
                 else "`run` goes on from its last keep")
-    return "".join(f"<div class='meta'>{escape(line)}</div>" for line in said)
+    return "".join(f"<div class='meta'>{escape(escape_controls(line, keep_newlines=False))}</div>" for line in said)
 
 
 def noise_and_holdout(records: list[ExperimentRecord], confirmation: Confirmation | None, track: str = "",
@@ -325,6 +326,10 @@ def transcripts(records: list[ExperimentRecord], events_by_id: dict[str, list[di
     return "".join(parts)
 
 
+def data_said(track: dict) -> str:
+    return str(track.get("fingerprint"))[:12] if track.get("fingerprint") else "not prepared here"
+
+
 def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, plot_png: bytes, cumulative_diff: str,
          events_by_id: dict[str, list[dict]], confirmation: Confirmation | None = None,
          failures: list | None = None, notes: str = "", in_flight: list[ExperimentRecord] | None = None,
@@ -336,7 +341,7 @@ def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, pl
 <html lang="en"><head><meta charset="utf-8"><title>autoresearch report: {escape(tag)}</title>
 <style>{STYLE}</style></head><body>
 <h1>{escape(tag)}</h1>
-<div class="meta">track {escape(str(track.get('track')))} · data {escape(str(track.get('fingerprint', ''))[:12])}
+<div class="meta">track {escape(str(track.get('track')))} · data {escape(data_said(track))}
  · generated {generated}</div>{imported_html(imported)}
 {cards(h)}{failed_proposals(failures or [])}{in_flight_section(in_flight or [], doing or {})}
 <img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">

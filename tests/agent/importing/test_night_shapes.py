@@ -204,7 +204,7 @@ def test_rows_of_another_branch_are_refused_naming_them(tmp_path, empty_cache):
 
 def test_every_bad_line_is_named_in_one_refusal(tmp_path, empty_cache):
     checkout, _ = reference_night(tmp_path / "reference")
-    checkout.write_results("not-a-sha\t0.99\t44.0\tkeep\tx\nabcdef0\tfast\t44.0\tdiscard\ty\nabcdef1\t0.99\n")
+    checkout.write_results("not-a-sha\t0.99\t44.0\tkeep\tx\nabcdef0\tfast\t44.0\tkeep\ty\nabcdef1\t0.99\n")
     (checkout.path / "prepare.py").write_text(REFERENCE_PREPARE.format(seq=2048).replace("8192", "2 ** 62 * 8"))
     checkout.repo.index.add(["prepare.py"])
     checkout.repo.index.commit("a vocabulary no machine holds")
@@ -235,3 +235,39 @@ def test_a_long_description_is_clipped_at_import(tmp_path, empty_cache):
     checkout.write_results()
     night = import_reference(checkout.path, PROGRAM, root=tmp_path / "ws")
     assert len(Ledger(night.workspace.dir).records[-1].description) < 600
+
+
+def test_a_discard_without_val_bpb_imports_and_column_names_keep_their_case(tmp_path, empty_cache):
+    checkout, _ = reference_night(tmp_path / "moe")
+    text = (checkout.path / "results.tsv").read_text().replace("0.995500\t60.2\tdiscard", "0.000000\t60.2\tdiscard")
+    lines = [line + ("\tnum_params_M" if number == 0 else "\t50.3") for number, line in enumerate(text.splitlines())]
+    (checkout.path / "results.tsv").write_text("\n".join(lines) + "\n")
+    night = import_reference(checkout.path, PROGRAM, root=tmp_path / "ws")
+    discard = Ledger(night.workspace.dir).records[2]
+    assert (discard.status, discard.val_bpb) == (ExperimentStatus.DISCARD, None)
+    assert discard.imported.extra == {"num_params_M": "50.3"}
+
+
+@pytest.mark.parametrize("damage, expected", [
+    ("twice", "line 1 names the column(s) val_bpb more than once"),
+    ("link", "results.tsv is a link or cannot be opened"),
+    ("half", "sets EVAL_TOKENS = 2 ** -1, which is 0.5, not a positive whole number"),
+])
+def test_what_a_stranger_plants_is_refused_without_showing_it(damage, expected, tmp_path, empty_cache):
+    checkout, _ = reference_night(tmp_path / "reference")
+    results = checkout.path / "results.tsv"
+    secret = tmp_path / "secret"
+    secret.write_text("root:SECRET-HASH:20228\n")
+    if damage == "twice":
+        results.write_text(results.read_text().replace("description", "description\tval_bpb", 1))
+    elif damage == "link":
+        results.unlink()
+        results.symlink_to(secret)
+    else:
+        (checkout.path / "prepare.py").write_text(REFERENCE_PREPARE.format(seq=2048).replace("40 * 524288",
+                                                                                             "2 ** -1"))
+        checkout.repo.index.add(["prepare.py"])
+        checkout.repo.index.commit("half a token")
+    with pytest.raises(ReferenceImportError, match=re.escape(expected)) as refused:
+        import_reference(checkout.path, PROGRAM, root=tmp_path / "ws")
+    assert "SECRET" not in str(refused.value) and not (tmp_path / "ws").exists()
