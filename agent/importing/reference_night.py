@@ -15,9 +15,7 @@ workspace's hardened options (no hooks, filters or external diff drivers).
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +23,7 @@ import git
 
 from agent.importing.reference_constants import MAX_SOURCE_BYTES, Constant, read_constants
 from agent.importing.reference_results import BASELINE_COMMIT, MAX_BYTES, ReferenceRow, ResultsProblems, read_results
-from agent.untrusted import clip
+from agent.untrusted import NotPlainFile, clip, plain_file
 from agent.workspace import GIT_ENVIRONMENT, GIT_OPTIONS
 
 RESULTS = "results.tsv"
@@ -159,7 +157,7 @@ def results_text(repo: git.Repo, path: Path, branch: str) -> tuple[str, str]:
     committed = blob(tip, RESULTS)
     if work_tree.exists() or work_tree.is_symlink():
         if committed is None or repo.head.is_valid() and repo.head.commit == tip:
-            return plain_file(work_tree), str(work_tree)
+            return results_file(work_tree), str(work_tree)
     if committed is not None:
         if committed.size > MAX_BYTES:
             raise ReferenceImportError(f"{RESULTS} on {branch} is {committed.size:,} bytes, not a results.tsv")
@@ -168,20 +166,14 @@ def results_text(repo: git.Repo, path: Path, branch: str) -> tuple[str, str]:
                                "in the checkout (untracked); copy the night's results.tsv there, then import again")
 
 
-def plain_file(path: Path) -> str:
-    """A file of the checkout itself: never a link out of it, a device or a pipe, and of a results.tsv's size."""
+def results_file(path: Path) -> str:
+    """The work tree's results.tsv: a plain file of the checkout itself, never a link out of it, a device or a
+    pipe, and of a results.tsv's size."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        raise ReferenceImportError(f"{path} is a link or cannot be opened: give the night's results.tsv as a plain "
-                                   "file in the checkout") from None
-    with os.fdopen(descriptor, "rb") as file:
-        found = os.fstat(file.fileno())
-        if not stat.S_ISREG(found.st_mode):
-            raise ReferenceImportError(f"{path} is not a plain file: give the night's results.tsv as one")
-        if found.st_size > MAX_BYTES:
-            raise ReferenceImportError(f"{path} is {found.st_size:,} bytes, more than a night's results.tsv")
-        return file.read(MAX_BYTES).decode("utf-8", errors="replace")
+        return plain_file(path, MAX_BYTES).decode("utf-8", errors="replace")
+    except NotPlainFile as err:
+        raise ReferenceImportError(f"{path.parent}: {err}; give the night's results.tsv as a plain file in the "
+                                   "checkout") from None
 
 
 def blob(commit: git.Commit, name: str) -> git.Blob | None:

@@ -7,7 +7,6 @@ file of bounded size in scratch (our process would follow a link the CLI's sandb
 from __future__ import annotations
 
 import json
-import os
 import stat
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from agent.proposers.night_state import night_state
 from agent.proposers.toolbox import ToolBox
 from agent.recording.notes import NOTES_LIMIT, Notes
 from agent.recording.research_memory import proposed
+from agent.untrusted import NotPlainFile, plain_file
 
 LATEST = 5              # experiments whose diff and log tail are copied
 LOG_TAIL_LINES = 60
@@ -128,24 +128,10 @@ def rewritten_notes(scratch: Path, before: str) -> str | None:
 
 
 def _plain_file(path: Path, limit: int) -> bytes | None:
-    """The content of path if it is a regular file of at most limit bytes, opened without following a link (so
-    neither a link to a file elsewhere nor one swapped in after a check is read); None if it is absent."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
-    except OSError:  # ELOOP: a link; anything else that cannot be opened as a file
-        raise BadScratch(f"{path.name} is not a plain file in the scratch directory") from None
-    with os.fdopen(descriptor, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise BadScratch(f"{path.name} is not a plain file in the scratch directory")
-        if info.st_size > limit:
-            raise BadScratch(f"{path.name} is {info.st_size} bytes, over the limit of {limit}")
-        content = file.read(limit + 1)
-    if len(content) > limit:  # grew after the check
-        raise BadScratch(f"{path.name} is over the limit of {limit} bytes")
-    return content
+        return plain_file(path, limit)
+    except NotPlainFile as err:
+        raise BadScratch(f"{err} in the scratch directory") from None
 
 
 def _answer(toolbox: ToolBox, tool: str, arguments: dict) -> str:

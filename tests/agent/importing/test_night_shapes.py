@@ -250,7 +250,7 @@ def test_a_discard_without_val_bpb_imports_and_column_names_keep_their_case(tmp_
 
 @pytest.mark.parametrize("damage, expected", [
     ("twice", "line 1 names the column(s) val_bpb more than once"),
-    ("link", "results.tsv is a link or cannot be opened"),
+    ("link", "results.tsv is not a plain file (a link, or nothing to read)"),
     ("half", "sets EVAL_TOKENS = 2 ** -1, which is 0.5, not a positive whole number"),
 ])
 def test_what_a_stranger_plants_is_refused_without_showing_it(damage, expected, tmp_path, empty_cache):
