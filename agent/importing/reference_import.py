@@ -41,6 +41,10 @@ EVALUATOR_NEEDS = ("GPTConfig", "build_model")
 STATUS = {"keep": ExperimentStatus.KEEP, "discard": ExperimentStatus.DISCARD, "crash": ExperimentStatus.CRASH}
 IMPORTED_TRACK = "imported"  # the track of a night under constants no track here has
 HARDWARE_COLUMNS = ("gpu", "device", "hardware")
+# a fork's reasoning columns -> the record's research fields, shown where this harness's own reasoning is
+REASONING_COLUMNS = {"hypothesis": "hypothesis", "expected": "expected", "expectation": "expected",
+                     "prediction": "expected", "lesson": "lesson", "interpretation": "lesson", "learned": "lesson",
+                     "takeaway": "lesson"}
 UNKNOWN_TRAIN = "# the night's baseline train.py is not in the checkout it was imported from\n"
 
 
@@ -236,5 +240,15 @@ def build_history(workspace: Workspace, night: ReferenceNight) -> list[Experimen
             diff=found.diff if found is not None and number else "", started=stamp, finished=stamp,
             imported=Imported(source=str(night.path), line=row.line, reference_commit=written,
                               reference_parent=found.parent if found is not None else None,
-                              diff_available=found is not None, status=row.written_status, extra=row.extra)))
+                              diff_available=found is not None, status=row.written_status, extra=row.extra),
+            **reasoning(row.extra)))
     return records
+
+
+def reasoning(extra: dict[str, str]) -> dict[str, str]:
+    """The hypothesis, expectation and lesson a fork wrote in columns of its own."""
+    found: dict[str, str] = {}
+    for column, value in extra.items():
+        if (field := REASONING_COLUMNS.get(column.lower())) and value and field not in found:
+            found[field] = value
+    return found

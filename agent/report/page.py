@@ -159,7 +159,12 @@ def noise_and_holdout(records: list[ExperimentRecord], confirmation: Confirmatio
     rows = "".join(
         f"<tr><td>{escape(r.of)}</td><td>{len(r.values or [])}</td><td>{_value(r.sigma)}</td>"
         f"<td>{', '.join(_value(v) for v in r.values or [])}</td></tr>" for r in floors)
-    parts = [f"<p>The keep rule: {escape(keep_rule.words())}.</p>",
+    rule = f"<p>The keep rule: {escape(keep_rule.words())}.</p>"
+    if any(r.imported is not None for r in records):
+        rule = ("<p>The imported experiments were kept or discarded by the night's own agent, on one run's val_bpb "
+                f"each as the reference's program asks; this harness's keep rule ({escape(keep_rule.words())}) "
+                "decides only the experiments run here.</p>")
+    parts = [rule,
              f"<table><tr><th>best</th><th>runs</th><th>sigma</th><th>val_bpb of the runs</th></tr>{rows}</table>"
              if floors else "<p>No noise floor was measured (decisions compared single runs).</p>"]
     if warning:

@@ -110,12 +110,12 @@ def test_forks_columns_statuses_byte_order_mark_and_crlf_are_read_by_name(tmp_pa
     repaired = checkout.experiment("DEPTH = 8", "DEPTH = 10", "a fix that failed too")
     checkout.reset_to(base)
     best = checkout.experiment("MATRIX_LR = 0.04", "MATRIX_LR = 0.05", "matrix lr")
-    rows = ["commit\tval_bpb\tstatus\tdescription\tmemory_gb\tmfu\ttok_per_sec\tgpu",
-            f"{base[:7]}\t0.998000\tbaseline\tbaseline\t44.0\t39.8\t1660000\tRTX 5070",
-            f"{tentative[:7]}\t0.997000\ttentative\tdeeper\t50.1\t38.0\t1500000\tRTX 5070",
-            f"{repaired[:7]}\t0.000000\trepair\tdeeper still, crashed\t0.0\t0\t0\tRTX 5070",
-            f"{best[:7]}\t0.995000\tBEST\tmatrix lr 0.05\t44.0\t39.9\t1665000\tRTX 5070",
-            f"{best[:7]}\t0.996500\tsupport\tmatrix lr 0.05 again, another seed\t44.0\t39.9\t1665000\tRTX 5070"]
+    rows = ["commit\tval_bpb\tstatus\tdescription\tmemory_gb\tmfu\ttok_per_sec\tgpu\tHypothesis",
+            f"{base[:7]}\t0.998000\tbaseline\tbaseline\t44.0\t39.8\t1660000\tRTX 5070\t",
+            f"{tentative[:7]}\t0.997000\ttentative\tdeeper\t50.1\t38.0\t1500000\tRTX 5070\tdepth buys loss",
+            f"{repaired[:7]}\t0.000000\trepair\tdeeper still, crashed\t0.0\t0\t0\tRTX 5070\tmore depth",
+            f"{best[:7]}\t0.995000\tBEST\tmatrix lr 0.05\t44.0\t39.9\t1665000\tRTX 5070\tlr too low",
+            f"{best[:7]}\t0.996500\tsupport\tmatrix lr 0.05 again, another seed\t44.0\t39.9\t1665000\tRTX 5070\t"]
     (checkout.path / "results.tsv").write_bytes(("\ufeff" + "\r\n".join(rows) + "\r\n").encode("utf-8"))
 
     said, status, page, workspace = imported_and_read(checkout.path, tmp_path / "ws")
@@ -124,7 +124,9 @@ def test_forks_columns_statuses_byte_order_mark_and_crlf_are_read_by_name(tmp_pa
     records = Ledger(workspace.dir).records
     assert [r.status for r in records] == [ExperimentStatus.KEEP, ExperimentStatus.DISCARD, ExperimentStatus.CRASH,
                                            ExperimentStatus.KEEP, ExperimentStatus.DISCARD]
-    assert records[1].imported.extra == {"mfu": "38.0", "tok_per_sec": "1500000", "gpu": "RTX 5070"}
+    assert records[1].imported.extra == {"mfu": "38.0", "tok_per_sec": "1500000", "gpu": "RTX 5070",
+                                         "Hypothesis": "depth buys loss"}
+    assert records[1].hypothesis == "depth buys loss" and "depth buys loss" in page  # shown as a hypothesis
     assert records[1].peak_vram_mb == pytest.approx(50.1 * 1024) and records[2].val_bpb is None
     assert "best val_bpb 0.995000" in status and "hardware RTX 5070" in status
     tsv = (workspace.dir / "results.tsv").read_text().splitlines()
@@ -145,7 +147,7 @@ def test_the_best_is_the_lowest_keep_not_the_last(tmp_path, empty_cache):
     _, status, page, workspace = imported_and_read(checkout.path, tmp_path / "ws")
     assert f"best val_bpb 1.382862 ({better[:7]}, matrix lr 0.05)" in status
     assert f"the branch head is the last keep, 0002 ({simpler[:7]}, warmdown 0.4, simpler)" in status
-    assert "1.401000 → 1.382862" in page
+    assert "1.401000 → 1.382862" in page and "kept or discarded by the night's own agent" in page
     assert Ledger(workspace.dir).best().id == "0001" and Ledger(workspace.dir).head().id == "0002"
 
 
