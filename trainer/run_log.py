@@ -28,10 +28,11 @@ class LogView:
     size: int    # bytes in the file
 
 
-def read_log(path: Path) -> LogView:
+def read_log(path: Path, end: int | None = None) -> LogView:
+    """end: read the file as if it ended there (the part a run printed before its seal)."""
     try:
         with open(path, "rb") as log:
-            size = log.seek(0, 2)
+            size = log.seek(0, 2) if end is None else min(end, log.seek(0, 2))
             log.seek(0)
             if size <= HEAD_BYTES + TAIL_BYTES:
                 head_bytes, tail_bytes = log.read(size), b""

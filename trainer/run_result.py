@@ -14,7 +14,7 @@ from trainer.evaluation import Evaluation
 from trainer.hardware import Hardware
 from trainer.run_id import RunId
 from trainer.run_limits import RunLimits
-from trainer.run_log import read_log
+from trainer.run_log import LogView, read_log
 from trainer.triage import Triage, Verdict, classify, parse_model_config
 
 
@@ -55,6 +55,9 @@ class RunResult:
     run: RunId | None = None              # which run it was (the agent's Training sets it)
     hardware: Hardware | None = None      # the machine that ran it, as the harness read it there
     salvage: Salvage | None = None        # it died after its seal and was scored from its weights (verdict: ok)
+    # The bytes at the start of its log printed before it asked for its seal: what a proposer may read of it (head,
+    # tail and the verdict's quotes come from there). None: not measured, so none of its output is shown.
+    log_shown_bytes: int | None = None
 
     @property
     def summary(self) -> dict[str, str]:
@@ -64,13 +67,16 @@ class RunResult:
     def observed(cls, log_path: Path, returncode: int | None, timed_out: bool, seconds: float,
                  frozen_changed: list[str], seal_refused: str | None = None, limit_hit: str | None = None,
                  harness_failed: str | None = None, **sealed) -> RunResult:
-        """The result of a run that ran, classified from its (bounded) log."""
+        """The result of a run that ran, classified from its (bounded) log; what it says of the log in words (head,
+        tail, the verdict's quotes, the model config) comes from the part printed before the run's seal."""
         log = read_log(log_path)
+        shown = sealed.get("log_shown_bytes")
+        before = read_log(log_path, end=shown) if shown else LogView("", "", "", 0)
         verdict = classify(returncode, timed_out, log.text, frozen_changed, seal_refused, limit_hit, harness_failed,
-                           sealed.get("ended"))
+                           sealed.get("ended"), quotable=before.text)
         return cls(returncode=returncode, timed_out=timed_out, log_path=log_path, seconds=seconds, verdict=verdict,
-                   head=log.head, tail=log.tail, frozen_changed=frozen_changed,
-                   model_config=parse_model_config(log.head), **sealed)
+                   head=before.head, tail=before.tail, frozen_changed=frozen_changed,
+                   model_config=parse_model_config(before.head), **sealed)
 
     @classmethod
     def infra(cls, problem: str, log_path: Path, seconds: float = 0.0, said_by: str = "harness") -> RunResult:
@@ -81,5 +87,5 @@ class RunResult:
             log.write(f"\n[{said_by}] {problem}\n")
         log = read_log(log_path)
         return cls(returncode=None, timed_out=False, log_path=log_path, verdict=Verdict(Triage.INFRA, problem, {}),
-                   seconds=seconds, head=log.head, tail=log.tail)
+                   seconds=seconds, head=log.head, tail=log.tail, log_shown_bytes=log.size)
 

@@ -175,7 +175,11 @@ def kill_strays(before: set[int], token: str) -> None:
 
 class CappedLog:
     """Copies a stream into a file, keeping the first LOG_HEAD_BYTES as they come and only the last
-    LOG_TAIL_BYTES after that; `close` appends the tail behind a line saying how much was cut."""
+    LOG_TAIL_BYTES after that; `close` appends the tail behind a line saying how much was cut.
+
+    mark_seal() notes how much of the stream had arrived when the run asked for its validation seal: everything
+    before was printed before any validation text could exist in the run. shown_bytes() says how much of the
+    file that is, the part a proposer may read (agent/proposers/logview.py)."""
 
     def __init__(self, source, path: Path, head: int = LOG_HEAD_BYTES, tail: int = LOG_TAIL_BYTES):
         self.source, self.path, self.head, self.tail_limit = source, path, head, tail
@@ -183,6 +187,10 @@ class CappedLog:
         self.failed: str | None = None  # writing the log failed (a full disk): the output is drained, not kept
         self.tail: deque[bytes] = deque()
         self.tail_size = 0
+        self.received = 0                 # bytes of the stream read so far
+        self.sealed_at: int | None = None  # bytes of the stream read when the run asked for its seal
+        self._kept: tuple[int, int, int] | None = None  # at close: (received, bytes of the cut line, tail kept)
+        self._lock = threading.Lock()
         self.thread = threading.Thread(target=self._copy, name=f"log-{path.name}", daemon=True)
         self.thread.start()
 
@@ -194,45 +202,71 @@ class CappedLog:
             while self.source.read1(1 << 16):
                 pass
 
+    def mark_seal(self) -> None:
+        with self._lock:
+            if self.sealed_at is None:
+                self.sealed_at = self.received
+
     def _copy_into_log(self) -> None:
         with open(self.path, "ab") as out:
             while chunk := self.source.read1(1 << 16):
-                room = self.head - self.written
-                if room > 0:
-                    out.write(chunk[:room])
-                    out.flush()
-                    self.written += min(room, len(chunk))
-                    chunk = chunk[room:]
-                if chunk:
-                    self.tail.append(chunk)
-                    self.tail_size += len(chunk)
-                    while self.tail_size - len(self.tail[0]) >= self.tail_limit:
-                        self.cut += len(self.tail[0])
-                        self.tail_size -= len(self.tail.popleft())
+                with self._lock:
+                    self._take(out, chunk)
+
+    def _take(self, out, chunk: bytes) -> None:
+        self.received += len(chunk)
+        room = self.head - self.written
+        if room > 0:
+            out.write(chunk[:room])
+            out.flush()
+            self.written += min(room, len(chunk))
+            chunk = chunk[room:]
+        if chunk:
+            self.tail.append(chunk)
+            self.tail_size += len(chunk)
+            while self.tail_size - len(self.tail[0]) >= self.tail_limit:
+                self.cut += len(self.tail[0])
+                self.tail_size -= len(self.tail.popleft())
 
     def close(self, timeout: float = 10.0) -> None:
         """Waits for the end of the output; a writer that outlived the run and still holds the pipe is given
         timeout seconds, then left to the reader thread (a daemon), and what came so far is written."""
         self.thread.join(timeout)
-        try:
-            chunks = list(self.tail)
-        except RuntimeError:  # changed by the reader while copied: that writer is still going
-            chunks = []
+        with self._lock:  # a writer that outlived the run may still be read: its later output is not kept
+            chunks, received = list(self.tail), self.received
         kept = b"".join(chunks)
         cut = self.cut + max(0, len(kept) - self.tail_limit)
         kept = kept[-self.tail_limit:]
         if self.failed:
             return
+        line = (f"\n{CUT_MARK}{cut} bytes of output here (kept the first {self.head} and the last "
+                f"{self.tail_limit})\n".encode()) if cut else b""
+        self._kept = (received, len(line), len(kept))
         try:
             with open(self.path, "ab") as out:
-                if cut:
-                    out.write(f"\n{CUT_MARK}{cut} bytes of output here (kept the first {self.head} and the "
-                              f"last {self.tail_limit})\n".encode())
+                out.write(line)
                 out.write(kept)
                 if self.thread.is_alive():
                     out.write(b"\n[runner] a process of the run still held its output; stopped reading it\n")
         except OSError as err:
             self.failed = f"writing {self.path} failed: {err}"
+
+
+    def shown_bytes(self) -> int:
+        """After close: how many bytes at the start of the file the run printed before it asked for its seal (the
+        whole file where it never asked), 0 where the log could not be written."""
+        if self.failed or self._kept is None:
+            return 0
+        if self.sealed_at is None:
+            try:
+                return self.path.stat().st_size
+            except OSError:
+                return 0
+        received, line, kept = self._kept
+        if self.sealed_at <= self.written:
+            return self.sealed_at
+        first_kept = received - kept  # where in the stream the kept tail starts
+        return self.written if self.sealed_at < first_kept else self.written + line + self.sealed_at - first_kept
 
 
 def private_directory(path: Path) -> Path:
@@ -257,6 +291,7 @@ class ProcessOutcome:
     limit_hit: str | None = None   # why the harness stopped it: a limit it went past
     ended: Ending | None = None    # the caller ended it before it exited
     disk_full: str | None = None   # the harness could not write its log: this machine's disk is full
+    log_shown_bytes: int = 0       # the start of its log printed before it asked for its seal (CappedLog)
 
 
 @functools.cache
@@ -271,10 +306,11 @@ def dies_with_caller() -> list[str]:
 
 def run_untrusted(command: list[str], cwd: Path, log_path: Path, timeout: float, extra_env: dict[str, str],
                   view: View | None = None, pass_fds: tuple[int, ...] = (), on_start=None,
-                  limits: RunLimits | None = None, ending=None) -> ProcessOutcome:
+                  limits: RunLimits | None = None, ending=None, on_log=None) -> ProcessOutcome:
     """Runs command in cwd with its output in log_path (capped), held to limits; nothing it starts outlives it
     (nor its parent). With a view and isolation available, it runs as a stranger seeing what the view says (cwd
-    writable). ending() says when the caller ends it early (an Ending, or None while it need not)."""
+    writable). ending() says when the caller ends it early (an Ending, or None while it need not); on_log gets
+    the CappedLog its output goes to before it can ask for anything (the seal marks it)."""
     not_dumpable()
     token = secrets.token_hex(8)
     env = scrubbed_environment({**extra_env, RUN_TOKEN_VAR: token})
@@ -296,6 +332,8 @@ def run_untrusted(command: list[str], cwd: Path, log_path: Path, timeout: float,
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=pass_fds)
     log = CappedLog(process.stdout, log_path)
+    if on_log is not None:
+        on_log(log)
     watch = DiskWatch(cwd, limits.disk_bytes, lambda: _kill_group(process))
     outcome = ProcessOutcome(None, False, 0.0, isolated, limits)
     try:
@@ -307,7 +345,7 @@ def run_untrusted(command: list[str], cwd: Path, log_path: Path, timeout: float,
         kill_run(process, token)
         kill_strays(children_before, token)
         log.close()
-    outcome.limit_hit, outcome.disk_full = watch.exceeded, log.failed
+    outcome.limit_hit, outcome.disk_full, outcome.log_shown_bytes = watch.exceeded, log.failed, log.shown_bytes()
     kept = outcome.ended is not None and outcome.ended.result_kept and not outcome.limit_hit
     outcome.returncode = 0 if kept else process.returncode
     outcome.timed_out = outcome.timed_out or (outcome.ended is not None and not outcome.ended.result_kept)

@@ -26,6 +26,7 @@ import shutil
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,6 +192,7 @@ class Seal:
         self._pid: int | None = None
         self.sealed_at: float | None = None     # monotonic time the weights were handed over
         self.evaluated_at: float | None = None  # monotonic time the sealed run said its evaluation was over
+        self.at_request: Callable[[], None] | None = None  # called when the run asks for its seal (the log marks it)
 
     def env(self) -> dict[str, str]:
         return {SEAL_FD_VAR: str(self._theirs.fileno())}
@@ -254,6 +256,8 @@ class Seal:
         if self.result.checkpoint is not None or self.result.seconds is not None:
             return self._refuse("the run already sealed its weights once; evaluate_bpb runs once per run")
         self.result.seconds = round(at - self._started, 3)
+        if self.at_request is not None:  # before any validation text exists in the run directory
+            self.at_request()
         if self._pid is not None:
             self.result.cpu_seconds = round(process_tree_cpu_seconds(self._pid), 3)
         self.result.trained_tokens = int(asked.group(2)) if asked.group(2) else None

@@ -106,7 +106,8 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
 
     try:
         outcome = run_untrusted([request.python, "train.py"], run_dir, log_path, request.timeout, env, view=view,
-                                pass_fds=(seal.child_fd,), on_start=started, limits=limits, ending=seal.ending)
+                                pass_fds=(seal.child_fd,), on_start=started, limits=limits, ending=seal.ending,
+                                on_log=lambda log: setattr(seal, "at_request", log.mark_seal))
     finally:
         sealed = seal.finish()
     changed = [name for name in FROZEN if regular_file_sha256(run_dir / name) != request.frozen_sha256[name]]
@@ -122,6 +123,7 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
                               checkpoint=sealed.checkpoint, checkpoint_sha256=sealed.sha256,
                               seal_seconds=sealed.seconds, trained_tokens=sealed.trained_tokens, flops=sealed.flops,
                               isolated=outcome.isolated, limits=outcome.limits,
+                              log_shown_bytes=outcome.log_shown_bytes,
                               ended=outcome.ended.why if outcome.ended else None, device=device,
                               hardware=this_machine())
 

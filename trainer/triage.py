@@ -114,9 +114,15 @@ def parse_model_config(log_text: str) -> dict:
 
 def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_changed: list[str],
              seal_refused: str | None = None, limit_hit: str | None = None, harness_failed: str | None = None,
-             ended: str | None = None) -> Verdict:
-    """harness_failed: the harness's own failure (its disk full); ended: why the harness ended the run early."""
+             ended: str | None = None, quotable: str | None = None) -> Verdict:
+    """harness_failed: the harness's own failure (its disk full); ended: why the harness ended the run early;
+    quotable: the part of the log the reason may quote (what the run printed before its seal; None: all of it).
+    A reason reaches the proposers, so a line the run printed after its seal is named, never quoted."""
     summary = parse_summary(log_text)
+
+    def _line_of(text: str, index: int) -> str:
+        return _said(_line_at(text, index), quotable)
+
     if frozen_changed:
         return Verdict(Triage.TAMPER, f"frozen files changed during the run: {', '.join(frozen_changed)}", summary)
     if harness_failed:
@@ -135,7 +141,7 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
     infra = INFRA_PATTERNS.search(log_text)
     if infra and returncode != 0:
         exceptions = EXCEPTION_LINE.findall(log_text)
-        detail = exceptions[-1][:300] if exceptions else _line_of(log_text, infra.start())
+        detail = _said(exceptions[-1], quotable)[:300] if exceptions else _line_of(log_text, infra.start())
         return Verdict(Triage.INFRA, f"the machine or its data failed: {detail}", summary)
     if returncode == 0:
         value = summary.get("val_bpb", "")
@@ -144,10 +150,10 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
         except ValueError:
             return Verdict(Triage.TAMPER, "exited 0 without a val_bpb in its summary", summary)
         if not math.isfinite(val_bpb) or val_bpb <= 0:
-            return Verdict(Triage.TAMPER, f"exited 0 with an impossible val_bpb {value!r}", summary)
+            return Verdict(Triage.TAMPER, f"exited 0 with an impossible val_bpb {val_bpb!r}", summary)
         return Verdict(Triage.OK, f"val_bpb {val_bpb:.6f}", summary)
     if fail := FAIL_LINE.search(log_text):
-        return Verdict(Triage.DIVERGED, fail.group(1).strip(), summary)
+        return Verdict(Triage.DIVERGED, _said(fail.group(0).strip(), quotable).removeprefix("FAIL: "), summary)
     if oom := OOM_PATTERNS.search(log_text):
         return Verdict(Triage.OOM, f"out of memory: {_line_of(log_text, oom.start())}", summary)
     if returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ):
@@ -156,11 +162,18 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
         return Verdict(Triage.OOM, "killed by SIGKILL (most likely the kernel's out-of-memory killer)", summary)
     exceptions = EXCEPTION_LINE.findall(log_text)
     if exceptions:
-        return Verdict(Triage.FIXABLE, exceptions[-1][:300], summary)
+        return Verdict(Triage.FIXABLE, _said(exceptions[-1], quotable)[:300], summary)
     return Verdict(Triage.FIXABLE, f"exited with code {returncode} and no traceback", summary)
 
 
-def _line_of(text: str, index: int) -> str:
+def _said(line: str, quotable: str | None) -> str:
+    """line where the run printed it before its seal (as a line of its own), else words saying where it is."""
+    if quotable is None or line.strip() in {text.strip() for text in quotable.splitlines()}:
+        return line
+    return "(a line it printed after its validation seal: in its log, not shown to the researcher)"
+
+
+def _line_at(text: str, index: int) -> str:
     start = text.rfind("\n", 0, index) + 1
     end = text.find("\n", index)
     return text[start:end if end != -1 else None].strip()[:300]

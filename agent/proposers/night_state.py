@@ -11,6 +11,8 @@ Every part has a size limit, so the state stays under STATE_TOKEN_BUDGET however
 
 from __future__ import annotations
 
+import math
+
 from agent.proposers.base import ProposalContext
 from agent.proposers.logview import prompt_tail
 from agent.proposers.night_summary import delta, group_by_part
@@ -80,11 +82,12 @@ def code_change_request(records: list[ExperimentRecord], wanted: float | None) -
 def header(context: ProposalContext) -> str:
     track, best = context.track, context.best
     constants = ", ".join(f"{k}={v}" for k, v in track.get("constants", {}).items())
-    summary = best.summary
+    summary = {key: said_number(value) for key, value in best.summary.items()}
     memory = summary.get("device_memory_mb")
     runs = best.measured
+    hardware = best.hardware.name if best.hardware else None  # the harness's reading, not what the run printed
     lines = [f"Track {track.get('track')} (fingerprint {str(track.get('fingerprint', ''))[:12]}): {constants}",
-             f"Hardware: {summary.get('device') or 'unknown device'}"
+             f"Hardware: {hardware or 'unknown device'}"
              + (f", {float(memory) / 1024:.1f} GiB of memory" if _positive(memory) else ", memory not reported")
              + ". " + context.facts.budget_line(),
              f"Best so far: val_bpb {best.val_bpb:.6f}" + (f" (mean of {len(runs)} runs)" if len(runs) > 1 else "")
@@ -95,6 +98,19 @@ def header(context: ProposalContext) -> str:
     if sigma:
         lines.append(f"Noise: sigma of val_bpb between seeds {sigma:.6f}; the fixed rules say what a keep needs.")
     return "\n".join(lines)
+
+
+def said_number(value: str) -> str | None:
+    """A summary value as the researcher is shown it: a number to 4 significant digits, else nothing. The summary
+    is printed after the run's seal, where its forward had seen validation rows: text there could carry them."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(number):
+        return None
+    rounded = float(f"{number:.4g}")
+    return str(int(rounded)) if rounded.is_integer() and abs(rounded) < 1e15 else repr(rounded)
 
 
 def keeps_section(records: list[ExperimentRecord], lessons: dict[str, str]) -> str:

@@ -18,7 +18,7 @@ from agent.llm.tools import (
     parse_arguments,
 )
 from agent.llm.types import ToolCall, ToolResult
-from agent.proposers.logview import last_lines
+from agent.proposers.logview import last_lines, log_seals
 from agent.recording.history import History
 from agent.recording.notes import NOTES_LIMIT, NotesChanged, NotesFull, write_notes
 from agent.recording.record import ExperimentRecord, ExperimentStatus
@@ -128,8 +128,9 @@ class ToolBox:
             raise LookupError(f"experiment {arguments.experiment_id} has no log (it was not run)")
         # Every log gets an equal share of the answer, so that the last one is never cut away.
         share = MAX_RESULT_CHARS // len(present) - 200
-        return "\n\n".join(f"== {log} ==\n" + bounded(last_lines(self.dir / log, arguments.tail_lines), share)
-                           for log in present)
+        seals = log_seals(self.records)
+        return "\n\n".join(f"== {log} ==\n" + bounded(last_lines(self.dir / log, arguments.tail_lines,
+                                                                 seals.get(log)), share) for log in present)
 
     def _show_diff(self, arguments: ShowDiffArgs) -> str:
         record = self._record(arguments.experiment_id)

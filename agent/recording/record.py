@@ -92,6 +92,8 @@ class RunEntry(_Part):
     hardware: Hardware | None = None      # the machine that ran it (trainer/hardware.py)
     salvaged: bool | None = None          # it died after its seal; val_bpb is the trusted evaluator's score of
     salvaged_from: str | None = None      # its sealed weights, and this the crash it died of (agent/judging/salvage.py)
+    log_shown_bytes: int | None = None    # the start of its log printed before it asked for its seal: all a proposer
+                                          # may read of it (None, in records older than that: none of it)
     run_id: RunId | None = Field(default=None, exclude=True)  # which run it was, while the loop that ran it runs
 
     @classmethod
@@ -112,7 +114,8 @@ class RunEntry(_Part):
                    **({"where": result.where} if result.where else {}),
                    **({"limits": result.limits.describe()} if result.limits else {}),
                    **({"ended": result.ended} if result.ended else {}),
-                   **({"hardware": result.hardware} if result.hardware else {}))
+                   **({"hardware": result.hardware} if result.hardware else {}),
+                   **({"log_shown_bytes": result.log_shown_bytes} if result.log_shown_bytes is not None else {}))
 
     @classmethod
     def _salvaged(cls, result: Any, seed: int, workspace_dir: Path) -> RunEntry:
@@ -194,6 +197,7 @@ class FixAttempt(_Part):
     triage: str
     reason: str
     log: str
+    log_shown_bytes: int | None = None  # as RunEntry's
 
 
 class RebasedFrom(_Part):

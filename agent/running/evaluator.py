@@ -16,7 +16,7 @@ from trainer.training_run import TRACKED, evaluate_commit
 
 
 class EvaluationFailed(Exception):
-    """The evaluator could not score the weights; the message has the end of its log."""
+    """The evaluator could not score the weights; the message says why in the harness's words and names its log."""
 
 
 def evaluate_checkpoint(workspace: Workspace, job: EvaluationJob, python: str = sys.executable) -> Evaluation:
@@ -31,7 +31,7 @@ def parse_evaluation(log_path: Path, outcome: EvaluationOutcome, checkpoint: Pat
     """The evaluator's result in its log, wherever it ran (here, a spool worker, a Ray node); EvaluationFailed
     unless it exited cleanly after printing one that parses."""
     lines = log_path.read_text(errors="replace").splitlines() if log_path.exists() else []
-    problem = "timed out" if outcome.timed_out else "see below"
+    problem = "timed out" if outcome.timed_out else "see its log"
     if outcome.returncode == 0:
         try:
             evaluation = evaluation_in(lines)
@@ -40,6 +40,7 @@ def parse_evaluation(log_path: Path, outcome: EvaluationOutcome, checkpoint: Pat
         else:
             if evaluation is not None:
                 return evaluation
-    tail = "\n".join(lines[-15:])
-    raise EvaluationFailed(f"the evaluator exited {outcome.returncode} on {checkpoint.name} ({problem}); "
-                           f"the end of {log_path}:\n{tail}")
+    # The log's end can be the model process's own output (it ran the run's train.py): a reason reaches the
+    # proposers, so it names the log, where a person reads it, and quotes nothing of it.
+    raise EvaluationFailed(f"the evaluator exited {outcome.returncode} on {checkpoint.name} ({problem}); its log, "
+                           f"for a person to read: {log_path.name}")

@@ -36,7 +36,8 @@ class Fixing:
                and fixes < limit):
             draft.fix_attempts.append(FixAttempt(commit=draft.commit, triage=result.verdict.triage.value,
                                                  reason=result.verdict.reason,
-                                                 log=str(result.log_path.relative_to(workspace.dir))))
+                                                 log=str(result.log_path.relative_to(workspace.dir)),
+                                                 log_shown_bytes=result.log_shown_bytes))
             crashed = Crashed(experiment.id, result.verdict.triage.value, result.verdict.reason, result.tail,
                               draft.proposal.get("proposer"))
             try:

@@ -112,10 +112,12 @@ class SyntheticRunner:
             self.printed[checkpoint] = value
         log_path.write_text(log)
         lines = log.splitlines()
+        # as a real run's: it asks for its seal after training, so what a proposer may read ends there
+        shown = log.index("---") if "---" in log else len(log)
         return RunResult(returncode=returncode, timed_out=False, log_path=log_path,
                          verdict=classify(returncode, False, log, []), seconds=0.01, head="\n".join(lines[:5]),
                          tail="\n".join(lines[-20:]), checkpoint=checkpoint, checkpoint_sha256=digest,
-                         seal_seconds=0.01, trained_tokens=1000)
+                         seal_seconds=0.01, trained_tokens=1000, log_shown_bytes=shown)
 
     def evaluate(self, workspace: Workspace, job: EvaluationJob) -> Evaluation:
         value = self.printed[job.checkpoint]

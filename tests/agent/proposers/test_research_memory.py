@@ -16,7 +16,7 @@ from agent.llm.pricing import PriceTable
 from agent.llm.select import conversation_factory
 from agent.loop import LoopSettings, run_loop
 from agent.proposers.llm import LLMProposer
-from agent.proposers.night_state import STATE_TOKEN_BUDGET
+from agent.proposers.night_state import STATE_TOKEN_BUDGET, said_number
 from agent.proposers.night_summary import estimate_tokens, touched_parts
 from agent.recording.ledger import Ledger
 from agent.recording.notes import NOTES_LIMIT, NotesFull, append_user_note, read_notes, write_notes
@@ -192,9 +192,11 @@ def test_the_60th_conversation_sees_the_whole_night_in_bounded_space(night):
     # the notes (the model's latest rewrite and the user's note), budget left, hardware, best run's numbers
     assert "notes of experiment 50" in state and "(from the user" in state and "try mixture of depths next" in state
     assert "Budget left: 1 experiment(s)" in state and "of LLM spend" in state and re.search(r"\d+\.\d h", state)
-    assert "Hardware: NVIDIA H200, 140.4 GiB of memory" in state
+    # the device as the harness read it (a synthetic run has none); what the run printed, as rounded numbers only
+    assert "Hardware: unknown device, 140.4 GiB of memory" in state and "H200" not in state
     for key in ("num_steps", "tokens_per_second", "peak_vram_mb", "mfu_percent", "training_seconds"):
-        assert f"{key} {SUMMARY[key]}" in state
+        assert f"{key} {said_number(SUMMARY[key])}" in state
+    assert "tokens_per_second 218500" in state and "mfu_percent 38.25" in state
     assert "Lesson due: experiment 0059" in state
 
     # the system prompt states the keep rule as set (defaults: 2 sigma, 2 noise seeds) and the simplify rule
@@ -217,7 +219,10 @@ def test_hypotheses_lessons_notes_and_tools_are_recorded(night):
     logs = results[0]["content"]
     assert [line for line in logs.splitlines() if line.startswith("==")] == [
         "== logs/0000.log ==", "== logs/0000-noise1.log ==", "== logs/0000-noise2.log =="]
-    assert logs.count("device_memory_mb: 143771") == 3  # the last 5 lines of each
+    # the last 5 lines of what each printed before it asked for its seal, then the harness's line; the summary
+    # printed after the seal is not shown
+    assert logs.count("step 00416 | loss 3.20") == 3 and "device_memory_mb" not in logs
+    assert logs.count("after it asked for its validation seal are not shown to researchers") == 3
     listed = results[1]["content"]
     assert "MATRIX_LR -> 0.05" in listed and "WARMDOWN_RATIO -> 0.6" not in listed  # status keep, text "lr"
     assert "hypothesis: MATRIX_LR is off" in listed

@@ -8,7 +8,8 @@ from agent.proposers.toolbox import ToolBox, bounded, history_table
 from agent.recording.record import SIMPLIFY, Evidence, ExperimentRecord, ExperimentStatus, RunEntry
 
 RECORDS = [
-    ExperimentRecord(id="0000", status="keep", triage="ok", val_bpb=2.5, description="baseline", log="logs/0000.log"),
+    ExperimentRecord(id="0000", status="keep", triage="ok", val_bpb=2.5, description="baseline", log="logs/0000.log",
+                     runs=[RunEntry(seed=42, val_bpb=2.5, log="logs/0000.log", log_shown_bytes=10 ** 6)]),
     ExperimentRecord(id="0000-noise", status="noise", triage="ok", val_bpb=2.51, sigma=0.01, description="noise floor",
                      runs=[RunEntry(seed=43, val_bpb=2.52), RunEntry(seed=44, val_bpb=2.5)]),
     ExperimentRecord(id="0001", status="keep", triage="ok", val_bpb=2.47, description="LR 0.04 -> 0.05",
@@ -87,15 +88,20 @@ def test_read_run_log_gives_every_run_of_an_experiment_and_write_notes_is_bounde
     (tmp_path / "logs").mkdir()
     for name in ("0001", "0001.rerun1", "0001-noise1"):
         (tmp_path / "logs" / f"{name}.log").write_text(f"run {name}\nval_bpb: 2.4\n")
+    before_seal = len("run 0001\n")  # each run asked for its seal after its first line
     records = [RECORDS[0],
-               ExperimentRecord(id="0001", status="keep", runs=[RunEntry(log="logs/0001.log"),
-                                                                RunEntry(log="logs/0001.rerun1.log")]),
+               ExperimentRecord(id="0001", status="keep", runs=[
+                   RunEntry(log="logs/0001.log", log_shown_bytes=before_seal),
+                   RunEntry(log="logs/0001.rerun1.log", log_shown_bytes=before_seal + 7)]),
                ExperimentRecord(id="0001-noise", status="noise", of="0001",
                                 runs=[RunEntry(log="logs/0001-noise1.log")])]
     box = ToolBox(tmp_path, {}, records)
     logs = box.run(call("read_run_log", experiment_id="0001", tail_lines=1)).content
-    assert logs == ("== logs/0001.log ==\nval_bpb: 2.4\n\n== logs/0001.rerun1.log ==\nval_bpb: 2.4\n\n"
-                    "== logs/0001-noise1.log ==\nval_bpb: 2.4")
+    after = ("[harness] {} more bytes the run printed after it asked for its validation seal are not shown to "
+             "researchers; its result is what the harness parsed (list_experiments)")
+    assert logs == ("== logs/0001.log ==\nrun 0001\n" + after.format(13) + "\n\n== logs/0001.rerun1.log ==\n"
+                    "run 0001.rerun1\n" + after.format(13) + "\n\n== logs/0001-noise1.log ==\n[harness] this log is "
+                    "not shown: its run ended before the harness marked where a run asks for its validation seal")
     written = box.run(call("write_notes", text="- open: warm-down\n"))
     assert not written.is_error and (tmp_path / "notes.md").read_text() == "- open: warm-down\n"
     refused = box.run(call("write_notes", text="x" * 9000))
