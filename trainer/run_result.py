@@ -73,7 +73,7 @@ class RunResult:
         shown = sealed.get("log_shown_bytes")
         before = read_log(log_path, end=shown) if shown else LogView("", "", "", 0)
         verdict = classify(returncode, timed_out, log.text, frozen_changed, seal_refused, limit_hit, harness_failed,
-                           sealed.get("ended"), quotable=before.text)
+                           sealed.get("ended"), quote=bool(shown) and shown >= log.size)
         return cls(returncode=returncode, timed_out=timed_out, log_path=log_path, seconds=seconds, verdict=verdict,
                    head=before.head, tail=before.tail, frozen_changed=frozen_changed,
                    model_config=parse_model_config(before.head), **sealed)

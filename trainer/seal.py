@@ -228,6 +228,12 @@ class Seal:
         return None
 
     def _serve(self) -> None:
+        try:
+            self._serve_requests()
+        except OSError:  # the run hung up or reset the socket: it has nothing more to ask
+            pass
+
+    def _serve_requests(self) -> None:
         with self._ours.makefile("rb") as requests, self._ours.makefile("wb") as answers:
             while line := requests.readline(MAX_REQUEST_BYTES + 1):
                 if not line.endswith(b"\n"):
@@ -252,7 +258,7 @@ class Seal:
     def _answer(self, request: str, at: float) -> str:
         asked = REQUEST.fullmatch(request)
         if not asked or asked.group(1) != "val":
-            return self._refuse(f"only `seal val` is served, not {request[:60]!r}")
+            return self._refuse("a request other than `seal val` (only that one is served)")
         if self.result.checkpoint is not None or self.result.seconds is not None:
             return self._refuse("the run already sealed its weights once; evaluate_bpb runs once per run")
         self.result.seconds = round(at - self._started, 3)
@@ -314,7 +320,10 @@ class Seal:
         return None
 
     def _refuse(self, why: str) -> str:
-        self.result.problem = self.result.problem or why
+        """A refusal in the harness's own words; after the weights are sealed nothing the run asks can change its
+        record (its requests then may carry what it read of val)."""
+        if self.result.checkpoint is None:
+            self.result.problem = self.result.problem or why
         return f"refused {why}"
 
 

@@ -67,6 +67,11 @@ EXCEPTION_LINE = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Interrupt)\b.*)$
 
 
 SUMMARY_KEYS, SUMMARY_VALUE_CHARS = 64, 200
+# No model scores worse than this many bits per byte (a uniform guess over the vocabulary costs at most its log2, 13
+# bits a token, and a token is at least a byte): a printed number above it, or at or below 0, is no val_bpb. Beside
+# bounding what the number can carry, it keeps a printed number from holding more than ~26 bits at 6 decimals.
+MAX_VAL_BPB = 64
+AFTER_SEAL = "(a line it printed after its validation seal: in its log, not shown to the researcher)"
 CONFIG_KEYS, CONFIG_LINE_CHARS = 64, 8000
 Key = Annotated[str, StringConstraints(pattern=r"^\w{1,64}$")]
 Scalar = StrictBool | StrictInt | Annotated[float, Field(allow_inf_nan=False)] \
@@ -114,14 +119,18 @@ def parse_model_config(log_text: str) -> dict:
 
 def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_changed: list[str],
              seal_refused: str | None = None, limit_hit: str | None = None, harness_failed: str | None = None,
-             ended: str | None = None, quotable: str | None = None) -> Verdict:
+             ended: str | None = None, quote: bool = True) -> Verdict:
     """harness_failed: the harness's own failure (its disk full); ended: why the harness ended the run early;
-    quotable: the part of the log the reason may quote (what the run printed before its seal; None: all of it).
-    A reason reaches the proposers, so a line the run printed after its seal is named, never quoted."""
+    quote: whether the reason may quote the log, which it may not where the run printed anything after it asked
+    for its seal: a reason reaches the proposers, and what the run printed there could carry validation text
+    (even a line it had printed before, chosen afterwards from many). Such a reason names the line's kind."""
     summary = parse_summary(log_text)
 
+    def _said(line: str) -> str:
+        return line if quote else AFTER_SEAL
+
     def _line_of(text: str, index: int) -> str:
-        return _said(_line_at(text, index), quotable)
+        return _said(_line_at(text, index))
 
     if frozen_changed:
         return Verdict(Triage.TAMPER, f"frozen files changed during the run: {', '.join(frozen_changed)}", summary)
@@ -141,7 +150,7 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
     infra = INFRA_PATTERNS.search(log_text)
     if infra and returncode != 0:
         exceptions = EXCEPTION_LINE.findall(log_text)
-        detail = _said(exceptions[-1], quotable)[:300] if exceptions else _line_of(log_text, infra.start())
+        detail = _said(exceptions[-1][:300]) if exceptions else _line_of(log_text, infra.start())
         return Verdict(Triage.INFRA, f"the machine or its data failed: {detail}", summary)
     if returncode == 0:
         value = summary.get("val_bpb", "")
@@ -149,11 +158,12 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
             val_bpb = float(value)
         except ValueError:
             return Verdict(Triage.TAMPER, "exited 0 without a val_bpb in its summary", summary)
-        if not math.isfinite(val_bpb) or val_bpb <= 0:
-            return Verdict(Triage.TAMPER, f"exited 0 with an impossible val_bpb {val_bpb!r}", summary)
+        if not math.isfinite(val_bpb) or not 0 < val_bpb <= MAX_VAL_BPB:
+            return Verdict(Triage.TAMPER, f"exited 0 with an impossible val_bpb (not a number in (0, {MAX_VAL_BPB}])",
+                           summary)
         return Verdict(Triage.OK, f"val_bpb {val_bpb:.6f}", summary)
     if fail := FAIL_LINE.search(log_text):
-        return Verdict(Triage.DIVERGED, _said(fail.group(0).strip(), quotable).removeprefix("FAIL: "), summary)
+        return Verdict(Triage.DIVERGED, _said(fail.group(1).strip()), summary)
     if oom := OOM_PATTERNS.search(log_text):
         return Verdict(Triage.OOM, f"out of memory: {_line_of(log_text, oom.start())}", summary)
     if returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ):
@@ -162,15 +172,8 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
         return Verdict(Triage.OOM, "killed by SIGKILL (most likely the kernel's out-of-memory killer)", summary)
     exceptions = EXCEPTION_LINE.findall(log_text)
     if exceptions:
-        return Verdict(Triage.FIXABLE, _said(exceptions[-1], quotable)[:300], summary)
+        return Verdict(Triage.FIXABLE, _said(exceptions[-1][:300]), summary)
     return Verdict(Triage.FIXABLE, f"exited with code {returncode} and no traceback", summary)
-
-
-def _said(line: str, quotable: str | None) -> str:
-    """line where the run printed it before its seal (as a line of its own), else words saying where it is."""
-    if quotable is None or line.strip() in {text.strip() for text in quotable.splitlines()}:
-        return line
-    return "(a line it printed after its validation seal: in its log, not shown to the researcher)"
 
 
 def _line_at(text: str, index: int) -> str:

@@ -100,17 +100,21 @@ def header(context: ProposalContext) -> str:
     return "\n".join(lines)
 
 
+SAID_LIMIT = 1e9  # no step count, token rate, MiB or second count of a run reaches it
+
+
 def said_number(value: str) -> str | None:
-    """A summary value as the researcher is shown it: a number to 4 significant digits, else nothing. The summary
-    is printed after the run's seal, where its forward had seen validation rows: text there could carry them."""
+    """A summary value as the researcher is shown it: a number in [0, SAID_LIMIT) to 3 significant digits, else
+    nothing. The summary is printed after the run's seal, where its forward had seen validation rows, so what it
+    says can carry them: about 12 bits a field pass here, not 200 characters."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         return None
-    if not math.isfinite(number):
+    if not (math.isfinite(number) and 0 <= number < SAID_LIMIT):
         return None
-    rounded = float(f"{number:.4g}")
-    return str(int(rounded)) if rounded.is_integer() and abs(rounded) < 1e15 else repr(rounded)
+    rounded = float(f"{number:.3g}")
+    return str(int(rounded)) if rounded.is_integer() else repr(rounded)
 
 
 def keeps_section(records: list[ExperimentRecord], lessons: dict[str, str]) -> str:

@@ -39,7 +39,8 @@ FORBIDDEN_MODULES = dict.fromkeys([
     "telnetlib", "xmlrpc", "websocket", "websockets", "subprocess", "multiprocessing", "pty", "ctypes", "cffi",
     "importlib", "runpy", "pickle", "marshal", "shutil", "signal", "posix", "nt", "builtins", "io", "codecs",
     "inspect", "tempfile", "gzip", "bz2", "lzma", "zipfile", "tarfile", "shelve", "dbm", "sqlite3", "mmap",
-    "fcntl", "asyncio", "code", "pdb", "trace", "timeit", "cProfile", "profile", "concurrent",
+    "fcntl", "asyncio", "code", "pdb", "trace", "timeit", "cProfile", "profile", "concurrent", "pkgutil", "pydoc",
+    "imp", "zipimport",
 ], ESCAPES) | dict.fromkeys([
     "pyarrow", "pandas", "polars", "fastparquet", "duckdb", "h5py", "tables", "zarr", "netCDF4", "xarray", "lmdb",
     "safetensors", "PIL", "imageio", "cv2", "matplotlib", "fsspec", "datasets", "joblib", "dill", "cloudpickle",

@@ -302,3 +302,20 @@ def test_weights_in_torch_s_form_are_counted_every_tensor_and_held_to_the_budget
                                                                                         b"trained")
     client.close()
     assert seal.finish().checkpoint is None
+
+
+def test_after_its_seal_nothing_the_run_asks_changes_its_record_or_is_repeated(tmp_path):
+    """A run's forward sees val after the seal and can still write to the seal's socket: what it writes there is
+    refused in the harness's words, never quoted back or kept as the run's problem (a reason the proposer reads)."""
+    track = tmp_path / "track"
+    (track / "val").mkdir(parents=True)
+    (track / "track.json").write_text("{}")
+    seal, client = seal_client(tmp_path, RunBudget())
+    (tmp_path / "run" / CHECKPOINT).write_bytes(b"weights")
+    assert ask(client, b"seal val trained_tokens=1\n").startswith(b"open ")
+    answer = ask(client, b"VALROW 0c1f3a\n")
+    assert answer.startswith(b"refused a request other than `seal val`") and b"VALROW" not in answer
+    client.sendall(b"VALROW again")
+    client.close()  # mid-request: the seal's reader ends quietly
+    sealed = seal.finish()
+    assert sealed.problem is None and sealed.checkpoint is not None

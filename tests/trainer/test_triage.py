@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainer.triage import Triage, classify, parse_summary
+from trainer.triage import AFTER_SEAL, Triage, classify, parse_summary
 
 PROGRESS = "step 00000 (  0.0%) | loss 10.8000 | lr x1.00 | 900 ms | 1,000 tok/s | mfu n/a | epoch 1\n"
 GOOD_LOG = PROGRESS + "---\nval_bpb: 1.234567\ntraining_seconds: 300.1\ndepth: 8\n"
@@ -27,9 +27,9 @@ CASES = [
     ("tamper: exit 0 without any summary", 0, False, PROGRESS, [], Triage.TAMPER,
      "exited 0 without a val_bpb in its summary"),
     ("tamper: val_bpb nan", 0, False, PROGRESS + "---\nval_bpb: nan\n", [], Triage.TAMPER,
-     "exited 0 with an impossible val_bpb nan"),
+     "exited 0 with an impossible val_bpb (not a number in (0, 64])"),
     ("tamper: val_bpb zero", 0, False, PROGRESS + "---\nval_bpb: 0.000000\n", [], Triage.TAMPER,
-     "exited 0 with an impossible val_bpb 0.0"),
+     "exited 0 with an impossible val_bpb (not a number in (0, 64])"),
     ("timeout even with a traceback", -9, True, traceback("NameError: name 'x' is not defined"), [],
      Triage.TIMEOUT, "killed at the hard timeout (the whole process group)"),
     ("diverged", 1, False, PROGRESS + "FAIL: training diverged at step 5: loss nan\n", [], Triage.DIVERGED,
@@ -80,3 +80,15 @@ def test_parse_summary_ignores_lines_that_are_not_key_value():
 
 def test_parse_summary_without_a_separator_is_empty():
     assert parse_summary(PROGRESS + "val_bpb: 1.5\n-- -\n --- \n") == {}
+
+
+def test_a_run_that_printed_after_its_seal_is_never_quoted():
+    """A reason reaches the proposers: after the seal the run could pick, from lines it printed before, the one
+    that spells what it read of val. Where it printed anything after its seal, no line is quoted."""
+    log = traceback("ValueError: VB 3f") + "FAIL: VB 3f\n"
+    for returncode, words in ((1, "diverged"), (0, "tamper")):
+        said = classify(returncode, False, log + ("---\nval_bpb: 277088294822940.0\n" if returncode == 0 else ""),
+                        [], quote=False)
+        assert "3f" not in said.reason and "277088" not in said.reason and said.triage.value == words
+    assert classify(1, False, traceback("ValueError: VB 3f"), [], quote=False).reason == AFTER_SEAL
+    assert classify(1, False, traceback("ValueError: VB 3f"), []).reason == "ValueError: VB 3f"

@@ -67,6 +67,9 @@ APPENDED_VIOLATIONS = [
     ("import subprocess", "import of subprocess is not allowed"),
     ("from urllib import request", "import from urllib is not allowed"),
     ("import importlib", "import of importlib is not allowed"),
+    # resolve_name/locate reach any module's internals by a string (prepare's seal socket, a red team found)
+    ('import pkgutil\npkgutil.resolve_name("prepare:_seal")', "import of pkgutil is not allowed"),
+    ("from pydoc import locate", "import from pydoc is not allowed"),
     ("import prepare", "import the names you need from prepare (from prepare import ...), not the module"),
     ("evaluate_bpb = lambda *args: 0.5", "evaluate_bpb comes from prepare.py and may not be redefined"),
     ("def evaluate_bpb(model, tokenizer, batch_size):\n    return 0.5",

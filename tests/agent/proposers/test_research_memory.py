@@ -193,10 +193,10 @@ def test_the_60th_conversation_sees_the_whole_night_in_bounded_space(night):
     assert "notes of experiment 50" in state and "(from the user" in state and "try mixture of depths next" in state
     assert "Budget left: 1 experiment(s)" in state and "of LLM spend" in state and re.search(r"\d+\.\d h", state)
     # the device as the harness read it (a synthetic run has none); what the run printed, as rounded numbers only
-    assert "Hardware: unknown device, 140.4 GiB of memory" in state and "H200" not in state
+    assert "Hardware: unknown device, 140.6 GiB of memory" in state and "H200" not in state
     for key in ("num_steps", "tokens_per_second", "peak_vram_mb", "mfu_percent", "training_seconds"):
         assert f"{key} {said_number(SUMMARY[key])}" in state
-    assert "tokens_per_second 218500" in state and "mfu_percent 38.25" in state
+    assert "tokens_per_second 218000" in state and "mfu_percent 38.2" in state
     assert "Lesson due: experiment 0059" in state
 
     # the system prompt states the keep rule as set (defaults: 2 sigma, 2 noise seeds) and the simplify rule
