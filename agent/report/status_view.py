@@ -20,7 +20,7 @@ from agent.recording.novelty_share import tally
 from agent.recording.proposal_failures import read_failures
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import lessons_by_id, reasoning
-from agent.report.summary import commit_mean, headline, night_calibration, parse_time, where_ran
+from agent.report.summary import Headline, commit_mean, headline, night_calibration, parse_time, where_ran
 from agent.report.verdict import record_verdict
 from agent.running.run_progress import Phase, describe, last_step_line, read_phases
 from agent.untrusted import bounded, shown
@@ -38,54 +38,10 @@ def status_view(workspace: Workspace) -> Group:
         lines.append(Text(f"{workspace.tag}: no experiments yet"))
     else:
         h = headline(records, night_calibration(workspace.dir, workspace.track, records), stored_gpu_price(workspace))
-        profile = (workspace.settings.get("profile") or {}).get("name")
-        imported = workspace.settings.get("imported")
-        duty = "duty cycle not recorded" if imported else f"duty cycle {h.duty_cycle:.0%}"
-        lines.append(Text.from_markup(
-            f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}"
-            + (f" (profile {profile})" if profile else "") + f", {h.experiments} experiments, "
-            f"{h.keeps} kept besides the baseline, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, {duty}"))
-        if imported:
-            lines.extend(shown(line) for line in imported_lines(imported))
-        history = History(records)
-        best = history.best() if h.best is not None else None
-        if best:
-            lines.append(shown(f"best val_bpb {h.best:.6f} ({best.shown_commit}, {bounded(best.description)}); "
-                               f"baseline {h.baseline:.6f}, {h.gain_percent:.2f}% better"))
-            if (head := history.head()) is not None and head.id != best.id:
-                lines.append(shown(f"the branch head is the last keep, {head.id} ({head.shown_commit}, "
-                                   f"{bounded(head.description)}), val_bpb {commit_mean(records, head):.6f}"))
-        floors = [r for r in records if r.status == ExperimentStatus.NOISE]
-        if floors:
-            floor = floors[-1]
-            measured = f"sigma {floor.sigma:.6f}" if floor.sigma is not None else "sigma not measured"
-            lines.append(Text(f"noise: {measured} from {len(floor.values or [])} runs of {floor.of} (val_bpb "
-                              + ", ".join(f"{v:.6f}" for v in floor.values or [])
-                              + f"); {h.confirmed} keep(s) confirmed by a re-run"))
-            if warning := inflated_floor(floor.sigma, workspace.track["track"],
-                                         stored_keep_rule(workspace).keep_sigmas):
-                lines.append(Text(f"warning: {warning}", style="yellow"))
+        lines += headline_lines(workspace, records, h)
+        lines += noise_lines(workspace, records, h)
         lines.extend(control_lines(records))
-        if h.hardware:
-            lines.append(shown(f"hardware: {'; '.join(h.hardware)}"
-                               + (" (the runs trained on different machines)" if len(h.hardware) > 1 else "")))
-        if h.calibration and h.offset is not None:
-            lines.append(shown(f"calibrated baseline of that machine: {h.calibration.describe()}; "
-                               f"the best is {h.offset:+.6f} from it"))
-        if h.crash_rates:
-            lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
-        if h.tokens:
-            lines.append(Text(f"LLM: {h.tokens:,} tokens, ${h.cost_usd:.2f} so far"))
-        elif imported:
-            lines.append(Text("LLM: tokens and cost not recorded by the night"))
-        if kinds := tally(records):
-            lines.append(Text("kinds of change: " + "; ".join(kind.line() for kind in kinds)))
-        lines.extend(Text(line) for line in plateau_lines(records))
-        if h.gain_per_gpu_hour is not None:
-            priced = f", GPU ${h.gpu_cost_usd:.2f}" if h.gpu_cost_usd is not None else ""
-            per_usd = f", {h.gain_per_usd:.4g} per dollar" if h.gain_per_usd is not None else ""
-            lines.append(Text(f"cost: {h.gpu_hours:.2f} GPU-hours{priced}; val_bpb gained {h.gain_per_gpu_hour:.4g} "
-                              f"per GPU-hour{per_usd}"))
+        lines += spend_lines(records, h, imported=bool(workspace.settings.get("imported")))
     failed = read_failures(workspace.dir)
     if failed:
         spent = sum(f.usage.cost_usd for f in failed)
@@ -95,6 +51,69 @@ def status_view(workspace: Workspace) -> Group:
     if records:
         lines.append(last_experiments(records))
     return Group(*lines)
+
+
+def headline_lines(workspace: Workspace, records: list[ExperimentRecord], h: Headline) -> list[Text]:
+    """The tag's counts, where an imported night came from, the best (and the head, where it is not the best)."""
+    profile = (workspace.settings.get("profile") or {}).get("name")
+    imported = workspace.settings.get("imported")
+    duty = "duty cycle not recorded" if imported else f"duty cycle {h.duty_cycle:.0%}"
+    lines = [Text.from_markup(
+        f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}"
+        + (f" (profile {profile})" if profile else "") + f", {h.experiments} experiments, "
+        f"{h.keeps} kept besides the baseline, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, {duty}")]
+    if imported:
+        lines.extend(shown(line) for line in imported_lines(imported))
+    history = History(records)
+    best = history.best() if h.best is not None else None
+    if best:
+        lines.append(shown(f"best val_bpb {h.best:.6f} ({best.shown_commit}, {bounded(best.description)}); "
+                           f"baseline {h.baseline:.6f}, {h.gain_percent:.2f}% better"))
+        if (head := history.head()) is not None and head.id != best.id:
+            lines.append(shown(f"the branch head is the last keep, {head.id} ({head.shown_commit}, "
+                               f"{bounded(head.description)}), val_bpb {commit_mean(records, head):.6f}"))
+    return lines
+
+
+def noise_lines(workspace: Workspace, records: list[ExperimentRecord], h: Headline) -> list[Text]:
+    """The latest noise floor, flagged when it is far above the track's usual."""
+    floors = [r for r in records if r.status == ExperimentStatus.NOISE]
+    if not floors:
+        return []
+    floor = floors[-1]
+    measured = f"sigma {floor.sigma:.6f}" if floor.sigma is not None else "sigma not measured"
+    lines = [Text(f"noise: {measured} from {len(floor.values or [])} runs of {floor.of} (val_bpb "
+                  + ", ".join(f"{v:.6f}" for v in floor.values or []) + f"); {h.confirmed} keep(s) confirmed by a "
+                  "re-run")]
+    if warning := inflated_floor(floor.sigma, workspace.track["track"], stored_keep_rule(workspace).keep_sigmas):
+        lines.append(Text(f"warning: {warning}", style="yellow"))
+    return lines
+
+
+def spend_lines(records: list[ExperimentRecord], h: Headline, imported: bool) -> list[Text]:
+    """Where the runs trained, what crashed, what the LLM and the GPU cost, the kinds of change and plateaus."""
+    lines = []
+    if h.hardware:
+        lines.append(shown(f"hardware: {'; '.join(h.hardware)}"
+                           + (" (the runs trained on different machines)" if len(h.hardware) > 1 else "")))
+    if h.calibration and h.offset is not None:
+        lines.append(shown(f"calibrated baseline of that machine: {h.calibration.describe()}; "
+                           f"the best is {h.offset:+.6f} from it"))
+    if h.crash_rates:
+        lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
+    if h.tokens:
+        lines.append(Text(f"LLM: {h.tokens:,} tokens, ${h.cost_usd:.2f} so far"))
+    elif imported:
+        lines.append(Text("LLM: tokens and cost not recorded by the night"))
+    if kinds := tally(records):
+        lines.append(Text("kinds of change: " + "; ".join(kind.line() for kind in kinds)))
+    lines.extend(Text(line) for line in plateau_lines(records))
+    if h.gain_per_gpu_hour is not None:
+        priced = f", GPU ${h.gpu_cost_usd:.2f}" if h.gpu_cost_usd is not None else ""
+        per_usd = f", {h.gain_per_usd:.4g} per dollar" if h.gain_per_usd is not None else ""
+        lines.append(Text(f"cost: {h.gpu_hours:.2f} GPU-hours{priced}; val_bpb gained {h.gain_per_gpu_hour:.4g} "
+                          f"per GPU-hour{per_usd}"))
+    return lines
 
 
 def imported_lines(imported: dict) -> list[str]:
