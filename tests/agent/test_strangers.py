@@ -282,9 +282,13 @@ def test_an_unprivileged_loop_without_isolation_says_so_and_keeps_its_key_and_ho
         assert escapees() == []  # the setsid + empty-environment process was found and killed
         assert API_KEY not in (workspace.dir / "logs" / "0000.log").read_text()
         # What is left open without isolation: the model server met the file the run left in /tmp, so the baseline's
-        # own number could not be verified, and the loop stopped saying so.
+        # own number could not be verified, and the loop stopped saying so. The model process's own words are in the
+        # evaluator's log for a person; the reason (which proposers read) names that log and quotes none of it.
         baseline = Ledger(workspace.dir).records[-1]
-        assert baseline.status == "crash" and "left in /tmp" in baseline.reason, baseline.reason
+        assert baseline.status == "crash" and "cannot be verified" in baseline.reason, baseline.reason
+        assert "left in /tmp" not in baseline.reason and "verify-0000.log" in baseline.reason, baseline.reason
+        evaluator_log = next(workspace.dir.rglob("verify-0000.log")).read_text()
+        assert "the model server found what a run left in /tmp" in evaluator_log, evaluator_log[-2000:]
         assert "stopped: the baseline did not produce a result" in loop.stdout, loop.stdout
     finally:
         shutil.rmtree(home, ignore_errors=True)
