@@ -27,6 +27,7 @@ from pathlib import Path
 
 from trainer.hardware import this_machine
 from trainer.hashing import regular_file_sha256
+from trainer.kernel_cache import kernel_caches
 from trainer.prepare import PrepareError, cache_root, track_dir
 from trainer.run_limits import RunLimits, free_bytes, gpu_in_reach
 from trainer.run_result import RunResult
@@ -88,11 +89,12 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
     compile_cache.mkdir(mode=0o1777)
     compile_cache.chmod(0o1777)
     seal = Seal(run_dir, track, CHECKPOINT, request.checkpoint_destination)
+    kernels, kernel_env = kernel_caches()
     env = {"AUTORESEARCH_SEED": str(request.seed), "AUTORESEARCH_CACHE": str(training_view(track, run_dir)),
-           "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **seal.env(), **compile_cache_env(compile_cache),
+           "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **kernel_env, **seal.env(), **compile_cache_env(compile_cache),
            **threads_env(spec.constants), **request.extra_env}
     cache = cache_root()
-    view = View(read_only=data_paths(cache),
+    view = View(read_only=[*data_paths(cache), *kernels],
                 hidden=[runs_root(), run_dir.parent, *request.hidden, *hidden_paths(cache)])
     limits = request.limits or RunLimits.for_machine()
     device = "cuda" if gpu_in_reach() else "cpu"  # every GPU device is in its view; the variable only asks

@@ -1,6 +1,10 @@
+import secrets
+import shutil
 from pathlib import Path
 
 import pytest
+
+from trainer.sandbox import runs_root
 
 TRAINER = Path(__file__).resolve().parents[2] / "trainer"
 
@@ -18,3 +22,12 @@ def train(test_track):
     yield module
     del sys.modules[spec.name]
     sys.path.remove(str(TRAINER))
+
+
+@pytest.fixture
+def place(tmp_path):
+    """Where a run happens and what it leaves: a run directory under the runs root, a log, weights."""
+    parent = runs_root() / f"run-path-{secrets.token_hex(4)}"
+    yield dict(run_dir=parent / "0000", log_path=tmp_path / "logs" / "0000.log",
+               checkpoint_destination=tmp_path / "checkpoints" / "0000.pt")
+    shutil.rmtree(parent, ignore_errors=True)

@@ -3,8 +3,6 @@ agent involved; and the spool's messages, validated when read."""
 
 import hashlib
 import json
-import secrets
-import shutil
 from pathlib import Path
 
 import git
@@ -12,7 +10,7 @@ import pytest
 
 from trainer import spool as spoolfs
 from trainer.run_result import RunResult
-from trainer.sandbox import isolation_available, runs_root
+from trainer.sandbox import isolation_available
 from trainer.spool import SpoolJob, SpoolMessageError, SpoolResult
 from trainer.training_run import FROZEN, RunRequest, run_commit
 from trainer.triage import Triage
@@ -30,15 +28,6 @@ print("device: cpu")
 def commit_files(test_track, train_py: bytes, track_json: bytes | None = None) -> dict[str, bytes]:
     return {"train.py": train_py, "prepare.py": (TRAINER / "prepare.py").read_bytes(),
             "track.json": track_json if track_json is not None else json.dumps(test_track.spec).encode()}
-
-
-@pytest.fixture
-def place(tmp_path):
-    """Where a run happens and what it leaves: a run directory under the runs root, a log, weights."""
-    parent = runs_root() / f"run-path-{secrets.token_hex(4)}"
-    yield dict(run_dir=parent / "0000", log_path=tmp_path / "logs" / "0000.log",
-               checkpoint_destination=tmp_path / "checkpoints" / "0000.pt")
-    shutil.rmtree(parent, ignore_errors=True)
 
 
 def run(files: dict[str, bytes], place: dict, on_start=None, **options) -> RunResult:
