@@ -82,6 +82,7 @@ def cards(h: Headline) -> str:
         (f"{h.sigma:.6f}" if h.sigma else "not measured", f"sigma of val_bpb between seeds; {h.confirmed} keep(s) "
                                                           "confirmed by a re-run"),
         ("; ".join(h.hardware) or "not recorded", "hardware the runs trained on"),
+        *([("not FlashAttention-3", h.attention_fallback)] if h.attention_fallback else []),
         (f"{h.offset:+.6f}" if h.offset is not None else "not calibrated",
          f"best less this machine's calibrated baseline ({h.calibration.describe()})" if h.calibration else
          "best less this machine's baseline: `autoresearch calibrate --track TRACK` measures it"),

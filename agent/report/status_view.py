@@ -96,6 +96,8 @@ def spend_lines(records: list[ExperimentRecord], h: Headline, imported: bool) ->
     if h.hardware:
         lines.append(shown(f"hardware: {'; '.join(h.hardware)}"
                            + (" (the runs trained on different machines)" if len(h.hardware) > 1 else "")))
+    if h.attention_fallback:
+        lines.append(shown(h.attention_fallback, style="yellow"))
     if h.calibration and h.offset is not None:
         lines.append(shown(f"calibrated baseline of that machine: {h.calibration.describe()}; "
                            f"the best is {h.offset:+.6f} from it"))

@@ -11,6 +11,7 @@ from agent.recording.calibration import Calibration, calibration_for
 from agent.recording.gpu_cost import gpu_cost_usd, gpu_hours
 from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.report.attention import fallback_line
 from trainer.prepare import cache_root
 
 
@@ -37,6 +38,7 @@ class Headline:
     gpu_hours: float = 0.0                  # the runs' wall clock x one GPU each
     gpu_cost_usd: float | None = None       # gpu_hours at --gpu-usd-per-hour; None where no price was given
     imported: bool = False                  # a night another loop ran: timings, LLM spend, programs unrecorded
+    attention_fallback: str | None = None   # runs that trained without the FlashAttention-3 they asked for
 
     @property
     def offset(self) -> float | None:
@@ -89,7 +91,8 @@ def headline(records: list[ExperimentRecord], calibration: Calibration | None = 
         hardware=list(dict.fromkeys(r.hardware.describe() for r in records if r.hardware)), calibration=calibration,
         gpu_hours=gpu_hours(records),
         gpu_cost_usd=gpu_cost_usd(records, gpu_usd_per_hour) if gpu_usd_per_hour else None,
-        imported=any(r.imported is not None for r in records))
+        imported=any(r.imported is not None for r in records),
+        attention_fallback=fallback_line([r for r in records if r.is_experiment]))
 
 
 def night_calibration(workspace_dir: Path, track: dict, records: list[ExperimentRecord]) -> Calibration | None:

@@ -16,6 +16,7 @@ from agent.loop import LoopSettings, run_loop
 from agent.proposers.base import Proposal
 from agent.proposers.edits import Edit
 from agent.recording.ledger import read_records
+from agent.report.build import write_report
 from agent.tracking.notify.events import Event, Notification
 from agent.tracking.notify.formats import DISCORD_CONTENT_CHARS, Format, webhook
 from agent.tracking.notify.night import NightNotifier
@@ -164,6 +165,34 @@ def test_crash_streaks_and_plateaus_are_notified(workspace, hooks):
     assert events == [(Event.CRASH_STREAK, "0002"), (Event.PLATEAU, "0003"), (Event.STOPPED, None)]
     streak, plateau, _ = hook.notifications()
     assert streak.streak == 2 and plateau.streak == 3 and "0001 to 0003" in plateau.text
+
+
+def test_a_night_without_flashattention_3_is_said_once_and_shown_in_status_and_the_report(workspace, hooks):
+    hook = hooks()
+    notifier = NightNotifier(workspace, [hook.url()], say=lambda _: None, policy=FAST, poll_seconds=0.05).start()
+    run_loop(workspace, Changes("MATRIX_LR = 0.05", "WARMDOWN_RATIO = 0.31"), SyntheticRunner(GAINS, fallback=True),
+             LoopSettings(noise_seeds=0, overlap=False, max_experiments=3), say=lambda _: None)
+    notifier.close(seconds=5)
+    fallbacks = [n for n in hook.notifications() if n.event == Event.ATTENTION_FALLBACK]
+    assert [n.experiment for n in fallbacks] == ["0000"], hook.notifications()
+    assert "trained with flex: no FlashAttention-3 build loaded (varunneal/flash-attention-3" in fallbacks[0].text
+    status = CliRunner().invoke(cli.app, ["status", "--tag", workspace.tag, "--workspaces", str(workspace.dir.parent)])
+    said = " ".join(status.output.split())
+    assert "3 experiment(s) trained without the FlashAttention-3 their profile asks for" in said, status.output
+    assert "latest 0002: trained with flex" in said
+    page = write_report(workspace).read_text()
+    assert "not FlashAttention-3" in page and "latest 0002: trained with flex" in page
+
+
+def test_runs_with_flashattention_3_say_nothing_of_kernels(workspace, hooks):
+    hook = hooks()
+    notifier = NightNotifier(workspace, [hook.url()], say=lambda _: None, policy=FAST, poll_seconds=0.05).start()
+    run_loop(workspace, Changes("MATRIX_LR = 0.05"), SyntheticRunner(GAINS),
+             LoopSettings(noise_seeds=0, overlap=False, max_experiments=2), say=lambda _: None)
+    notifier.close(seconds=5)
+    assert not [n for n in hook.notifications() if n.event == Event.ATTENTION_FALLBACK]
+    status = CliRunner().invoke(cli.app, ["status", "--tag", workspace.tag, "--workspaces", str(workspace.dir.parent)])
+    assert "FlashAttention-3" not in status.output and "not FlashAttention-3" not in write_report(workspace).read_text()
 
 
 def test_each_service_gets_its_own_body(hooks):

@@ -4,7 +4,8 @@ trusted evaluator with the number the run printed. It lets a test drive the real
 night in seconds. It holds `slots` runs at once (a run waits for a free one), can make runs last a while
 (`delays`: text in train.py -> seconds), records when each run held its slot, and cancel_all ends the
 runs in flight at once. A machine that gets busier midway is `slows_after` runs, after which every run scores
-`slowdown` worse."""
+`slowdown` worse. `fallback` makes every run say it trained with FlexAttention, no FlashAttention-3 build having
+loaded (as on a GPU box whose hub cache lacks them)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,11 @@ from trainer.triage import classify
 
 SUMMARY = dict(training_seconds="30.0", total_seconds="41.5", startup_seconds="3.1", eval_seconds="8.4",
                peak_vram_mb="1843.7", mfu_percent="38.25", tokens_per_second="218453", total_tokens_M="6.6",
-               num_steps="417", num_params_M="12.3", depth="4", device="NVIDIA H200", device_memory_mb="143771")
+               num_steps="417", num_params_M="12.3", depth="4", device="NVIDIA H200", device_memory_mb="143771",
+               attention="fa3 varunneal/flash-attention-3", attention_skipped="none")
+FALLBACK = dict(attention="flex", attention_skipped="varunneal/flash-attention-3: ValueError: Version 1 of "
+                "'varunneal/flash-attention-3' is not available in the local cache and Hugging Face Hub is in "
+                "offline mode")
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,7 @@ class SyntheticRunner:
 
     def __init__(self, gains: dict[str, float], crashes: tuple[str, ...] = (), base: float = 1.5,
                  noise: float = 2e-4, slots: int = 1, delays: dict[str, float] | None = None,
-                 slows_after: int | None = None, slowdown: float = 0.0):
+                 slows_after: int | None = None, slowdown: float = 0.0, fallback: bool = False):
         self.gains = gains        # "NAME = value" (as the assignment starts) -> fall of val_bpb it brings
         self.crashes = crashes    # text whose presence in train.py makes the run run out of memory
         self.base, self.noise = base, noise
@@ -48,6 +53,7 @@ class SyntheticRunner:
         self.slots, self.delays = slots, delays or {}
         self.spans: list[Span] = []
         self.slows_after, self.slowdown = slows_after, slowdown
+        self.fallback = fallback
         self.started = 0  # runs that took a slot so far
         self._free = list(range(slots))
         self._slot_freed = threading.Condition()
@@ -101,7 +107,7 @@ class SyntheticRunner:
                                "2.00 GiB\n"), 1
         else:
             value = round(self.score(source, seed) + slowdown, 6)
-            summary = dict(val_bpb=f"{value:.6f}", **SUMMARY)
+            summary = dict(val_bpb=f"{value:.6f}", **SUMMARY) | (FALLBACK if self.fallback else {})
             log = "step 00000 | loss 9.01\nstep 00416 | loss 3.20\n---\n" + "\n".join(
                 f"{k}: {v}" for k, v in summary.items()) + "\n"
             returncode = 0

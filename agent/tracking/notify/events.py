@@ -25,6 +25,7 @@ class Event(str, Enum):
     KEEP = "keep"
     CRASH_STREAK = "crash_streak"
     PLATEAU = "plateau"
+    ATTENTION_FALLBACK = "attention_fallback"
     STOPPED = "stopped"
     NIGHT_ENDED = "night_ended"
 
@@ -93,3 +94,10 @@ def night_ended(tag: str, experiments: int, keeps: int, best: float | None, gain
                         keeps=keeps, best=best, gain=gain, cost_usd=cost_usd, report=report,
                         text=f"{tag}: night ended: {experiments} experiment(s), {keeps} keep(s), {best_said}, "
                              f"spent ${cost_usd:.2f}; report: {report}")
+
+
+def attention_fallback(tag: str, experiment: str, why: str, best: float | None) -> Notification:
+    return Notification(event=Event.ATTENTION_FALLBACK, tag=tag, title=f"{tag}: trained without FlashAttention-3",
+                        experiment=experiment, best=best,
+                        text=f"{tag}: experiment {experiment} {_said(why, REASON_CHARS)}; later runs on this machine "
+                             "will too, slower than the reference and not comparable to its numbers")

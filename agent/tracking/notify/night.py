@@ -16,6 +16,7 @@ from agent.recording.history import History
 from agent.recording.ledger import read_records
 from agent.recording.proposal_failures import failures_cost
 from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.report.attention import attention_fallback
 from agent.report.summary import headline
 from agent.tracking.notify import events
 from agent.tracking.notify.events import Notification
@@ -47,6 +48,7 @@ class LedgerWatch:
         best = History(records).best()
         self.best = best.val_bpb if best else None
         self.crashes = 0
+        self.fallback_said = any(attention_fallback(r.summary) for r in records)  # once a night: every run will
         for record in reversed([r for r in records if r.is_experiment]):  # a resumed tag's streak goes on
             if record.status != ExperimentStatus.CRASH:
                 break
@@ -68,6 +70,9 @@ class LedgerWatch:
         self.crashes = self.crashes + 1 if record.status == ExperimentStatus.CRASH else 0
         if self.crashes and self.crashes % self.crash_streak == 0:
             said.append(events.crash_streak(self.tag, record.id, self.crashes, self.best))
+        if not self.fallback_said and (why := attention_fallback(record.summary)):
+            said.append(events.attention_fallback(self.tag, record.id, why, self.best))
+            self.fallback_said = True
         if record.plateau is not None:
             said.append(events.plateau(self.tag, record.id, record.plateau.streak, describe(record), self.best))
         return said
