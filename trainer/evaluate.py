@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     not_dumpable()
     sys.path.insert(0, str(Path.cwd()))  # the exported commit's frozen prepare.py (never its train.py)
     device = "cuda" if cuda_devices() else "cpu"
+    shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+    print(f"evaluator: the model server runs on {device}"
+          + (f" (CUDA_VISIBLE_DEVICES={shown})" if shown is not None else ""), flush=True)
     server = ModelServer(args.checkpoint, device, args.batch_rows)  # starts while the rows are read
 
     import numpy as np

@@ -19,11 +19,13 @@ class EvaluationFailed(Exception):
     """The evaluator could not score the weights; the message says why in the harness's words and names its log."""
 
 
-def evaluate_checkpoint(workspace: Workspace, job: EvaluationJob, python: str = sys.executable) -> Evaluation:
+def evaluate_checkpoint(workspace: Workspace, job: EvaluationJob, python: str = sys.executable,
+                        extra_env: dict[str, str] | None = None) -> Evaluation:
     files = {path: workspace.file_at(path, job.commit).encode() for path in TRACKED}
     paths = workspace.paths(job.run)
     process = evaluate_commit(files, job.checkpoint, job.splits, probe=job.probe, timeout=job.timeout,
-                              run_dir=paths.run_dir, log_path=paths.log, python=python, batch_rows=job.batch_rows)
+                              run_dir=paths.run_dir, log_path=paths.log, python=python, batch_rows=job.batch_rows,
+                              extra_env=extra_env)
     return parse_evaluation(paths.log, EvaluationOutcome.of(process), job.checkpoint)
 
 

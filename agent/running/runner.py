@@ -65,7 +65,7 @@ def visible_gpus() -> list[int]:
 
 class LocalRunner:
     """Runs on this machine, `slots` at a time: one slot per GPU (each run sees only its own through
-    CUDA_VISIBLE_DEVICES), or `slots` CPU runs where there is no GPU."""
+    CUDA_VISIBLE_DEVICES), or `slots` CPU runs where there is no GPU. A trusted evaluation takes a slot too."""
 
     name = "local"
 
@@ -84,8 +84,16 @@ class LocalRunner:
         self._guard = threading.Lock()
 
     def evaluate(self, workspace: Workspace, job: EvaluationJob) -> Evaluation:
+        """On a slot of its own, as a run: a budgeted run never shares its GPU (memory, speed) with an evaluation,
+        which waits while every slot trains."""
         from agent.running.evaluator import evaluate_checkpoint
-        return evaluate_checkpoint(workspace, job, self.python)
+        slot = self._free.get()
+        try:
+            gpu = self.gpus[slot] if self.gpus else None
+            return evaluate_checkpoint(workspace, job, self.python,
+                                       extra_env=None if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)})
+        finally:
+            self._free.put(slot)
 
     def run(self, workspace: Workspace, job: Job) -> RunResult:
         files = {name: workspace.file_at(name, job.commit).encode() for name in TRACKED}
