@@ -321,14 +321,19 @@ def run_profile(label: str, cap_gib: float | None, values: dict, workspace: Path
 
 
 def tolerance_lines(evaluation: Evaluation) -> list[str]:
-    from agent.judging.verify import AGREEMENT, CONSISTENCY_LIMIT, LOOKAHEAD_LIMIT
-    return [f"|trusted - printed| {evaluation.gap:.3g} (printed {evaluation.printed:.6f}, trusted "
-            f"{evaluation.trusted:.6f}) against AGREEMENT[cuda] {AGREEMENT['cuda']:g}",
-            f"audit {evaluation.audit:.3g} nats over {evaluation.audited_tokens} tokens against CONSISTENCY_LIMIT "
-            f"{CONSISTENCY_LIMIT:g}",
-            f"repeat {evaluation.repeat:.3g} nats against CONSISTENCY_LIMIT {CONSISTENCY_LIMIT:g}",
-            f"lookahead {evaluation.lookahead:.3g} against LOOKAHEAD_LIMIT {LOOKAHEAD_LIMIT:g}",
-            f"evaluator {evaluation.seconds:.1f} s on {evaluation.device}"]
+    """The baseline's disagreement on this GPU and the tolerances a night here would set from it."""
+    from agent.judging.tolerances import CEILING, FLOOR, Limits, beyond_ceiling, measured
+    shown = Limits(agreement=evaluation.gap, lookahead=evaluation.lookahead,
+                   consistency=max(evaluation.audit, evaluation.repeat))
+    lines = [f"|trusted - printed| {evaluation.gap:.3g} (printed {evaluation.printed:.6f}, trusted "
+             f"{evaluation.trusted:.6f}); audit {evaluation.audit:.3g} nats over {evaluation.audited_tokens} tokens; "
+             f"repeat {evaluation.repeat:.3g} nats; lookahead {evaluation.lookahead:.3g}",
+             f"floor (cuda): {FLOOR['cuda'].words()}; ceiling: {CEILING.words()}"]
+    if past := beyond_ceiling(shown):
+        lines.append(f"beyond the ceiling, a night here would stop at its baseline: {'; '.join(past)}")
+    else:
+        lines.append(f"a night here would set: {measured(shown, 'cuda').limits.words()}")
+    return [*lines, f"evaluator {evaluation.seconds:.1f} s on {evaluation.device}"]
 
 
 def print_report(report: Report) -> None:

@@ -90,7 +90,7 @@ class KeepProcedure:
         if judgement.status not in (KEEP, CLOSE) or (all(map(trusted, runs)) and len(splits) == 1):
             return judgement
         try:
-            score_runs(self.workspace, self.runner, case.record.commit, runs, splits)
+            score_runs(self.workspace, self.runner, case.record.commit, runs, splits, baseline=case.best is None)
         except Untrusted as err:
             case.transcript.event("verification", passed=False, problem=str(err),
                                   **verification_evidence(runs).as_written())

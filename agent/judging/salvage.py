@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from agent.judging.tolerances import devices, night_tolerances
 from agent.judging.verify import model_problem
 from agent.recording.transcript import Transcript
 from agent.running.evaluator import EvaluationFailed
@@ -61,7 +62,7 @@ def salvage(workspace: Workspace, runner: Runner, commit: str, result: RunResult
         return _unsalvaged(result, transcript, crash,
                            f"the trusted evaluator could not score its sealed weights: {err}")
     seconds = round(time.monotonic() - started, 3)
-    if problem := model_problem(evaluation):
+    if problem := model_problem(evaluation, night_tolerances(workspace, devices(evaluation, result.device)).limits):
         transcript.event("salvage", salvaged=False, crash=crash, problem=problem, batch_rows=batch_rows)
         verdict = Verdict(Triage.TAMPER, f"{crash}; its sealed weights were scored instead, and cannot stand: "
                                          f"{problem}", result.summary)

@@ -7,9 +7,10 @@ from the weights the run sealed (trainer/seal.py: handed over before any validat
 the run), with its own implementation of the metric, probing the model for lookahead in every
 batch and serving each batch from a fresh process (trainer/model_server.py). That score becomes
 the run's val_bpb of record; decisions are taken on it. What the run printed is a consistency
-check: a gap wider than the harness's own tolerance (from the device the harness let the run
-reach and the evaluator's, never from the run's log) is tamper, as are no sealed weights,
-weights changed since the seal, a lookahead, or answers the model's own logits contradict.
+check: a gap wider than the night's tolerance (agent/judging/tolerances.py: measured on its baseline,
+for the device the harness let the run reach and the evaluator's, never from the run's log) is tamper,
+as are no sealed weights, weights changed since the seal, a lookahead, or answers the model's own
+logits contradict.
 A run judged a discard on its printed number is not scored: a fake worse number gains nothing.
 """
 
@@ -17,6 +18,16 @@ from __future__ import annotations
 
 import time
 
+from agent.judging.tolerances import (
+    Limits,
+    Tolerances,
+    beyond_ceiling,
+    devices,
+    measured,
+    night_tolerances,
+    shown_by,
+    store_tolerances,
+)
 from agent.recording.record import Check, RunEntry, Verification
 from agent.running.evaluator import EvaluationFailed
 from agent.running.jobs import EvaluationJob
@@ -25,14 +36,6 @@ from agent.workspace import Workspace
 from trainer.evaluation import Evaluation
 from trainer.hashing import file_sha256
 from trainer.run_id import RunKind
-
-# |trusted - printed| allowed, by device. CPU is fp32 and differs only in summation order and the
-# printed rounding (measured below 1e-6); CUDA runs bf16 autocast and a compiled model.
-AGREEMENT = {"cpu": 1e-5, "cuda": 2e-3}
-LOOKAHEAD_LIMIT = 1e-3  # logits are softcapped at 15; a causal model moves them by 0 (CPU) or bf16 noise
-# nats per token between what the model server reported and what its own logits give: the same forward
-# pass, so only float32 against float64 rounding (audit), or the same batch run twice (repeat)
-CONSISTENCY_LIMIT = 1e-3
 
 
 class Untrusted(Exception):
@@ -45,18 +48,20 @@ def trusted(run: RunEntry) -> bool:
 
 
 def score_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[RunEntry],
-               splits: tuple[str, ...] = ("val",)) -> None:
+               splits: tuple[str, ...] = ("val",), baseline: bool = False) -> None:
     """Scores every run that has a number but no trusted one (and every run, where splits asks for more than val);
-    raises Untrusted at the first that fails."""
+    raises Untrusted at the first that fails. The baseline's first scoring sets the night's tolerances."""
     for run in runs:
         if run.val_bpb is not None and (not run.trusted or (len(splits) > 1 and run.holdout_bpb is None)):
-            score_run(workspace, runner, commit, run, splits)
+            score_run(workspace, runner, commit, run, splits, calibrating=baseline)
+            baseline = False
 
 
 def score_run(workspace: Workspace, runner: Runner, commit: str, run: RunEntry,
-              splits: tuple[str, ...] = ("val",)) -> None:
+              splits: tuple[str, ...] = ("val",), calibrating: bool = False) -> None:
     """The run's val_bpb becomes the trusted evaluator's score of its sealed weights (and holdout_bpb, if asked);
-    run.check holds what the evaluator found. Raises Untrusted when the number cannot stand."""
+    run.check holds what the evaluator found. Raises Untrusted when the number cannot stand. Calibrating (the
+    unmodified baseline's run): what it shows sets the night's tolerances, unless it is beyond the ceiling."""
     printed = run.printed if run.printed is not None else run.val_bpb
     if not run.checkpoint:
         raise Untrusted(f"the run with seed {run.seed} printed val_bpb {printed} but sealed no weights through "
@@ -73,43 +78,61 @@ def score_run(workspace: Workspace, runner: Runner, commit: str, run: RunEntry,
         evaluation = runner.evaluate(workspace, job)
     except EvaluationFailed as err:
         raise Untrusted(f"the run with seed {run.seed} cannot be verified: {err}") from err
-    both_cpu = evaluation.device == "cpu" and run.device == "cpu"  # else bf16 somewhere
-    tolerance = AGREEMENT["cpu"] if both_cpu else AGREEMENT["cuda"]
     gap = abs(evaluation.val - printed)
-    run.check = Check(seed=run.seed, printed=printed, trusted=round(evaluation.val, 6), gap=gap, tolerance=tolerance,
+    on = devices(evaluation, run.device)
+    if calibrating:
+        tolerances = calibrated(workspace, shown_by(evaluation, gap), on, run.seed)
+    else:
+        tolerances = night_tolerances(workspace, on)
+    limits = tolerances.limits
+    run.check = Check(seed=run.seed, printed=printed, trusted=round(evaluation.val, 6), gap=gap,
+                      tolerance=limits.agreement,
                       lookahead=evaluation.lookahead, probes=evaluation.probes, audit=evaluation.audit,
                       audited_tokens=evaluation.audited_tokens, repeat=evaluation.repeat, device=evaluation.device,
                       seconds=round(time.monotonic() - started, 3))
     if evaluation.holdout is not None:  # a key of the check only where the holdout was scored
         run.check.holdout = round(evaluation.holdout, 6)
-    if problem := _problem(evaluation, gap, tolerance, run.seed, printed):
+    if problem := _problem(evaluation, gap, limits, run.seed, printed):
         raise Untrusted(problem)
     run.printed, run.val_bpb, run.trusted = printed, round(evaluation.val, 6), True
     if evaluation.holdout is not None:
         run.holdout_bpb = round(evaluation.holdout, 6)
 
 
-def _problem(evaluation: Evaluation, gap: float, tolerance: float, seed: int | None, printed: float) -> str | None:
-    if problem := model_problem(evaluation):
+def calibrated(workspace: Workspace, shown: Limits, on: str, seed: int | None) -> Tolerances:
+    """The night's tolerances from the baseline's scoring, stored in run.json; Untrusted (which stops the night)
+    when the baseline itself is beyond the ceiling."""
+    if past := beyond_ceiling(shown):
+        raise Untrusted(f"the unmodified baseline's run with seed {seed} disagrees with the trusted evaluator beyond "
+                        f"what any night allows: {'; '.join(past)}. On this machine the evaluator cannot tell "
+                        "tamper from noise, so no experiment could be judged: check the attention kernel and "
+                        "the evaluator's device (docs/tolerances.md)")
+    tolerances = measured(shown, on)
+    store_tolerances(workspace, tolerances)
+    return tolerances
+
+
+def _problem(evaluation: Evaluation, gap: float, limits: Limits, seed: int | None, printed: float) -> str | None:
+    if problem := model_problem(evaluation, limits):
         return problem
-    if gap > tolerance:
+    if gap > limits.agreement:
         return (f"the run with seed {seed} printed val_bpb {printed:.6f} but its saved weights "
-                f"score {evaluation.val:.6f} (allowed difference {tolerance:g})")
+                f"score {evaluation.val:.6f} (allowed difference {limits.agreement:.3g})")
     return None
 
 
-def model_problem(evaluation: Evaluation) -> str | None:
+def model_problem(evaluation: Evaluation, limits: Limits) -> str | None:
     """Why the model's answers to the evaluator cannot stand (inconsistent, adapting, looking ahead), or None."""
-    if evaluation.audit > CONSISTENCY_LIMIT:
+    if evaluation.audit > limits.consistency:
         return (f"the model's reported losses are not what its logits give: up to {evaluation.audit:.3g} nats "
-                f"apart on {evaluation.audited_tokens} audited tokens (limit {CONSISTENCY_LIMIT})")
-    if evaluation.repeat > CONSISTENCY_LIMIT:
+                f"apart on {evaluation.audited_tokens} audited tokens (limit {limits.consistency:.3g})")
+    if evaluation.repeat > limits.consistency:
         return (f"the model scores the same rows differently after seeing more text: up to "
-                f"{evaluation.repeat:.3g} nats apart (limit {CONSISTENCY_LIMIT})")
-    if evaluation.lookahead > LOOKAHEAD_LIMIT:
+                f"{evaluation.repeat:.3g} nats apart (limit {limits.consistency:.3g})")
+    if evaluation.lookahead > limits.lookahead:
         return (f"the model looks ahead: in copies of scored rows whose tokens after a position were replaced, "
                 f"its logits before the first replaced token moved by up to {evaluation.lookahead:.3g} (limit "
-                f"{LOOKAHEAD_LIMIT}, {evaluation.probes} probes)")
+                f"{limits.lookahead:.3g}, {evaluation.probes} probes)")
     return None
 
 

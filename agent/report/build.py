@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.judging.keep_rule import stored_keep_rule
+from agent.judging.tolerances import stored_tolerances
 from agent.recording.confirmation import read_confirmation
 from agent.recording.gpu_cost import stored_gpu_price
 from agent.recording.history import History
@@ -35,7 +36,7 @@ def write_report(workspace: Workspace, plot_style: str = "ours") -> Path:
     index.write_text(page(workspace.tag, workspace.track, records, h, png, cumulative, events,
                           confirmation, read_failures(workspace.dir), read_notes(workspace.dir).text,
                           read_in_flight(workspace.dir), doing(workspace), stored_keep_rule(workspace),
-                          workspace.settings.get("imported")))
+                          workspace.settings.get("imported"), stored_tolerances(workspace)))
     return index
 
 

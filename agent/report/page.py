@@ -19,6 +19,7 @@ from agent.judging.keep_rule import KeepRule
 from agent.judging.noise import inflated_floor
 from agent.judging.plateau import describe as plateau_described
 from agent.judging.plateau import plateaus
+from agent.judging.tolerances import Tolerances
 from agent.recording.confirmation import Confirmation
 from agent.recording.novelty_share import tally
 from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus
@@ -148,6 +149,13 @@ def imported_html(imported: dict | None) -> str:
     said.append(f"`run` cannot continue it: {imported['cannot_continue']}" if imported.get("cannot_continue")
                 else "`run` goes on from its last keep")
     return "".join(f"<div class='meta'>{escape(escape_controls(line, keep_newlines=False))}</div>" for line in said)
+
+
+def tolerances_html(tolerances: Tolerances | None) -> str:
+    """The tolerances the trusted evaluator's checks ran under, and what they were set from."""
+    if tolerances is None:
+        return "<p>No run was verified against tolerances measured on this machine.</p>"
+    return f"<p>The trusted evaluator's tolerances: {escape(tolerances.words())}.</p>"
 
 
 def noise_and_holdout(records: list[ExperimentRecord], confirmation: Confirmation | None, track: str = "",
@@ -340,7 +348,7 @@ def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, pl
          events_by_id: dict[str, list[dict]], confirmation: Confirmation | None = None,
          failures: list | None = None, notes: str = "", in_flight: list[ExperimentRecord] | None = None,
          doing: dict[str, list[str]] | None = None, keep_rule: KeepRule | None = None,
-         imported: dict | None = None) -> str:
+         imported: dict | None = None, tolerances: Tolerances | None = None) -> str:
     plot = base64.b64encode(plot_png).decode()
     generated = time.strftime("%Y-%m-%d %H:%M")
     return f"""<!doctype html>
@@ -354,6 +362,7 @@ def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, pl
 <h2>Kept changes</h2>{kept_changes(records)}
 <h2>What we learned</h2>{learned_section(records, notes)}
 <h2>Noise and held-out confirmation</h2>{noise_and_holdout(records, confirmation, str(track.get('track')), keep_rule)}
+{tolerances_html(tolerances)}
 <h2>Hyperparameter or algorithmic</h2>{kinds_table(records)}
 <h2>Programs</h2>{programs_table(records)}{plateaus_list(records)}
 <h2>Every experiment</h2>{experiments_table(records)}

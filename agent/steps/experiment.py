@@ -317,5 +317,6 @@ class Steps:
                               f"{result.verdict.reason}. Fix the machine or the data (see {record.log}), then run "
                               "again: the loop resumes from the best commit")
         if experiment.best is None and record.status != KEEP:
-            raise LoopStopped(f"the baseline did not produce a result ({record.triage}: {record.reason}); see "
-                              f"{record.log}")
+            said = record.reason if record.reason.startswith(f"{record.triage}:") else (
+                f"{record.triage}: {record.reason}")
+            raise LoopStopped(f"the baseline did not produce a result ({said}); see {record.log}")

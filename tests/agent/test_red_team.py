@@ -25,7 +25,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agent import cli
-from agent.judging.verify import AGREEMENT, CONSISTENCY_LIMIT, LOOKAHEAD_LIMIT
+from agent.judging.tolerances import FLOOR
 from agent.loop import LoopSettings, run_loop
 from agent.recording.ledger import Ledger
 from agent.running.runner import LocalRunner
@@ -187,7 +187,7 @@ def test_the_trusted_number_decides_and_the_tolerance_is_the_harness_own(workspa
     # The harness gave the run no GPU, so what it printed must be the weights' number to 1e-5, whatever it says.
     assert claims_gpu.status == "crash" and claims_gpu.triage == "tamper", claims_gpu.reason
     check = claims_gpu.runs[0].check
-    assert check.tolerance == AGREEMENT["cpu"] and abs(check.gap - 0.0019) < 2e-6
+    assert check.tolerance == FLOOR["cpu"].agreement and abs(check.gap - 0.0019) < 2e-6
     assert claims_gpu.summary["device"] == "cuda" and claims_gpu.runs[0].device == "cpu"
     assert "but its saved weights score" in claims_gpu.reason
 
@@ -195,8 +195,8 @@ def test_the_trusted_number_decides_and_the_tolerance_is_the_harness_own(workspa
     # fresh process, so the weights are scored as they are.
     assert adapts.status == "crash" and adapts.triage == "tamper", adapts.reason
     check = adapts.runs[0].check
-    assert check.printed < check.trusted - 0.01 and check.lookahead <= LOOKAHEAD_LIMIT
-    assert check.repeat <= CONSISTENCY_LIMIT and abs(check.trusted - baseline.val_bpb) < 0.15
+    assert check.printed < check.trusted - 0.01 and check.lookahead <= FLOOR["cpu"].lookahead
+    assert check.repeat <= FLOOR["cpu"].consistency and abs(check.trusted - baseline.val_bpb) < 0.15
 
     # A keep's number of record is the trusted evaluator's, not the one it printed.
     assert win.status == "keep" and win.verified, win.reason

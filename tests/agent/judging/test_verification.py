@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from agent.judging.verify import AGREEMENT, CONSISTENCY_LIMIT, Untrusted, score_run
+from agent.judging.tolerances import FLOOR
+from agent.judging.verify import Untrusted, score_run
 from agent.loop import LoopSettings, run_loop
 from agent.recording.ledger import Ledger
 from agent.recording.record import RunEntry
@@ -65,8 +66,8 @@ def test_faked_numbers_never_keep_and_an_honest_gain_is_verified(workspace):
 
     assert honest.status == "keep" and honest.verified and "verified" in honest.reason
     check = honest.evidence.verification.checks[0]
-    assert check.gap <= AGREEMENT["cpu"] and check.lookahead == 0.0
-    assert check.audit <= CONSISTENCY_LIMIT and check.repeat == 0.0 and check.audited_tokens >= 2048
+    assert check.gap <= FLOOR["cpu"].agreement and check.lookahead == 0.0
+    assert check.audit <= FLOOR["cpu"].consistency and check.repeat == 0.0 and check.audited_tokens >= 2048
     history = workspace.repo.git.rev_list("--first-parent", workspace.branch).split()
     assert history[0] == honest.commit and history[1] == baseline.commit and workspace.is_clean()
     tsv = (workspace.dir / "results.tsv").read_text().splitlines()[1:]
