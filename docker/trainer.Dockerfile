@@ -12,8 +12,12 @@
 ARG BASE=pytorch/pytorch:2.9.1-cuda12.8-cudnn9-runtime
 FROM ${BASE}
 
-RUN apt-get update && apt-get install -y --no-install-recommends git bubblewrap util-linux \
+# A C and C++ compiler: on CUDA every run compiles (Triton builds its launchers, inductor its CPU code), and the
+# runtime images have none. Python's headers come with the base (the PyTorch images' conda Python has them).
+RUN apt-get update && apt-get install -y --no-install-recommends git bubblewrap util-linux gcc g++ libc6-dev \
     && rm -rf /var/lib/apt/lists/*
+RUN python -c "import pathlib, sys, sysconfig; h = pathlib.Path(sysconfig.get_paths()['include'], 'Python.h'); \
+sys.exit(0 if h.exists() else f'{h} is missing: torch.compile needs Python headers; use a BASE that has them')"
 WORKDIR /app
 COPY pyproject.toml ./
 COPY docker/constraints.txt ./docker/

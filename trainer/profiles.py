@@ -17,9 +17,11 @@ GPU_TRACKS = ("gpu", "gpu-flops")  # tracks sized for a GPU: the profile sets th
 REFERENCE_ROWS = 128               # the gpu track's DEVICE_BATCH_SIZE (an H100's); never raised above it
 # Peak memory per row of 2048 tokens of the reference model, and what does not grow with rows (weights, optimizer
 # state, the CUDA context, compile workspaces): from the reference's published H100 run, peak_vram_mb 45060.2 at
-# DEVICE_BATCH_SIZE 128 (the summary in the reference autoresearch's program.md, read 2026-12-05).
-ROW_BYTES = 335_000_000
+# DEVICE_BATCH_SIZE 128 (the summary in the reference autoresearch's program.md, read 2026-12-05). peak_vram_mb is
+# torch.cuda.max_memory_allocated / 2**20 there as here: MiB.
+REFERENCE_PEAK_BYTES = int(45060.2 * 2**20)
 FIXED_BYTES = 2 * GIB
+ROW_BYTES = (REFERENCE_PEAK_BYTES - FIXED_BYTES) // REFERENCE_ROWS  # about 352 MB
 MEMORY_MARGIN = 0.8                # of the device's memory: fragmentation, the allocator's cache, other tenants
 MIN_CAPABILITY = (8, 0)            # bfloat16 tensor cores: Ampere and newer
 

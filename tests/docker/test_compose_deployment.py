@@ -2,8 +2,8 @@
 override and tests/docker/compose.test.yaml, on a private Docker engine (conftest.py).
 
 One deployment serves every assertion: the agent runs a baseline and one experiment proposed by
-the loopback LLM server (through the real Anthropic SDK), then is started again and stopped with
-`docker compose stop agent` while its next experiment trains.
+the loopback LLM server (through the real Anthropic SDK), which turns torch.compile on; then it is
+started again and stopped with `docker compose stop agent` while its next experiment trains.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from trainer.spool import SpoolResult, read_message
 PROJECT = "autoresearch-test"
 TAG = "e2e"
 API_KEY = "sk-ant-e2e-0123456789-never-leaves-the-agent"
-WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"
+COMPILE = "COMPILE_ON_CPU = False"
 SOFTCAP = "LOGIT_SOFTCAP = 15.0"
 RUN_TIMEOUT = 1200.0  # seconds for the first phase (prepare, baseline, one experiment, holdout confirmation)
 
@@ -97,7 +97,7 @@ def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) ->
             docker_compose("build")
             built = time.monotonic()
             server.script(text("ready"),  # the preflight
-                          submit("WARMDOWN_RATIO 0.5 -> 0.3", WARMDOWN, WARMDOWN.replace("0.5 ", "0.3 ")))
+                          submit("COMPILE_ON_CPU False -> True", COMPILE, COMPILE.replace("False", "True")))
             docker_compose("up", "--detach")
             agent = docker_compose("ps", "--all", "--quiet", "agent").stdout.strip()
             first_exit = int(engine.docker("wait", agent, timeout=RUN_TIMEOUT).stdout.strip())
@@ -139,9 +139,18 @@ def test_the_agent_proposed_through_the_llm_api_and_a_decision_was_recorded(depl
     assert proposals, "the agent never called the Anthropic API"
     assert all(API_KEY in r.headers.get("x-api-key", "") + r.headers.get("authorization", "") for r in proposals)
     assert [r["proposer"] for r in deployment.records] == ["baseline", "llm"], deployment.records
-    assert deployment.records[1]["description"] == "WARMDOWN_RATIO 0.5 -> 0.3"
-    assert deployment.records[1]["status"] in ("keep", "discard")
+    assert deployment.records[1]["description"] == "COMPILE_ON_CPU False -> True"
+    assert deployment.records[1]["status"] in ("keep", "discard"), deployment.records[1]["reason"]
     assert all(r["val_bpb"] for r in deployment.records)
+
+
+def test_the_trainer_image_compiles(deployment):
+    """torch.compile inside the trainer container, in a run's sandbox: inductor built the model's CPU code with the
+    image's compiler (on CUDA, Triton's launchers need the same), and the run trained to a number."""
+    baseline, compiled = deployment.records
+    assert baseline["summary"]["graph_breaks"] == "n/a"  # the baseline trains eagerly on CPU
+    assert compiled["summary"]["graph_breaks"] == "0" and compiled["summary"]["recompiles"] == "0", compiled["summary"]
+    assert float(compiled["summary"]["warmup_seconds"]) > float(baseline["summary"]["warmup_seconds"])
 
 
 def test_the_ledger_and_transcripts_are_on_the_workspaces_volume(deployment):
