@@ -99,9 +99,10 @@ class Workspace:
     @classmethod
     def create(cls, tag: str, track_spec: dict, program: Path, root: Path | None = None,
                profile: Profile | None = None, baseline: tuple[str, str] | None = None,
-               settings: dict | None = None) -> Workspace:
+               settings: dict | None = None, prepare_source: str | None = None) -> Workspace:
         """The workspace of a new tag: train.py for the track (and the profile's hardware values, if given), or
-        baseline's (train.py source, commit message) where given; settings: more keys for run.json."""
+        baseline's (train.py source, commit message) where given; settings: more keys for run.json;
+        prepare_source: its frozen prepare.py where not the project's (the GPU check's shortened budget)."""
         if not TAG_PATTERN.match(tag):
             raise WorkspaceError(f"tag {tag!r} is not usable: use letters, digits, '.', '_' or '-' (max 64)")
         directory = (root or default_root()) / tag
@@ -126,7 +127,10 @@ class Workspace:
                                        profile.hyperparameters if profile else None),
                 f"baseline: train.py for track {track}")
             (staging / "train.py").write_text(source)
-            shutil.copy2(TRAINER_DIR / "prepare.py", staging / "prepare.py")
+            if prepare_source is None:
+                shutil.copy2(TRAINER_DIR / "prepare.py", staging / "prepare.py")
+            else:
+                (staging / "prepare.py").write_text(prepare_source)
             (staging / "track.json").write_text(json.dumps(track_spec, indent=2, sort_keys=True) + "\n")
             repo.index.add(list(TRACKED))
             repo.index.commit(message, skip_hooks=True)

@@ -8,15 +8,16 @@
 2. data: the gpu track prepared offline from the standard library's sources (copies of each document under
    a numbered header, so that val and holdout hold the track's 20.97M evaluation tokens); val_bpb on it
    is not comparable with climbmix numbers, the timings and the tolerances are;
-3. train.py at the track's defaults with a shortened budget, twice with one compile cache (cold, then
-   warm): tokens/s and MFU in steady state, attention backend, peak VRAM, graph breaks and recompiles,
-   start-up, compile (uncounted warm-up) and eval seconds;
-4. the trusted evaluator (trainer/evaluate.py) on the second run's weights: trusted against printed
-   val_bpb, audit and repeat differences, the lookahead probe: the numbers behind the CUDA tolerances;
-5. hardware profiles (trainer/profiles.py), warm compile cache, short budget: this GPU held to 24 GB and to
-   16 GB (torch.cuda.set_per_process_memory_fraction) on the profiles chosen for those sizes, and this GPU's
-   profile with SDPA instead of its kernel: does each train without OOM, tokens/s, peak memory;
-6. attention alone, forward and backward, for each backend that loads (if time is left).
+3. hardware profiles (trainer/profiles.py), short budget, one compile cache for all (the first compiles cold,
+   the rest warm): this GPU held to 24 GB and to 16 GB (torch.cuda.set_per_process_memory_fraction) on the
+   profiles chosen for those sizes, and this GPU's profile with SDPA instead of its kernel: does each train
+   without OOM, tokens/s, peak memory, compile seconds;
+4. a short night through `autoresearch run` (benchmarks/gpu_night.py): the baseline and one experiment, each
+   in the sandbox with its own compile cache (cold, as every run of a night compiles), the trusted evaluator on
+   a slot of its own measuring the night's tolerances from the baseline, the landing and the closing holdout
+   confirmation; each run's phases (start-up, warm-up = the model's and the optimizer's compile, training,
+   eval), its verification's seconds and its attention kernel, read back from the night's records;
+5. attention alone, forward and backward, for each backend that loads (if time is left).
 
 Every phase checks the time left before the deadline and says what it skipped. The last line is
 ``GPU_CHECK {json}``.
@@ -42,6 +43,8 @@ from pydantic import BaseModel
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from benchmarks.gpu_night import Night, night_lines, run_night  # noqa: E402 (the repository's, from its root)
+
 CHARS_PER_TOKEN_BOUND = 6.0  # stdlib Python at an 8k vocabulary is ~3-4 characters a token; val must not run short
 RESULT_PREFIX = "GPU_CHECK "
 
@@ -62,18 +65,6 @@ class TrainRun(BaseModel):
     compile_notes: list[str]
 
 
-class Evaluation(BaseModel):
-    printed: float
-    trusted: float
-    gap: float
-    audit: float
-    audited_tokens: int
-    repeat: float
-    lookahead: float
-    device: str
-    seconds: float
-
-
 class AttentionTiming(BaseModel):
     backend: str
     window: int
@@ -92,8 +83,7 @@ class Report(BaseModel):
     environment: dict[str, str | None]
     kernels: list[KernelProbe] = []
     data_seconds: float | None = None
-    runs: list[TrainRun] = []
-    evaluation: Evaluation | None = None
+    night: Night | None = None
     attention: list[AttentionTiming] = []
     profiles: list[ProfileRun] = []
     skipped: list[str] = []
@@ -228,27 +218,6 @@ def run_train(label: str, workspace: Path, env: dict[str, str], timeout: float, 
                     summary=parse_summary(log), compile_notes=notes)
 
 
-def run_evaluator(workspace: Path, checkpoint: Path, printed: float, env: dict[str, str],
-                  timeout: float) -> Evaluation | None:
-    say("== trusted evaluator: python -m trainer.evaluate <weights> --splits val --probe")
-    from trainer.evaluation import evaluation_in
-    start = time.perf_counter()
-    try:
-        done = subprocess.run([sys.executable, "-m", "trainer.evaluate", str(checkpoint), "--splits", "val", "--probe"],
-                              cwd=workspace, env=env | {"PYTHONPATH": str(REPO)}, capture_output=True, text=True,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        say(f"  the evaluator did not finish in {timeout:.0f} s")
-        return None
-    quote(done.stdout + done.stderr)
-    result = evaluation_in(done.stdout.splitlines())
-    if done.returncode != 0 or result is None:
-        return None
-    return Evaluation(printed=printed, trusted=result.val, gap=abs(result.val - printed), audit=result.audit,
-                      audited_tokens=result.audited_tokens, repeat=result.repeat, lookahead=result.lookahead,
-                      device=result.device, seconds=time.perf_counter() - start)
-
-
 def time_attention(train, torch, device, windows: list[int], probes: list[KernelProbe], seconds_left,
                    rows: int = 8, repeats: int = 20) -> list[AttentionTiming]:
     """Forward + backward of attention alone at the track's sequence length and head size (FlexAttention
@@ -320,22 +289,6 @@ def run_profile(label: str, cap_gib: float | None, values: dict, workspace: Path
     return ProfileRun(label=label, memory_cap_gib=cap_gib, hyperparameters=values, run=run)
 
 
-def tolerance_lines(evaluation: Evaluation) -> list[str]:
-    """The baseline's disagreement on this GPU and the tolerances a night here would set from it."""
-    from agent.judging.tolerances import CEILING, FLOOR, Limits, beyond_ceiling, measured
-    shown = Limits(agreement=evaluation.gap, lookahead=evaluation.lookahead,
-                   consistency=max(evaluation.audit, evaluation.repeat))
-    lines = [f"|trusted - printed| {evaluation.gap:.3g} (printed {evaluation.printed:.6f}, trusted "
-             f"{evaluation.trusted:.6f}); audit {evaluation.audit:.3g} nats over {evaluation.audited_tokens} tokens; "
-             f"repeat {evaluation.repeat:.3g} nats; lookahead {evaluation.lookahead:.3g}",
-             f"floor (cuda): {FLOOR['cuda'].words()}; ceiling: {CEILING.words()}"]
-    if past := beyond_ceiling(shown):
-        lines.append(f"beyond the ceiling, a night here would stop at its baseline: {'; '.join(past)}")
-    else:
-        lines.append(f"a night here would set: {measured(shown, 'cuda').limits.words()}")
-    return [*lines, f"evaluator {evaluation.seconds:.1f} s on {evaluation.device}"]
-
-
 def print_report(report: Report) -> None:
     say("== results")
     for key, value in report.environment.items():
@@ -345,21 +298,18 @@ def print_report(report: Report) -> None:
                                       if probe.loaded else f"not loaded ({probe.error})"))
     if report.data_seconds is not None:
         say(f"  data: prepared in {report.data_seconds:.1f} s")
-    keys = ("attention", "attention_skipped", "tokens_per_second", "mfu_percent", "peak_vram_mb", "graph_breaks",
-            "recompiles", "startup_seconds", "warmup_seconds", "training_seconds", "eval_seconds", "total_seconds",
-            "num_steps", "val_bpb")
-    for run in report.runs:
-        say(f"  run {run.label}: exit {run.returncode}, {run.wall_seconds:.1f} s wall")
-        for key in keys:
-            say(f"    {key}: {run.summary.get(key, '(missing)')}")
     for profile in report.profiles:
         summary = profile.run.summary
         say(f"  profile {profile.label}, cap {profile.memory_cap_gib or 'none'} GiB, {profile.hyperparameters}: exit "
-            f"{profile.run.returncode}; tokens/s {summary.get('tokens_per_second', '-')}, peak_vram_mb "
-            f"{summary.get('peak_vram_mb', '-')}, attention {summary.get('attention', '-')}")
-    if report.evaluation:
-        for line in tolerance_lines(report.evaluation):
-            say(f"  {line}")
+            f"{profile.run.returncode}, {profile.run.wall_seconds:.0f} s wall; tokens/s "
+            f"{summary.get('tokens_per_second', '-')}, mfu {summary.get('mfu_percent', '-')}%, peak_vram_mb "
+            f"{summary.get('peak_vram_mb', '-')}, attention {summary.get('attention', '-')}, start-up "
+            f"{summary.get('startup_seconds', '-')} s, warm-up (compile) {summary.get('warmup_seconds', '-')} s, "
+            f"graph breaks {summary.get('graph_breaks', '-')}, recompiles {summary.get('recompiles', '-')}")
+    if report.night:
+        say("  night:")
+        for line in night_lines(report.night):
+            say(f"    {line}")
     for skipped in report.skipped:
         say(f"  skipped: {skipped}")
     say(RESULT_PREFIX + report.model_dump_json())
@@ -369,6 +319,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=45, help="training seconds per run (the track's is 300)")
     parser.add_argument("--deadline", type=float, default=540, help="seconds for the whole check")
+    parser.add_argument("--night", type=float, default=330, help="seconds kept for the night (phase 4)")
     parser.add_argument("--smoke", action="store_true", help="CPU, the test track: exercises every phase quickly")
     parser.add_argument("--keep", type=Path, default=None, help="keep the data, workspace and caches here")
     args = parser.parse_args()
@@ -417,30 +368,21 @@ def main() -> int:
         say(f"  {probe.model_dump_json()}")
 
     from trainer.training_run import compile_cache_env
-    checkpoint = workspace / "weights.pt"
-    env = {**os.environ, "AUTORESEARCH_SEED": "42", "AUTORESEARCH_CHECKPOINT": str(checkpoint),
-           **compile_cache_env(root)}
-    run_timeout = args.budget + 240 if not args.smoke else 300
-    for label, reserve in (("cold compile cache", 60), ("warm compile cache", 120)):  # the evaluator's time
-        if seconds_left() < (args.budget + reserve if not args.smoke else 20):
-            report.skipped.append(f"train.py, {label}: {seconds_left():.0f} s left")
-            continue
-        report.runs.append(run_train(label, workspace, env, min(run_timeout, max(seconds_left(), 10))))
-
-    printed = report.runs[-1].summary.get("val_bpb") if report.runs else None
-    if printed and checkpoint.exists() and seconds_left() > 20:
-        report.evaluation = run_evaluator(workspace, checkpoint, float(printed), env, max(seconds_left() - 10, 10))
-    else:
-        report.skipped.append("trusted evaluator: no run printed val_bpb with saved weights, or no time left")
-
+    env = {**os.environ, "AUTORESEARCH_SEED": "42", **compile_cache_env(root)}
     profile_budget = 20 if not args.smoke else 0
     for label, cap, values in profile_variants(torch, device, track):
-        if seconds_left() < profile_budget + 90:
-            report.skipped.append(f"profile {label}: {seconds_left():.0f} s left")
+        if seconds_left() - args.night < profile_budget + 90:
+            report.skipped.append(f"profile {label}: {seconds_left():.0f} s left, {args.night:.0f} s kept for the "
+                                  "night")
             continue
         short = {**env, "AUTORESEARCH_CHECKPOINT": str(root / "profile-weights.pt")}
         report.profiles.append(run_profile(label, cap, values, workspace, short,
-                                           min(profile_budget + 150, seconds_left() - 30), profile_budget))
+                                           min(profile_budget + 150, seconds_left() - args.night), profile_budget))
+
+    say("== a short night: autoresearch run, the baseline and one experiment")
+    report.night = run_night(root, prepared.spec, track, args.budget, seconds_left() - (60 if not args.smoke else 10))
+    for line in night_lines(report.night):
+        say(f"  {line}")
 
     if seconds_left() > 60:
         say(f"== attention alone, forward + backward, rows x {train.MAX_SEQ_LEN} tokens, 4 heads x {train.HEAD_DIM}")
@@ -452,7 +394,10 @@ def main() -> int:
     else:
         report.skipped.append(f"attention timings: {seconds_left():.0f} s left")
     print_report(report)
-    return 0 if report.runs and all(run.returncode == 0 for run in report.runs) and report.evaluation else 1
+    night = report.night
+    experiments = {run.experiment for run in night.runs} if night else set()
+    verified = bool(night and night.runs and night.runs[0].check and night.tolerances and len(experiments) > 1)
+    return 0 if verified and all(p.run.returncode == 0 for p in report.profiles) else 1
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ no test runs) gives the disk back.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -21,8 +22,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_SCRIPT = ROOT / "scripts" / "docker_engine.sh"
 DEBIAN_IMAGE = "autoresearch-test/debian:bookworm"
-PYTHON_IMAGE = "autoresearch-test/python:3.11"
-TORCH_IMAGE = "autoresearch-test/torch:cpu"
+BASES = ROOT / "tests" / "docker" / "base"
+
+
+def versioned(image: str, dockerfile: Path) -> str:
+    """image tagged with its Dockerfile's hash: a kept base image is rebuilt once its Dockerfile changes."""
+    return f"{image}-{hashlib.sha256(dockerfile.read_bytes()).hexdigest()[:12]}"
+
+
+PYTHON_IMAGE = versioned("autoresearch-test/python:3.11", BASES / "python.Dockerfile")
+TORCH_IMAGE = versioned("autoresearch-test/torch:cpu", BASES / "torch.Dockerfile")
 TORCH_WHEEL = "torch==2.13.0+cpu"
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
