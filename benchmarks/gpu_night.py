@@ -64,7 +64,13 @@ def run_night(root: Path, spec: dict, track: str, budget: int, timeout: float, e
     from trainer.profiles import profile_for
     profile = profile_for(track)
     workspaces = root / "workspaces"
-    Workspace.create(TAG, spec, REPO / "prompts" / "program.md", workspaces, profile,
+    baseline = None
+    if track == "test":  # on CPU too every run then compiles, cold, as on a GPU
+        from trainer.hyperparameters import set_hyperparameters, train_source_for_track
+        source = train_source_for_track((REPO / "trainer" / "train.py").read_text(), track, profile.hyperparameters)
+        baseline = (set_hyperparameters(source, {"COMPILE_ON_CPU": True}),
+                    "baseline: train.py for track test, compiled on CPU (the GPU check's walk-through)")
+    Workspace.create(TAG, spec, REPO / "prompts" / "program.md", workspaces, profile, baseline=baseline,
                      prepare_source=short_prepare(budget))
     command = [sys.executable, "-m", "agent.cli", "run", "--tag", TAG, "--workspaces",
                str(workspaces), "--max-experiments", str(experiments), "--noise-seeds", "0", "--no-overlap"]
