@@ -62,7 +62,8 @@ def salvage(workspace: Workspace, runner: Runner, commit: str, result: RunResult
         return _unsalvaged(result, transcript, crash,
                            f"the trusted evaluator could not score its sealed weights: {err}")
     seconds = round(time.monotonic() - started, 3)
-    if problem := model_problem(evaluation, night_tolerances(workspace, devices(evaluation, result.device)).limits):
+    limits = night_tolerances(workspace, devices(evaluation, result.device), evaluation.device).limits
+    if problem := model_problem(evaluation, limits):
         transcript.event("salvage", salvaged=False, crash=crash, problem=problem, batch_rows=batch_rows)
         verdict = Verdict(Triage.TAMPER, f"{crash}; its sealed weights were scored instead, and cannot stand: "
                                          f"{problem}", result.summary)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 
 from agent.judging.tolerances import (
+    AUDIT_LIMIT,
     Limits,
     Tolerances,
     beyond_ceiling,
@@ -81,9 +82,9 @@ def score_run(workspace: Workspace, runner: Runner, commit: str, run: RunEntry,
     gap = abs(evaluation.val - printed)
     on = devices(evaluation, run.device)
     if calibrating:
-        tolerances = calibrated(workspace, shown_by(evaluation, gap), on, run.seed)
+        tolerances = calibrated(workspace, shown_by(evaluation, gap), on, evaluation.device, run.seed)
     else:
-        tolerances = night_tolerances(workspace, on)
+        tolerances = night_tolerances(workspace, on, evaluation.device)
     limits = tolerances.limits
     run.check = Check(seed=run.seed, printed=printed, trusted=round(evaluation.val, 6), gap=gap,
                       tolerance=limits.agreement,
@@ -99,7 +100,7 @@ def score_run(workspace: Workspace, runner: Runner, commit: str, run: RunEntry,
         run.holdout_bpb = round(evaluation.holdout, 6)
 
 
-def calibrated(workspace: Workspace, shown: Limits, on: str, seed: int | None) -> Tolerances:
+def calibrated(workspace: Workspace, shown: Limits, on: str, evaluator: str, seed: int | None) -> Tolerances:
     """The night's tolerances from the baseline's scoring, stored in run.json; Untrusted (which stops the night)
     when the baseline itself is beyond the ceiling."""
     if past := beyond_ceiling(shown):
@@ -107,7 +108,7 @@ def calibrated(workspace: Workspace, shown: Limits, on: str, seed: int | None) -
                         f"what any night allows: {'; '.join(past)}. On this machine the evaluator cannot tell "
                         "tamper from noise, so no experiment could be judged: check the attention kernel and "
                         "the evaluator's device (docs/tolerances.md)")
-    tolerances = measured(shown, on)
+    tolerances = measured(shown, on, evaluator)
     store_tolerances(workspace, tolerances)
     return tolerances
 
@@ -123,9 +124,9 @@ def _problem(evaluation: Evaluation, gap: float, limits: Limits, seed: int | Non
 
 def model_problem(evaluation: Evaluation, limits: Limits) -> str | None:
     """Why the model's answers to the evaluator cannot stand (inconsistent, adapting, looking ahead), or None."""
-    if evaluation.audit > limits.consistency:
+    if evaluation.audit > AUDIT_LIMIT:
         return (f"the model's reported losses are not what its logits give: up to {evaluation.audit:.3g} nats "
-                f"apart on {evaluation.audited_tokens} audited tokens (limit {limits.consistency:.3g})")
+                f"apart on {evaluation.audited_tokens} audited tokens (limit {AUDIT_LIMIT:g})")
     if evaluation.repeat > limits.consistency:
         return (f"the model scores the same rows differently after seeing more text: up to "
                 f"{evaluation.repeat:.3g} nats apart (limit {limits.consistency:.3g})")

@@ -3,6 +3,7 @@ only a run that died after its seal, on the trusted evaluator's number, with a s
 memory; a run whose weights cannot be scored stays the crash it was."""
 
 import hashlib
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +18,9 @@ from trainer.run_result import RunResult
 from trainer.triage import Triage, Verdict
 
 PRINTED = {"val_bpb": "0.010000"}  # what a run may print before it dies: never its number
+
+
+NO_NIGHT = SimpleNamespace(settings={})  # a workspace whose night measured no tolerances: the floors apply
 
 
 class Evaluator:
@@ -61,7 +65,7 @@ def test_a_finished_refused_tampering_broken_or_diverged_run_is_not_salvaged(tmp
 
 def test_a_salvaged_run_is_ok_on_the_evaluator_s_number_never_the_printed_one(tmp_path):
     evaluator, transcript = Evaluator(val=1.25), Transcript(tmp_path / "t.jsonl")
-    result = salvage(None, evaluator, "c0ffee", died(tmp_path, Triage.FIXABLE), transcript)
+    result = salvage(NO_NIGHT, evaluator, "c0ffee", died(tmp_path, Triage.FIXABLE), transcript)
 
     assert result.verdict.triage == Triage.OK and "salvaged after fixable: what it died of" in result.verdict.reason
     job, = evaluator.jobs
@@ -76,25 +80,25 @@ def test_a_salvaged_run_is_ok_on_the_evaluator_s_number_never_the_printed_one(tm
 @pytest.mark.parametrize(("device", "rows"), [("cpu", BATCH_ROWS // 2), ("cuda", BATCH_ROWS * CUDA_BATCH_SCALE // 2)])
 def test_the_weights_of_a_run_that_ran_out_of_memory_are_scored_in_smaller_batches(tmp_path, device, rows):
     evaluator = Evaluator()
-    salvage(None, evaluator, "c0ffee", died(tmp_path, Triage.OOM, device=device), Transcript(tmp_path / "t.jsonl"))
+    salvage(NO_NIGHT, evaluator, "c0ffee", died(tmp_path, Triage.OOM, device=device), Transcript(tmp_path / "t.jsonl"))
     assert evaluator.jobs[0].batch_rows == smaller_batch(device) == rows
 
 
 def test_weights_the_evaluator_cannot_score_leave_the_crash_as_it_was(tmp_path):
     before = died(tmp_path, Triage.OOM)
-    after = salvage(None, Evaluator(val=None), "c0ffee", before, Transcript(tmp_path / "t.jsonl"))
+    after = salvage(NO_NIGHT, Evaluator(val=None), "c0ffee", before, Transcript(tmp_path / "t.jsonl"))
     assert after is before and RunEntry.of(after, 7, tmp_path).val_bpb is None
 
 
 def test_weights_changed_since_the_seal_are_not_scored(tmp_path):
     before, evaluator = died(tmp_path, Triage.TIMEOUT), Evaluator()
     before.checkpoint.write_bytes(b"other weights")
-    assert salvage(None, evaluator, "c0ffee", before, Transcript(tmp_path / "t.jsonl")) is before
+    assert salvage(NO_NIGHT, evaluator, "c0ffee", before, Transcript(tmp_path / "t.jsonl")) is before
     assert evaluator.jobs == []
 
 
 def test_a_salvaged_model_that_looks_ahead_is_tamper(tmp_path):
-    after = salvage(None, Evaluator(lookahead=5.0), "c0ffee", died(tmp_path, Triage.OOM),
+    after = salvage(NO_NIGHT, Evaluator(lookahead=5.0), "c0ffee", died(tmp_path, Triage.OOM),
                     Transcript(tmp_path / "t.jsonl"))
     assert after.verdict.triage == Triage.TAMPER and "the model looks ahead" in after.verdict.reason
     assert after.salvage is None

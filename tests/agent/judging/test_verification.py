@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agent.judging.tolerances import FLOOR
+from agent.judging.tolerances import AUDIT_LIMIT, FLOOR
 from agent.judging.verify import Untrusted, score_run
 from agent.loop import LoopSettings, run_loop
 from agent.recording.ledger import Ledger
@@ -67,7 +67,7 @@ def test_faked_numbers_never_keep_and_an_honest_gain_is_verified(workspace):
     assert honest.status == "keep" and honest.verified and "verified" in honest.reason
     check = honest.evidence.verification.checks[0]
     assert check.gap <= FLOOR["cpu"].agreement and check.lookahead == 0.0
-    assert check.audit <= FLOOR["cpu"].consistency and check.repeat == 0.0 and check.audited_tokens >= 2048
+    assert check.audit <= AUDIT_LIMIT and check.repeat == 0.0 and check.audited_tokens >= 2048
     history = workspace.repo.git.rev_list("--first-parent", workspace.branch).split()
     assert history[0] == honest.commit and history[1] == baseline.commit and workspace.is_clean()
     tsv = (workspace.dir / "results.tsv").read_text().splitlines()[1:]
