@@ -65,7 +65,7 @@ def scored_run(tmp_path, evaluation: Evaluation, splits=("val",)) -> RunEntry:
     run = RunEntry(run_id=RunId.train("0001"), seed=42, val_bpb=1.2101, printed=1.2101,
                    checkpoint="checkpoints/0001.pt",
                    checkpoint_sha256=file_sha256(weights), device="cpu", log="logs/0001.log")
-    score_run(SimpleNamespace(dir=tmp_path), ScoresWith(evaluation), "c" * 40, run, splits)
+    score_run(SimpleNamespace(dir=tmp_path, settings={}), ScoresWith(evaluation), "c" * 40, run, splits)
     return run
 
 
