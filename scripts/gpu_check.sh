@@ -5,9 +5,10 @@
 #
 # Everything it measures and prints goes to OUT_FILE (default gpu_check-<host>-<time>.txt) and to the
 # terminal: the environment, which FlashAttention-3 builds load (offline and without the `kernels` package
-# it measures the FlexAttention path and says so), train.py on the gpu track with a cold and then a warm
-# compile cache, and the trusted evaluator on the run's weights. Set PYTHON to choose the interpreter
-# (default .venv/bin/python, else python3). `--smoke` walks the same phases on CPU with the test track.
+# it measures the FlexAttention path and says so), the hardware profiles, then a short night through
+# `autoresearch run` (sandbox, cold compiles, the trusted evaluator measuring the night's tolerances, the
+# landing, the holdout confirmation). Set PYTHON to choose the interpreter (default .venv/bin/python, else
+# python3). `--smoke` walks the same phases on CPU with the test track.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="gpu_check-$(hostname)-$(date -u +%Y%m%dT%H%M%SZ).txt"
