@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.text import Text
 
 from agent.proposers.registry import proposers_help, unknown_proposer
-from agent.running.registry import RunnerOptions, implied_runner, runner_problem, runners_help
+from agent.running.registry import RunnerOptions, implied_runner
 from agent.settings import RunSettings
 from agent.untrusted import bounded, escape_controls, shown
 from trainer.prepare import TRACKS, PrepareError
@@ -120,7 +120,9 @@ def init(tag: TagOption, track: TrackOption = "cpu", program: ProgramOption = DE
 
 @app.command()
 def doctor() -> None:
-    """What this machine is, how runs are isolated on it, and the profile each track would get here."""
+    """What this machine is, how runs are isolated on it, the profile each track would get here, and what a
+    first night needs: keys, coding CLIs, prepared tracks, free disk, Docker."""
+    from agent.doctor import answers
     from trainer.hardware import this_machine
     from trainer.profiles import KNOWN_DEVICES, ProfileError, profile_for
     from trainer.sandbox import isolation
@@ -133,6 +135,8 @@ def doctor() -> None:
         except ProfileError as err:
             say(f"{track}: no profile fits: {err}")
     say(f"profiles by name (--profile): {', '.join(KNOWN_DEVICES)}")
+    for answer in answers():
+        say(answer)
 
 
 @app.command()
@@ -166,22 +170,28 @@ def calibrate(track: TrackOption = "gpu", seeds: Annotated[int, typer.Option(
 
 def settings_command(model: type[BaseModel], extras: dict[str, dict]):
     """A command taking one settings object, offered as an option per field (help: the field's description;
-    extras: more typer.Option arguments by option name)."""
+    panel: the field's; extras: more typer.Option arguments by option name). A value the model refuses is a
+    one-line error naming the option and its bound."""
     def decorate(function):
         parameters = []
         own = [name for name in model.model_fields if name in model.__annotations__]  # its own fields first
         for name in own + [name for name in model.model_fields if name not in own]:
             field = model.model_fields[name]
-            if (field.json_schema_extra or {}).get("cli") is False:
+            extra = field.json_schema_extra or {}
+            if extra.get("cli") is False:
                 continue
             option = field.alias or name
-            arguments = dict(help=field.description) | extras.get(option, {})
+            arguments = dict(help=field.description, rich_help_panel=extra.get("panel")) | extras.get(option, {})
             annotation = Annotated[field.annotation, typer.Option(**arguments)]
             parameters.append(inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=field.default,
                                                 annotation=annotation))
 
         def command(**options):
-            return function(model.model_validate(options))
+            try:
+                settings = model.model_validate(options)
+            except ValidationError as err:
+                fail(refused_settings(err))
+            return function(settings)
         command.__name__, command.__doc__ = function.__name__, function.__doc__
         command.__signature__ = inspect.Signature(parameters)
         command.__annotations__ = {p.name: p.annotation for p in parameters}
@@ -189,59 +199,47 @@ def settings_command(model: type[BaseModel], extras: dict[str, dict]):
     return decorate
 
 
-class RunCommandSettings(RunSettings):
-    ray_address: str | None = Field(None, description="The Ray cluster's HOST:PORT, with --runner ray.")
+def refused_settings(err: ValidationError) -> str:
+    """The settings model's refusals as one line: each option, the value given and the bound it broke."""
+    said = []
+    for problem in err.errors():
+        message = problem["msg"].removeprefix("Value error, ")
+        if problem["loc"]:
+            option = "--" + str(problem["loc"][0]).replace("_", "-")
+            message = f"{option} {shown_repr(str(problem['input']))}: {message[:1].lower()}{message[1:]}"
+        said.append(message)
+    return "; ".join(said)
 
 
 @app.command()
-@settings_command(RunCommandSettings, {"tag": dict(callback=checked_tag), "track": dict(help=f"Track for a new tag: "
-                                                                              f"{', '.join(TRACKS)} (an existing "
-                                                                              "tag keeps its own)."),
-                                       "proposer": dict(help=proposers_help()), "runner": dict(help=runners_help()),
-                                       "profile": dict(envvar="AUTORESEARCH_PROFILE"),
-                                       "on_plateau": dict(metavar="ACTION"), "notify": dict(metavar="URL")})
-def run(settings: RunCommandSettings) -> None:
-    """Run the research loop on a tag (created if new, resumed if it exists). Ctrl-C stops cleanly."""
-    from agent.importing.imported import cannot_continue
+@settings_command(RunSettings, {"tag": dict(callback=checked_tag), "proposer": dict(help=proposers_help())})
+def run(settings: RunSettings) -> None:
+    """Run the research loop on a tag (created if new, resumed if it exists). Every option is checked before
+    anything is created or downloaded. Ctrl-C stops cleanly."""
     from agent.judging.keep_rule import KeepRule, store_keep_rule
-    from agent.judging.plateau import settings_problem as plateau_problem
     from agent.loop import LoopStopped, run_loop
     from agent.recording.gpu_cost import store_gpu_price
-    from agent.workspace import Workspace, WorkspaceError
+    from agent.workspace import WorkspaceError
 
     _use_cache(settings.cache)
+    workspace, track = _checked_night(settings)
+    build = _prepared_proposer(settings)
     where_to_train = RunnerOptions(parallel=settings.parallel, spool=settings.spool, ray_address=settings.ray_address)
-    if problem := unknown_proposer(settings.proposer):
-        fail(problem)
-    if problem := runner_problem(settings.runner, where_to_train):
-        fail(problem)
-    if settings.program is not None and settings.programs is not None:
-        fail("give --program or --programs, not both: with --programs a.md,b.md the tag follows a.md first")
-    if problem := _notify_problem(settings.notify):
-        fail(problem)
-    try:
-        workspace = Workspace.open(settings.tag, settings.workspaces)
-    except WorkspaceError:
-        workspace = None
-    if workspace is not None and (imported := cannot_continue(workspace)):
-        fail(imported)
-    if problem := plateau_problem(settings, workspace.settings["track"] if workspace else settings.track):
-        fail(problem)
+    trainer = _runner(implied_runner(where_to_train), where_to_train)
     if workspace is None:
-        workspace = _create(settings.tag, settings.track, settings.program or DEFAULT_PROGRAM, settings.workspaces,
-                            settings.cache, settings.profile)
-        console.print(f"created {workspace.dir} (track {settings.track})")
-    if settings.program is not None:
-        _set_program(workspace, settings.program)
-    chosen = _make_proposer(workspace, settings)
-    console.print(f"research loop on {workspace.dir} (track {workspace.settings['track']}, proposer {chosen.name}"
+        workspace = _create(settings.tag, track, settings.program[0] if settings.program else DEFAULT_PROGRAM,
+                            settings.workspaces, settings.cache, settings.profile)
+        console.print(f"created {workspace.dir} (track {track})")
+    if len(settings.program) == 1:
+        workspace.follow_program(settings.program[0])
+    chosen = build(workspace)
+    console.print(f"research loop on {workspace.dir} (track {track}, proposer {chosen.name}"
                   + (f", model {settings.model}" if settings.model else "") + ")")
     # SIGTERM (`docker compose stop`, systemd, kill) stops the loop the way Ctrl-C does.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver
     tracking = _start_tracking(settings.mlflow, workspace)
     notifier = _start_notifying(settings.notify, workspace)
-    trainer = _runner(settings.runner, where_to_train)
     store_keep_rule(workspace, KeepRule.of(settings))  # the report states the rule of the latest night
     store_gpu_price(workspace, settings.gpu_usd_per_hour)  # and prices its GPU time at the latest night's price
     try:
@@ -265,6 +263,58 @@ def run(settings: RunCommandSettings) -> None:
             _confirm(workspace, ObservedRunner(trainer, observer))
     _where(workspace)
     _finish(workspace, tracking, notifier, settings.gpu_usd_per_hour)
+
+
+def _checked_night(settings: RunSettings):
+    """The tag's workspace (None for a new tag) and its track, after every check that needs neither a proposer
+    nor a runner: nothing is created here."""
+    from agent.importing.imported import cannot_continue
+    from agent.judging.plateau import settings_problem as plateau_problem
+    from agent.workspace import Workspace, WorkspaceError
+    for problem in (unknown_proposer(settings.proposer), _notify_problem(settings.notify),
+                    *(_program_problem(program) for program in settings.program[:1])):
+        if problem:
+            fail(problem)
+    try:
+        workspace = Workspace.open(settings.tag, settings.workspaces)
+    except WorkspaceError:
+        workspace = None
+    if workspace is not None and (imported := cannot_continue(workspace)):
+        fail(imported)
+    track = workspace.settings["track"] if workspace is not None else _new_track(settings.track)
+    if workspace is None:
+        _profile(track, settings.profile)
+    if problem := plateau_problem(settings, track):
+        fail(problem)
+    return workspace, track
+
+
+def _new_track(asked: str | None) -> str:
+    """The track a new tag takes: the one asked for, else gpu on a machine with a CUDA GPU, else cpu."""
+    if asked is not None:
+        if asked not in TRACKS:
+            fail(f"unknown track {shown_repr(asked)}: use {', '.join(TRACKS)}" + did_you_mean(asked, TRACKS))
+        return asked
+    from trainer.hardware import this_machine
+    machine = this_machine()
+    track = "gpu" if machine.backend == "cuda" else "cpu"
+    say(f"track {track} for a new tag on this machine ({machine.name}); --track chooses another")
+    return track
+
+
+def did_you_mean(given: str, known) -> str:
+    import difflib
+    close = difflib.get_close_matches(given, list(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _prepared_proposer(settings: RunSettings):
+    from agent.proposers.registry import ProposerRequest, ProposerUnavailable, prepare_proposer
+    try:
+        return prepare_proposer(ProposerRequest(settings, settings.tag, say=console.print,
+                                                warn=lambda warning: console.print(f"[yellow]{warning}[/yellow]")))
+    except ProposerUnavailable as err:
+        fail(str(err))
 
 
 def _finish(workspace, tracking, notifier=None, gpu_usd_per_hour: float | None = None) -> None:
@@ -353,15 +403,6 @@ def _confirm(workspace, trainer) -> bool:
                   f"holdout {best.holdout:.6f}: gain {out.holdout_gain:+.6f} on holdout vs "
                   f"{out.search_gain:+.6f} on the searched val split ({workspace.dir / 'confirmation.json'})")
     return True
-
-
-def _make_proposer(workspace, settings: RunSettings):
-    from agent.proposers.registry import ProposerRequest, ProposerUnavailable, make_proposer
-    try:
-        return make_proposer(ProposerRequest(workspace, settings, say=console.print,
-                                             warn=lambda warning: console.print(f"[yellow]{warning}[/yellow]")))
-    except ProposerUnavailable as err:
-        fail(str(err))
 
 
 @app.command()
@@ -524,8 +565,8 @@ def _describe(prepared) -> str:
 def _create(tag: str, track: str, program: Path, workspaces: Path | None, cache: Path | None,
             profile: str | None = None):
     from agent.workspace import Workspace, WorkspaceError
-    if not program.is_file():
-        fail(f"research program {program} does not exist: pass --program PATH to a markdown file")
+    if problem := _program_problem(program):
+        fail(problem)
     chosen = _profile(track, profile)
     prepared = _prepare(track, None, None, cache)
     say(chosen.describe())
@@ -545,9 +586,15 @@ def _profile(track: str, name: str | None):
 
 
 def _set_program(workspace, program: Path) -> None:
-    if not program.is_file():
-        fail(f"research program {program} does not exist: pass a path to a markdown file")
+    if problem := _program_problem(program):
+        fail(problem)
     workspace.follow_program(program)
+
+
+def _program_problem(program: Path) -> str | None:
+    if not program.is_file():
+        return f"research program {program} does not exist: pass --program PATH to a markdown file"
+    return None
 
 
 def _where(workspace) -> None:

@@ -26,7 +26,7 @@ keeps settle one at a time, in the order they ended, until the loop stops starti
 
 A plateau (--plateau experiments in a row without a keep, agent/judging/plateau.py) is decided with the record
 that ends it; the loop then says so and, as --on-plateau says, the next experiments follow the next program of
---programs, or it stops starting experiments, or it goes on.
+the rotation (--program given more than once), or it stops starting experiments, or it goes on.
 
 Limits (experiments, hours, cost) stop starting experiments; those in flight finish, as they do
 when the proposer fails too often or for good before the loop stops. Ctrl-C,

@@ -8,6 +8,7 @@ loop writes (ledger, logs, transcripts, run directories) is untracked and ignore
 from __future__ import annotations
 
 import configparser
+import difflib
 import fcntl
 import hashlib
 import io
@@ -31,7 +32,8 @@ from trainer.run_id import RunId, RunPaths
 from trainer.sandbox import runs_root
 from trainer.training_run import FROZEN, TRACKED
 
-TRAINER_DIR = Path(__file__).resolve().parent.parent / "trainer"
+PROJECT = Path(__file__).resolve().parent.parent
+TRAINER_DIR = PROJECT / "trainer"
 UNTRACKED = ("results.tsv", "experiments.jsonl", "logs/", "transcripts/", "runs/", "current.json", "inflight/",
              ".lock", "run.json", "optuna.journal", "optuna.journal.lock", "report/", "checkpoints/",
              "confirmation.json", "experiments.quarantine.jsonl", "proposal_failures.jsonl", "progress.json",
@@ -54,7 +56,8 @@ class WorkspaceError(Exception):
 
 
 def default_root() -> Path:
-    return Path(os.environ.get("AUTORESEARCH_WORKSPACES", "workspace")).resolve()
+    """$AUTORESEARCH_WORKSPACES, else workspace/ in this checkout: the same from any directory."""
+    return Path(os.environ.get("AUTORESEARCH_WORKSPACES") or PROJECT / "workspace").expanduser().resolve()
 
 
 def safe_repo(directory: Path) -> git.Repo:
@@ -147,8 +150,13 @@ class Workspace:
     def open(cls, tag: str, root: Path | None = None) -> Workspace:
         directory = (root or default_root()) / tag
         if not (directory / ".git").is_dir() or not (directory / "run.json").exists():
-            raise WorkspaceError(f"no workspace for tag {tag!r} in {directory.parent}: create it with "
-                                 f"`autoresearch init --tag {tag}`")
+            tags = [d.name for d in directory.parent.iterdir() if (d / "run.json").is_file()] \
+                if directory.parent.is_dir() else []
+            close = difflib.get_close_matches(tag, tags, n=1)
+            raise WorkspaceError(f"no workspace for tag {tag!r} in {directory.parent}"
+                                 + (f" (did you mean {close[0]}?)" if close else "")
+                                 + f": start one with `autoresearch run --tag {tag}` or create it with "
+                                   f"`autoresearch init --tag {tag}`")
         exclude = directory / ".git" / "info" / "exclude"
         if exclude.read_text() != "\n".join(UNTRACKED) + "\n":  # a workspace made by an older version
             write_text_atomic(exclude, "\n".join(UNTRACKED) + "\n")

@@ -5,7 +5,7 @@ Every node starts `ray start --block` on AUTORESEARCH_RAY_PORT (6379; SkyPilot's
 alone: no `ray stop`, no address "auto"), from an environment without the keys SkyPilot gave the task, so that no
 Ray worker and no run holds them. Rank 0 is the head: it waits for the other nodes to join, runs
 `autoresearch ARGUMENTS --ray-address HEAD:PORT $AUTORESEARCH_ARGS` with the keys (ARGUMENTS: this script's,
-`run --runner ray` in the task), then stops its Ray node and exits with the agent's status. Every other node
+`run` in the task), then stops its Ray node and exits with the agent's status. Every other node
 joins the head once it answers and stays while it answers; then it stops its Ray node and exits 0, as it does if
 its own Ray node dies: a non-zero exit would make SkyPilot kill the head's night. Ray nodes are stopped through
 the pid of the `ray start --block` this script started, which takes its Ray processes down with it.
@@ -183,7 +183,7 @@ def main(arguments: list[str]) -> int:
         if node.rank != 0:
             return run_worker(node, env)
         if not arguments:
-            raise NodeError("the head needs the agent's command: skypilot_node.py run --runner ray")
+            raise NodeError("the head needs the agent's command: skypilot_node.py run")
         ray_node = start_ray(node, env)
         try:
             return run_head(node, env, ray_node, arguments)

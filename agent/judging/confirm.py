@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from agent.recording.confirmation import Confirmation, ConfirmedCommit
 from agent.recording.history import History
@@ -34,11 +35,14 @@ def confirm(workspace: Workspace, runner: Runner | None = None, timeout: float =
     if not kept:
         raise ConfirmError(f"{workspace.tag} has no kept experiment yet: run the loop first")
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    evaluated: dict[str, Evaluation] = {}
+    scored = {record.id: record for record in (kept[0], history.best())}  # the best may still be the baseline
+    runner = runner or LocalRunner()
+    with ThreadPoolExecutor(max_workers=len(scored), thread_name_prefix="confirm") as pool:  # side by side
+        scorings = {id_: pool.submit(evaluate_saved, workspace, runner, record, timeout)
+                    for id_, record in scored.items()}
+    evaluated: dict[str, Evaluation] = {id_: scoring.result() for id_, scoring in scorings.items()}
     confirmed: list[ConfirmedCommit] = []
     for record in (kept[0], history.best()):
-        if record.id not in evaluated:  # the best may still be the baseline
-            evaluated[record.id] = evaluate_saved(workspace, runner or LocalRunner(), record, timeout)
         evaluation = evaluated[record.id]
         runs = history.runs_of(record.commit)
         confirmed.append(ConfirmedCommit(id=record.id, commit=record.commit, description=record.description,

@@ -6,7 +6,7 @@ and neither counts nor breaks it. The plateau is decided as the record that ends
 the loop's lock, and it is stored on that record (ExperimentRecord.plateau): a resumed tag counts from it, so
 the same plateau is never acted on twice.
 
-switch: the tag follows the next program of the rotation (--programs a.md,b.md) from its next experiment on;
+switch: the tag follows the next program of the rotation (--program a.md --program b.md) from its next experiment on;
 the rotation starts at its first program, or at the one of them the tag follows now. A program may be listed
 twice to come back to it; once the last one reaches its plateau the rotation is spent and the loop stops.
 stop: the loop starts no more experiments (those in flight finish). continue: it only says so.
@@ -28,7 +28,7 @@ COUNTED = (ExperimentStatus.DISCARD, ExperimentStatus.CRASH)
 
 
 class PlateauSettingsError(ValueError):
-    """--plateau, --on-plateau and --programs do not fit together; the message says what to change."""
+    """--plateau, --on-plateau and --program do not fit together; the message says what to change."""
 
 
 def plateau_limit(settings: LoopSettings, track: str) -> int | None:
@@ -45,19 +45,13 @@ def on_plateau(settings: LoopSettings) -> OnPlateau:
 
 
 def rotation(settings: LoopSettings) -> list[Path]:
-    """The programs of --programs, resolved; every one must be a file."""
-    if settings.programs is None:
-        return []
-    paths = [Path(part.strip()).expanduser() for part in settings.programs.split(",") if part.strip()]
-    if not paths:
-        raise PlateauSettingsError(f"--programs {settings.programs!r} names no program: give comma-separated "
-                                   "paths to markdown files, e.g. --programs prompts/optimizer.md,prompts/"
-                                   "architecture.md")
+    """The programs of the rotation (--program given more than once), resolved; every one must be a file."""
+    paths = [Path(path).expanduser() for path in settings.programs]
     missing = [str(path) for path in paths if not path.is_file()]
     if missing:
-        raise PlateauSettingsError(f"--programs: research program(s) {', '.join(missing)} do not exist or are not "
-                                   "files: give comma-separated paths to markdown files, e.g. --programs "
-                                   "prompts/optimizer.md,prompts/architecture.md")
+        raise PlateauSettingsError(f"--program: research program(s) {', '.join(missing)} do not exist or are not "
+                                   "files: give paths to markdown files, e.g. --program prompts/optimizer.md "
+                                   "--program prompts/architecture.md")
     return [path.resolve() for path in paths]
 
 
@@ -69,10 +63,11 @@ def settings_problem(settings: LoopSettings, track: str) -> str | None:
         return str(err)
     action = on_plateau(settings)
     if action == OnPlateau.SWITCH and not programs:
-        return "--on-plateau switch needs the programs to switch between: give --programs a.md,b.md"
+        return "--on-plateau switch needs the programs to switch between: give --program a.md --program b.md"
     if action == OnPlateau.SWITCH and plateau_limit(settings, track) is None:
-        return (f"--programs rotates at plateaus, and the {track} track has none by default (or --plateau 0 was "
-                "given): give --plateau N, the experiments in a row without a keep that move to the next program")
+        return (f"--program given more than once rotates at plateaus, and the {track} track has none by default "
+                "(or --plateau 0 was given): give --plateau N, the experiments in a row without a keep that move to "
+                "the next program")
     return None
 
 

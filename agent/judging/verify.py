@@ -17,6 +17,7 @@ A run judged a discard on its printed number is not scored: a fake worse number 
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from agent.judging.tolerances import (
     AUDIT_LIMIT,
@@ -50,12 +51,17 @@ def trusted(run: RunEntry) -> bool:
 
 def score_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[RunEntry],
                splits: tuple[str, ...] = ("val",), baseline: bool = False) -> None:
-    """Scores every run that has a number but no trusted one (and every run, where splits asks for more than val);
-    raises Untrusted at the first that fails. The baseline's first scoring sets the night's tolerances."""
-    for run in runs:
-        if run.val_bpb is not None and (not run.trusted or (len(splits) > 1 and run.holdout_bpb is None)):
-            score_run(workspace, runner, commit, run, splits, calibrating=baseline)
-            baseline = False
+    """Scores every run that has a number but no trusted one (and every run, where splits asks for more than val),
+    at once where the runner has the slots; raises Untrusted for the first of them that fails. The baseline's
+    first scoring sets the night's tolerances, so it comes before the others."""
+    pending = [run for run in runs
+               if run.val_bpb is not None and (not run.trusted or (len(splits) > 1 and run.holdout_bpb is None))]
+    if baseline and pending:
+        score_run(workspace, runner, commit, pending.pop(0), splits, calibrating=True)
+    with ThreadPoolExecutor(max_workers=max(1, len(pending)), thread_name_prefix="verify") as pool:
+        scorings = [pool.submit(score_run, workspace, runner, commit, run, splits) for run in pending]
+    for scoring in scorings:
+        scoring.result()
 
 
 def score_run(workspace: Workspace, runner: Runner, commit: str, run: RunEntry,

@@ -12,8 +12,6 @@ from agent.running.registry import listed
 
 if TYPE_CHECKING:
     from agent.proposers.base import Proposer
-    from agent.proposers.llm import LLMProposer
-    from agent.proposers.optuna_search import OptunaProposer
     from agent.settings import RunSettings
     from agent.workspace import Workspace
 
@@ -24,26 +22,29 @@ class ProposerUnavailable(Exception):
 
 @dataclass(frozen=True)
 class ProposerRequest:
-    """What a proposer factory is given: the workspace, the run's settings, and where to say what it found."""
-    workspace: Workspace
+    """What a proposer's preparation is given: the run's settings, its tag, and where to say what it found."""
     settings: RunSettings
+    tag: str
     say: Callable[[str], None]
     warn: Callable[[str], None]
 
 
+Build = Callable[["Workspace"], "Proposer"]
+
+
 @dataclass(frozen=True)
 class ProposerChoice:
-    make: Callable[[ProposerRequest], Proposer]  # raises ProposerUnavailable
+    prepare: Callable[[ProposerRequest], Build]  # every check, nothing created; raises ProposerUnavailable
     summary: str | None = None                   # said in --proposer's help after the name
 
 
-def _optuna(request: ProposerRequest) -> OptunaProposer:
+def _optuna(request: ProposerRequest) -> Build:
     from agent.proposers.optuna_search import WARM_STARTS, OptunaProposer
-    workspace = request.workspace
-    return OptunaProposer(workspace.dir / "optuna.journal", warm_start=WARM_STARTS.get(workspace.track["track"], []))
+    return lambda workspace: OptunaProposer(workspace.dir / "optuna.journal",
+                                            warm_start=WARM_STARTS.get(workspace.track["track"], []))
 
 
-def _llm(request: ProposerRequest) -> LLMProposer:
+def _llm(request: ProposerRequest) -> Build:
     from agent.llm.pricing import PriceTable
     from agent.llm.select import checked_factory, model_warnings, parse_model
     from agent.llm.types import ProviderFatal
@@ -62,15 +63,16 @@ def _llm(request: ProposerRequest) -> LLMProposer:
                 f"--max-cost-usd cannot be enforced: {model} has no price. Give one with --pricing FILE, e.g. "
                 f'{{"{name}": {{"input": 3.0, "output": 15.0, "cache_read": 0.3}}}} (USD per million tokens)')
         factory, found = checked_factory(model, settings.base_url, settings.thinking_budget, effort=settings.effort,
-                                         cache_key=request.workspace.tag)
+                                         cache_key=request.tag)
     except (ProviderFatal, OSError, ValueError) as err:
         raise ProposerUnavailable(str(err)) from err
     request.say(found)
-    return LLMProposer(factory, request.workspace.dir, prices, max_tool_calls=settings.max_tool_calls,
-                       outage_window_s=settings.outage_minutes * 60, algorithmic_share=settings.algorithmic_share)
+    return lambda workspace: LLMProposer(factory, workspace.dir, prices, max_tool_calls=settings.max_tool_calls,
+                                         outage_window_s=settings.outage_minutes * 60,
+                                         algorithmic_share=settings.algorithmic_share)
 
 
-def _cli(request: ProposerRequest) -> Proposer:
+def _cli(request: ProposerRequest) -> Build:
     from agent.proposers.cli_agent import UnknownCLI, chosen_cli
     from agent.proposers.cli_researcher import CLIResearcher
     settings = request.settings
@@ -87,23 +89,24 @@ def _cli(request: ProposerRequest) -> Proposer:
                 f"{'its default model is not named in them' if model is None else f'{model} has no price'}. "
                 f"Name a priced model with --model {cli.name}:MODEL, or give its price with --pricing FILE")
     if shutil.which(cli.executable) is None:
-        request.warn(f"{cli.name}: `{cli.executable}` is not on PATH: every proposal will fail until it is")
+        raise ProposerUnavailable(f"{cli.name}: `{cli.executable}` is not on PATH: install it (or put it on PATH) "
+                                  "and log in, then start the night again")
     request.say(f"proposals by {cli.name} (`{cli.executable}`), model {model or 'its default'}")
-    return CLIResearcher(cli, model, request.workspace.dir, settings.base_url, settings.cli_timeout_minutes * 60,
-                         settings.algorithmic_share)
+    return lambda workspace: CLIResearcher(cli, model, workspace.dir, settings.base_url,
+                                           settings.cli_timeout_minutes * 60, settings.algorithmic_share)
 
 
-def _hybrid(request: ProposerRequest) -> Proposer:
+def _hybrid(request: ProposerRequest) -> Build:
     from agent.proposers.hybrid import HybridProposer
-    optuna = _optuna(request)
-    return HybridProposer(_llm(request), optuna, request.settings.hybrid_share)
+    optuna, llm = _optuna(request), _llm(request)
+    return lambda workspace: HybridProposer(llm(workspace), optuna(workspace), request.settings.hybrid_share)
 
 
 PROPOSERS: dict[str, ProposerChoice] = {
-    "optuna": ProposerChoice(_optuna, "offline"),
-    "llm": ProposerChoice(_llm),
+    "optuna": ProposerChoice(_optuna, "offline, the default without --model"),
+    "llm": ProposerChoice(_llm, "implied by --model PROVIDER:MODEL"),
     "hybrid": ProposerChoice(_hybrid, "Optuna on a share"),
-    "cli": ProposerChoice(_cli, "your own coding CLI: --model claude-code[:MODEL]"),
+    "cli": ProposerChoice(_cli, "your own coding CLI, implied by --model claude-code[:MODEL] or codex[:MODEL]"),
 }
 
 
@@ -118,6 +121,12 @@ def unknown_proposer(name: str) -> str | None:
     return None if name in PROPOSERS else f"unknown proposer {name!r}: use " + listed(list(PROPOSERS), " or ")
 
 
-def make_proposer(request: ProposerRequest) -> Proposer:
-    """The proposer the settings name (a registered one); ProposerUnavailable when it cannot start."""
-    return PROPOSERS[request.settings.proposer].make(request)
+def prepare_proposer(request: ProposerRequest) -> Build:
+    """Checks that the proposer the settings name can start (model, key, effort, the service's preflight, the
+    CLI on PATH) before any workspace exists; ProposerUnavailable when it cannot. Returns what builds it."""
+    return PROPOSERS[request.settings.proposer].prepare(request)
+
+
+def make_proposer(request: ProposerRequest, workspace: Workspace) -> Proposer:
+    """The proposer the settings name, checked and built on this workspace."""
+    return prepare_proposer(request)(workspace)

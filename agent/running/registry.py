@@ -1,4 +1,5 @@
-"""The runners `--runner` chooses from, by name.
+"""The runners, by name: `run` takes the one whose option is given (--spool DIR, --ray-address HOST:PORT), else
+the local one.
 
 A new runner is a module of agent/running/ with a class that provides the Runner protocol
 (agent/running/runner.py: name, isolation, slots, run, cancel_all, evaluate) and one entry in RUNNERS
@@ -31,19 +32,15 @@ class RunnerOptions:
 
 @dataclass(frozen=True)
 class NeededOption:
-    """An option a runner needs, and which no other runner takes: given if and only if that runner is chosen."""
+    """An option a runner needs, and which no other runner takes: giving it chooses that runner."""
     field: str    # the RunnerOptions field
     metavar: str  # what the user types after the option
-
-    @property
-    def shown(self) -> str:
-        return f"--{self.field.replace('_', '-')} {self.metavar}"
 
 
 @dataclass(frozen=True)
 class RunnerChoice:
     make: Callable[[RunnerOptions], Runner]  # raises RunnerUnavailable
-    summary: str                             # what it is, for --runner's help
+    summary: str                             # what it is
     needs: NeededOption | None = None
 
 
@@ -76,28 +73,9 @@ RUNNERS: dict[str, RunnerChoice] = {
 }
 
 
-def runners_help() -> str:
-    """--runner's help: every registered runner, with the option it needs."""
-    described = [f"{name} ({choice.summary}" + (f", with {choice.needs.shown})" if choice.needs else ")")
-                 for name, choice in RUNNERS.items()]
-    return listed(described, " or ") + "."
-
-
-def runner_problem(name: str, options: RunnerOptions) -> str | None:
-    """How to choose a runner when the name is not registered or a runner's needed option is given without it
-    (or it without the option); None when they choose one."""
-    chosen = RUNNERS.get(name)
-    if chosen is not None and all((choice is chosen) == (getattr(options, choice.needs.field) is not None)
-                                  for choice in RUNNERS.values() if choice.needs):
-        return None
-    usages = [f"--runner {registered}" + (f" {choice.needs.shown}" if choice.needs else "")
-              for registered, choice in RUNNERS.items()]
-    return "use " + listed(usages, ", or ")
-
-
 def implied_runner(options: RunnerOptions) -> str:
     """The runner whose needed option is given (the last registered of several, so --ray-address wins over
-    --spool), else the default: for commands that take the options but no --runner."""
+    --spool), else the default."""
     given = [name for name, choice in RUNNERS.items()
              if choice.needs and getattr(options, choice.needs.field) is not None]
     return given[-1] if given else DEFAULT_RUNNER

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import typer
@@ -66,27 +67,73 @@ def test_a_bad_option_is_refused_by_name(arguments, problem):
     assert result.exit_code == 2 and problem in result.output and seen == []
 
 
-def test_run_offers_every_setting_of_the_loop_and_of_the_run():
+def test_run_offers_every_setting_of_the_loop_and_of_the_run_in_panels():
     shown = CliRunner().invoke(cli.app, ["run", "--help"], terminal_width=200).output
     offered = [name for name, field in RunSettings.model_fields.items()
-               if (field.json_schema_extra or {}) != {"cli": False}]
-    assert {"max_experiments", "noise_every_keeps", "proposer", "spool", "cache"} <= set(offered)
+               if (field.json_schema_extra or {}).get("cli") is not False]
+    assert {"max_experiments", "model", "proposer", "spool", "ray_address", "cache"} <= set(offered)
+    assert len(offered) <= 30, offered
     for name in offered:
-        option = "--" + (RunSettings.model_fields[name].alias or name).replace("_", "-")
+        field = RunSettings.model_fields[name]
+        option = "--" + (field.alias or name).replace("_", "-")
         assert option in shown, option
-    assert "--timeout-seconds" not in shown and "--max-fix-attempts" not in shown
+        assert f"─ {field.json_schema_extra['panel']} " in shown, name
+    assert shown.index("─ The night ") < shown.index("─ Deciding past the noise ")
+    for internal_only in ("--timeout-seconds", "--max-fix-attempts", "--grace-seconds", "--runner ", "--programs",
+                          "--overlap", "--noise-every", "--algorithmic-share", "--thinking-budget"):
+        assert internal_only not in shown, internal_only
     assert issubclass(RunSettings, LoopSettings)  # the loop takes the run's settings as they are
 
 
-def test_run_refuses_a_bad_proposer_or_runner_before_touching_anything(tmp_path):
-    for arguments, problem in ((["--proposer", "gpt"], "unknown proposer 'gpt': use optuna, llm, hybrid or cli"),
-                               *[(arguments, "use --runner local, --runner spool --spool DIR, or --runner ray "
-                                             "--ray-address HOST:PORT")
-                                 for arguments in (["--runner", "spool"], ["--runner", "ray"],
-                                                   ["--ray-address", "h:6379"], ["--runner", "slurm"])]):
-        result = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path), *arguments])
-        assert result.exit_code == 2 and problem in result.output
-    assert list(tmp_path.iterdir()) == []
+def test_model_implies_its_proposer_and_a_contradiction_is_refused():
+    assert RunSettings().proposer == "optuna"
+    assert RunSettings(model="anthropic:claude-opus-5-5").proposer == "llm"
+    assert RunSettings(model="claude-code:sonnet").proposer == "cli" and RunSettings(model="codex").proposer == "cli"
+    assert RunSettings(model="openai:gpt-5.5", proposer="hybrid").proposer == "hybrid"
+    with pytest.raises(ValueError, match="--proposer optuna takes no --model"):
+        RunSettings(model="openai:gpt-5.5", proposer="optuna")
+    assert RunSettings(program=["a.md", "b.md"]).programs == [Path("a.md"), Path("b.md")]
+    assert RunSettings(program=["a.md"]).programs == []
+
+
+BAD_RUNS = [
+    (["--parallel", "0"], "--parallel '0': input should be greater than or equal to 1"),
+    (["--gpu-usd-per-hour", "0"], "--gpu-usd-per-hour '0.0': input should be greater than 0"),
+    (["--plateau", "-1"], "--plateau '-1': input should be greater than or equal to 0"),
+    (["--keep-sigmas", "-2"], "--keep-sigmas '-2.0': input should be greater than or equal to 0"),
+    (["--noise-seeds", "-1"], "--noise-seeds '-1': input should be greater than or equal to 0"),
+    (["--max-experiments", "-3"], "--max-experiments '-3': input should be greater than or equal to 1"),
+    (["--max-hours", "0"], "--max-hours '0.0': input should be greater than 0"),
+    (["--hybrid-share", "1.5"], "--hybrid-share '1.5': input should be less than or equal to 1"),
+    (["--proposer", "gpt"], "unknown proposer 'gpt': use optuna, llm, hybrid or cli"),
+    (["--proposer", "llm"], "--proposer llm needs --model PROVIDER:MODEL"),
+    (["--proposer", "optuna", "--model", "anthropic:claude-opus-5-5"], "--proposer optuna takes no --model"),
+    (["--model", "anthropic:claude-opus-5-5"], "ANTHROPIC_API_KEY"),
+    (["--model", "claude-code"], "`claude` is not on PATH"),
+    (["--model", "anthropic:claude-opus-5-5", "--effort", "loud", "--base-url", "http://127.0.0.1:9"], "loud"),
+    (["--track", "cpv"], "unknown track 'cpv': use gpu, cpu, test, gpu-flops, test-flops (did you mean cpu?)"),
+    (["--program", "nowhere.md"], "research program nowhere.md does not exist"),
+    (["--spool", "s", "--ray-address", "h:6379"], "give --spool DIR or --ray-address HOST:PORT, not both"),
+    (["--runner", "ray"], "No such option: --runner"),
+]
+
+
+@pytest.mark.parametrize("arguments, problem", BAD_RUNS, ids=[" ".join(a) for a, _ in BAD_RUNS])
+def test_run_refuses_a_bad_value_in_one_line_before_creating_or_downloading_anything(arguments, problem, tmp_path,
+                                                                                      monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    if "--effort" in arguments:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no coding CLI
+    workspaces, cache = tmp_path / "workspaces", tmp_path / "cache"
+    result = CliRunner().invoke(cli.app, ["run", "--tag", "new", "--workspaces", str(workspaces), "--cache",
+                                          str(cache), *arguments], terminal_width=300)
+    assert result.exit_code == 2, result.output
+    assert problem in result.output and "Traceback" not in result.output, result.output
+    if not problem.startswith("No such option"):
+        said = [line for line in result.output.splitlines() if line.strip()]
+        assert said[-1].startswith("error: ") and "Traceback" not in result.output, said
+    assert not workspaces.exists() and not cache.exists()
 
 
 def test_status_watch_into_a_pipe_prints_dated_snapshots_not_redraws(workspace):
@@ -106,8 +153,8 @@ def test_a_ray_cluster_that_is_not_there_is_said_at_once(tmp_path, workspace):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{closed.getsockname()[1]}"  # bound, never listening: connections are refused
-        run = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path), "--runner", "ray",
-                                           "--ray-address", address], terminal_width=300)
+        run = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path), "--ray-address",
+                                           address], terminal_width=300)
         confirm = CliRunner().invoke(cli.app, ["confirm", "--tag", workspace.tag, "--workspaces",
                                                str(workspace.dir.parent), "--ray-address", address],
                                      terminal_width=300)
@@ -136,9 +183,21 @@ def test_init_picks_this_machine_s_profile_and_says_why_or_takes_a_named_one(tes
     assert not (tmp_path / "old").exists()
 
 
-def test_doctor_says_what_this_machine_is_and_what_each_track_would_get(test_track):
+def test_doctor_says_what_this_machine_is_and_what_each_track_would_get(test_track, monkeypatch, tmp_path):
+    installed = tmp_path / "bin"
+    installed.mkdir()
+    (installed / "codex").write_text("#!/bin/sh\n")
+    (installed / "codex").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{installed}:/usr/bin:/bin")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-never-shown")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     result = CliRunner().invoke(cli.app, ["doctor"], terminal_width=300)
     assert result.exit_code == 0, result.output
+    assert "ANTHROPIC_API_KEY: set" in result.output and "sk-ant-never-shown" not in result.output
+    assert "OPENAI_API_KEY: not set: export OPENAI_API_KEY=" in result.output
+    assert f"codex: {installed / 'codex'}" in result.output and "claude: not on PATH" in result.output
+    assert f"tracks prepared in {test_track.directory.parent}: " in result.output and "test" in result.output
+    assert "free disk for the cache" in result.output and "docker: " in result.output
     assert f"device: {this_machine().describe()}" in result.output and "runs: " in result.output
     assert "cpu: profile cpu" in result.output and "gpu: profile h100" in result.output
     assert "no GPU on this machine" in result.output and "rtx-5090" in result.output

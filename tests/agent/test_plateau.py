@@ -1,7 +1,7 @@
 """Plateaus through the real loop, on a runner that scores train.py from a table: a proposer whose changes never
 beat the baseline runs into --plateau experiments in a row without a keep, and the loop switches the research
-program (--programs), stops, or goes on as --on-plateau says, records it on the experiment that ended the streak,
-says it, and shows it in `status` and the report; a resumed tag counts from the last plateau."""
+program (--program given more than once), stops, or goes on as --on-plateau says, records it on the experiment
+that ended the streak, says it, and shows it in `status` and the report; a resumed tag counts from the last plateau."""
 
 import io
 import re
@@ -63,7 +63,7 @@ def programs(tmp_path):
 
 def test_a_plateau_switches_to_the_next_program_and_the_last_ones_stops_the_loop(workspace, programs):
     proposer, messages = Warmdowns(), []
-    why = night(workspace, proposer, messages, plateau=3, programs=",".join(map(str, programs)), max_experiments=20)
+    why = night(workspace, proposer, messages, plateau=3, programs=list(programs), max_experiments=20)
     assert why == "plateau: 3 experiments without a keep; every program of the rotation reached its plateau"
     records = Ledger(workspace.dir).records
     assert [r.id for r in records] == [f"{n:04d}" for n in range(7)]
@@ -114,7 +114,7 @@ def test_continue_only_says_so_and_a_keep_starts_the_count_again(workspace):
 
 
 def test_status_and_the_report_show_when_plateaus_happened_and_what_was_done(workspace, programs):
-    night(workspace, Warmdowns(), [], plateau=2, programs=",".join(map(str, programs)), max_experiments=4)
+    night(workspace, Warmdowns(), [], plateau=2, programs=list(programs), max_experiments=4)
     out = io.StringIO()
     Console(file=out, width=300).print(status_view(workspace))
     shown = out.getvalue()
@@ -128,10 +128,9 @@ def test_status_and_the_report_show_when_plateaus_happened_and_what_was_done(wor
 def test_bad_plateau_settings_are_refused_before_anything_starts(workspace, programs, tmp_path):
     missing = tmp_path / "nowhere.md"
     for settings, problem in (
-            (dict(plateau=3, programs=f"{programs[0]},{missing}"), f"research program(s) {missing} do not exist"),
-            (dict(plateau=3, programs=" , "), "names no program"),
+            (dict(plateau=3, programs=[programs[0], missing]), f"research program(s) {missing} do not exist"),
             (dict(plateau=3, on_plateau=OnPlateau.SWITCH), "--on-plateau switch needs the programs"),
-            (dict(programs=",".join(map(str, programs))), "the test track has none by default")):
+            (dict(programs=list(programs)), "the test track has none by default")):
         with pytest.raises(LoopStopped, match=re.escape(problem)):
             night(workspace, Warmdowns(), [], **settings)
     assert Ledger(workspace.dir).records == [] and not (workspace.dir / "transcripts").exists()
@@ -140,9 +139,8 @@ def test_bad_plateau_settings_are_refused_before_anything_starts(workspace, prog
 
 def test_run_refuses_bad_programs_before_creating_the_tag(tmp_path, programs):
     missing = tmp_path / "nowhere.md"
-    for arguments, problem in ((["--programs", f"{programs[0]},{missing}"], f"{missing} do not exist"),
-                               (["--programs", str(programs[0]), "--program", str(programs[1])],
-                                "give --program or --programs, not both")):
+    for arguments, problem in ((["--program", str(programs[0]), "--program", str(missing)], f"{missing} do not exist"),
+                               (["--program", str(missing)], f"research program {missing} does not exist")):
         result = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path / "ws"), "--track", "test",
                                               "--plateau", "3", *arguments], terminal_width=300)
         assert result.exit_code == 2 and problem in " ".join(result.output.split()), result.output

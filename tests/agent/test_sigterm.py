@@ -15,7 +15,7 @@ def test_sigterm_records_the_running_experiment_as_interrupted(test_track, tmp_p
     workspaces, spool = tmp_path / "workspaces", tmp_path / "spool"
     # No trainer worker serves this spool: the baseline stays in flight until the signal.
     loop = subprocess.Popen([sys.executable, "-m", "agent.cli", "run", "--tag", "term", "--track", "test",
-                             "--runner", "spool", "--spool", str(spool), "--max-experiments", "1",
+                             "--spool", str(spool), "--max-experiments", "1",
                              "--workspaces", str(workspaces)], cwd=ROOT, env=dict(os.environ),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     workspace = workspaces / "term"

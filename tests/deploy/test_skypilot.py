@@ -43,6 +43,7 @@ print(json.dumps({
     "accelerators": [r.accelerators for r in resources], "envs": task.envs,
     "inline_secrets": sorted(task.secrets), "secrets_asked": sorted(ref.name for ref in task.managed_secret_refs),
     "setup": task.setup, "run": task.run,
+    "autostop": {key: getattr(resources[0].autostop_config, key) for key in ("enabled", "idle_minutes", "down")},
     "launched": {"num_nodes": launched.num_nodes, "accelerators": [r.accelerators for r in launched.resources],
                  "envs": launched.envs, "secrets": sorted(launched.secrets)},
 }))
@@ -53,10 +54,11 @@ def raw_task() -> dict:
     return yaml.safe_load(TASK.read_text())
 
 
-def test_the_task_file_holds_no_key_and_asks_for_the_keys_at_launch():
+def test_the_task_file_holds_no_key_and_asks_for_none_a_user_may_not_have():
     task = raw_task()
-    assert task["secrets"] == {"ANTHROPIC_API_KEY": None}
-    for name, value in {**task["envs"], **task["secrets"]}.items():
+    assert "secrets" not in task  # either provider's key comes at launch, `--secret NAME`
+    assert task["resources"]["autostop"] == {"idle_minutes": 30}  # stops, never deletes, an idle cluster
+    for name, value in task["envs"].items():
         assert not SECRET_NAME.search(name) or value is None, f"{name} has a value in {TASK.name}"
     assert not re.search(r"sk-[A-Za-z0-9-]{8,}", TASK.read_text())
 
@@ -65,7 +67,7 @@ def test_the_task_file_holds_no_key_and_asks_for_the_keys_at_launch():
                                                           "scripts/skypilot_venv.sh) installs it")
 def test_skypilots_own_loader_reads_the_task_and_takes_the_launch_overrides():
     overrides = {"env": [("AUTORESEARCH_ARGS", "--tag t --proposer optuna")],
-                 "secrets": [("ANTHROPIC_API_KEY", FAKE_KEY)], "num_nodes": 4, "gpus": "A100:2"}
+                 "secrets": [("OPENAI_API_KEY", FAKE_KEY)], "num_nodes": 4, "gpus": "A100:2"}
     loaded = subprocess.run([str(SKYPILOT_PYTHON), "-c", LOAD, str(TASK), json.dumps(overrides)], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert loaded.returncode == 0, loaded.stderr
@@ -73,16 +75,17 @@ def test_skypilots_own_loader_reads_the_task_and_takes_the_launch_overrides():
     assert task["version"] == "0.14.1"
     assert task["name"] == "autoresearch" and task["num_nodes"] == 2 and task["accelerators"] == [{"H100": 1}]
     assert Path(task["workdir"]).resolve() == ROOT
-    # The key is a secret without a value: not in the task's values, asked for at launch (`--secret NAME`).
-    assert task["inline_secrets"] == [] and task["secrets_asked"] == ["ANTHROPIC_API_KEY"]
+    # No key in the task and none asked for: an OpenAI-only user launches with `--secret OPENAI_API_KEY` alone.
+    assert task["inline_secrets"] == [] and task["secrets_asked"] == []
     assert not any(SECRET_NAME.search(name) for name in task["envs"])
     assert task["setup"].strip() == "bash deploy/skypilot_setup.sh"
-    assert "deploy/skypilot_node.py run --runner ray" in task["run"]
-    # `sky launch --num-nodes 4 --gpus A100:2 --env ... --secret ANTHROPIC_API_KEY`
+    assert task["run"].strip().endswith("deploy/skypilot_node.py run")
+    # `sky launch --num-nodes 4 --gpus A100:2 --env ... --secret OPENAI_API_KEY`
     launched = task["launched"]
     assert launched["num_nodes"] == 4 and launched["accelerators"] == [{"A100": 2}]
     assert launched["envs"]["AUTORESEARCH_ARGS"] == "--tag t --proposer optuna"
-    assert launched["secrets"] == ["ANTHROPIC_API_KEY"]
+    assert launched["secrets"] == ["OPENAI_API_KEY"]
+    assert task["autostop"] == {"enabled": True, "idle_minutes": 30, "down": False}
 
 
 def node_script(env: dict[str, str], *arguments: str) -> subprocess.CompletedProcess:
@@ -92,11 +95,11 @@ def node_script(env: dict[str, str], *arguments: str) -> subprocess.CompletedPro
 
 
 def test_the_node_script_outside_skypilot_or_with_wrong_settings_says_what_is_wrong():
-    outside = node_script({}, "run", "--runner", "ray")
+    outside = node_script({}, "run")
     assert outside.returncode == 2 and "SKYPILOT_NODE_RANK is not set" in outside.stderr
     assert "run` of deploy/skypilot.yaml" in outside.stderr
     nodes = {"SKYPILOT_NODE_RANK": "0", "SKYPILOT_NUM_NODES": "2", "SKYPILOT_NODE_IPS": "10.0.0.1"}
-    short = node_script(nodes, "run", "--runner", "ray")
+    short = node_script(nodes, "run")
     assert short.returncode == 2 and "SKYPILOT_NODE_IPS lists 1 IPs for SKYPILOT_NUM_NODES=2" in short.stderr
     headless = node_script(nodes | {"SKYPILOT_NODE_IPS": "10.0.0.1\n10.0.0.2"})
     assert headless.returncode == 2 and "the head needs the agent's command" in headless.stderr

@@ -2,13 +2,15 @@
 override and tests/docker/compose.test.yaml, on a private Docker engine (conftest.py).
 
 One deployment serves every assertion: the agent runs a baseline and one experiment proposed by
-the loopback LLM server (through the real Anthropic SDK), which turns torch.compile on; then it is
-started again and stopped with `docker compose stop agent` while its next experiment trains.
+the loopback LLM server (through the real Anthropic SDK), which turns torch.compile on and exits;
+the README's compose morning commands run then, as a user types them; then the agent is started
+again and stopped with `docker compose stop agent` while its next experiment trains.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from tests.docker.conftest import ROOT, Engine
 from tests.helpers.llm_server import LLMServer, text, tool_call
 from tests.helpers.submissions import reasoned
+from tests.test_readme_commands import commands
 from trainer.spool import SpoolResult, read_message
 
 PROJECT = "autoresearch-test"
@@ -52,6 +55,8 @@ class Deployment:
     first_results: list[SpoolResult]
     stopped_results: list[SpoolResult]
     stop_wall: float  # time.time() as the stop was asked for
+    morning: dict[str, str]  # the README's compose morning command -> what it printed
+    morning_dir: Path  # where those commands ran (a copied report lands here)
 
 
 def volume(engine: Engine, name: str) -> Path:
@@ -64,6 +69,21 @@ def wait_for(condition, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(1)
+
+
+def readme_morning() -> list[str]:
+    """The README's compose morning: the commands that read a night after the agent has exited."""
+    return [c for c in commands(ROOT / "README.md")
+            if c.startswith("docker compose") and (" run " in c or " cp " in c) and " up " not in c]
+
+
+def as_the_test_runs(command: str, compose: list[str], here: Path) -> list[str]:
+    """A README compose command on the test's deployment: its compose files and project, its tag, `./` in here."""
+    words = shlex.split(command)[2:]
+    while words[0] == "-f":
+        words = words[2:]
+    words = [word.replace("nightly", TAG) for word in words]
+    return [*compose, *[str(here / word[2:]) if word.startswith("./") else word for word in words]]
 
 
 def read_results(spool: Path) -> list[SpoolResult]:
@@ -104,6 +124,11 @@ def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) ->
             agent_log = docker_compose("logs", "--no-color", "agent").stdout
             workspace, spool = volume(engine, "workspaces") / TAG, volume(engine, "spool")
             records, first_results = read_records(workspace), read_results(spool)
+            morning_dir, morning = tmp / "morning", {}
+            morning_dir.mkdir()
+            for command in readme_morning():  # the agent has exited: `exec` would find nothing
+                done = engine.docker(*as_the_test_runs(command, compose, morning_dir), env=env, timeout=300)
+                morning[command] = done.stdout + done.stderr
             first_phase = time.monotonic()
             trainer = docker_compose("ps", "--quiet", "trainer").stdout.strip()
             inspected = json.loads(engine.docker("inspect", trainer).stdout)[0]
@@ -128,7 +153,8 @@ def deployment(engine: Engine, base_images: dict[str, str], tmp_path_factory) ->
             yield Deployment(engine, server, compose, first_exit, agent_log, trainer_log, records, workspace, spool,
                              inspected["Config"]["Env"], inspected["HostConfig"]["NetworkMode"], stop_seconds,
                              read_records(workspace), stop_exit, first_results,
-                             [r for r in read_results(spool) if r not in first_results], stop_wall)
+                             [r for r in read_results(spool) if r not in first_results], stop_wall, morning,
+                             morning_dir)
         finally:
             engine.docker(*compose, "down", "--volumes", "--remove-orphans", "--timeout", "5", check=False, env=env)
 
@@ -188,3 +214,12 @@ def test_compose_stop_records_the_running_experiment_as_interrupted(deployment):
     assert len(stopped) == 1, deployment.stopped_results
     assert stopped == [-9] or (stopped == [0] and deployment.stopped_results[0].finished < deployment.stop_wall), (
         deployment.stopped_results, deployment.stop_wall)
+
+
+def test_the_readme_s_compose_morning_works_after_the_agent_has_exited(deployment):
+    said = deployment.morning
+    assert any(" status " in c for c in said) and any(" cp " in c for c in said), list(said)
+    status = next(output for command, output in said.items() if " status " in command)
+    assert f"{TAG}" in status and "best" in status.lower(), status
+    copied = list(deployment.morning_dir.rglob("index.html"))
+    assert copied and "val_bpb" in copied[0].read_text(), list(deployment.morning_dir.rglob("*"))

@@ -25,13 +25,20 @@ def test_the_cli_sees_its_own_key_and_base_url_and_no_other_secret(monkeypatch, 
     assert not {"OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN"} & set(env)
 
 
-def test_a_cost_cap_is_refused_where_the_cli_reports_no_cost_and_its_model_has_no_price(workspace, tmp_path):
+def test_a_cost_cap_is_refused_where_the_cli_reports_no_cost_and_its_model_has_no_price(workspace, tmp_path,
+                                                                                         monkeypatch):
     from agent.proposers.registry import ProposerRequest, ProposerUnavailable, make_proposer
     from agent.settings import RunSettings
+    installed = tmp_path / "bin"  # the CLIs on PATH: a night without them is refused before it starts
+    installed.mkdir()
+    for name in ("claude", "codex"):
+        (installed / name).write_text("#!/bin/sh\nexit 1\n")
+        (installed / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{installed}:/usr/bin:/bin")
 
     def make(model, **settings):
-        return make_proposer(ProposerRequest(workspace, RunSettings(proposer="cli", model=model, **settings),
-                                             lambda _: None, lambda _: None))
+        return make_proposer(ProposerRequest(RunSettings(proposer="cli", model=model, **settings), workspace.tag,
+                                             lambda _: None, lambda _: None), workspace)
     with pytest.raises(ProposerUnavailable, match="its default model is not named"):
         make("codex", max_cost_usd=5.0)
     with pytest.raises(ProposerUnavailable, match="no-such-model has no price"):

@@ -56,7 +56,7 @@ def events(workspace, experiment_id: str) -> list[dict]:
 
 def night(workspace, server, experiments: int, model: str = f"codex:{MODEL}") -> list[ExperimentRecord]:
     settings = RunSettings(proposer="cli", model=model, base_url=server.openai_base_url())
-    proposer = make_proposer(ProposerRequest(workspace, settings, lambda _: None, lambda _: None))
+    proposer = make_proposer(ProposerRequest(settings, workspace.tag, lambda _: None, lambda _: None), workspace)
     run_loop(workspace, proposer, SyntheticRunner({EPS: 0.01}, noise=0.0),
              LoopSettings(max_experiments=experiments, noise_seeds=0, overlap=False), say=lambda _: None)
     return Ledger(workspace.dir).records

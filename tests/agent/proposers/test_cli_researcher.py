@@ -61,7 +61,7 @@ def test_a_night_with_proposer_cli_model_claude_code(workspace, cli_env):
     with LLMServer(responder=model) as server:
         settings = RunSettings(proposer="cli", model="claude-code", base_url=server.url)
         said = []
-        proposer = make_proposer(ProposerRequest(workspace, settings, said.append, said.append))
+        proposer = make_proposer(ProposerRequest(settings, workspace.tag, said.append, said.append), workspace)
         records = night(workspace, proposer, 3)
     assert said == ["proposals by claude-code (`claude`), model its default"]
     experiments = records[1:]

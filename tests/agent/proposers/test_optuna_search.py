@@ -80,7 +80,8 @@ def test_a_new_study_tries_the_warm_start_values_first_and_a_resumed_one_does_no
 def test_a_warm_start_says_it_is_one_and_the_search_after_it_says_it_is_tpe(tmp_path):
     source = train_source_for_track(SOURCE, "cpu")
     best = ExperimentRecord(id="0000", status="keep", val_bpb=2.0, commit="a" * 40)
-    proposer = OptunaProposer(tmp_path / "journal", seed=0, warm_start=[("FINAL_LR_FRAC", 0.3)])
+    proposer = OptunaProposer(tmp_path / "journal", seed=0,
+                              warm_start=[("FINAL_LR_FRAC", 0.3, "measured to lose to this track's baseline")])
     said = []
     for i in range(2):
         context = ProposalContext(track={}, program_name="p", program_text="", train_source=source, best=best,
@@ -93,7 +94,8 @@ def test_a_warm_start_says_it_is_one_and_the_search_after_it_says_it_is_tpe(tmp_
         said.append((proposal, reasoning))
     (warm, warm_reasoning), (searched, searched_reasoning) = said
     assert warm.meta.get("warm_start") is True and "warm start" in warm.hypothesis
-    assert "a value known to" in warm_reasoning and "warm start, not TPE's choice" in warm_reasoning
+    assert "FINAL_LR_FRAC = 0.3, measured to lose to this track's baseline" in warm_reasoning  # what was measured
+    assert "measured to lose" in warm.hypothesis and "warm start, not TPE's choice" in warm_reasoning
     assert "finished trial" not in warm.hypothesis and "expects" not in warm_reasoning
     assert "warm_start" not in searched.meta and "warm start" not in searched.hypothesis + searched_reasoning
     assert searched.hypothesis.startswith("TPE trial 1: after 1 finished trial(s) its model")

@@ -1,4 +1,4 @@
-"""`--runner NAME` runs a night on whichever runner is registered under NAME."""
+"""`run` trains on the registered runner its options imply: --spool, --ray-address, else the local one."""
 
 import signal
 
@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 from agent import cli
 from agent.judging.keep_rule import stored_keep_rule
 from agent.recording.ledger import read_records
-from agent.running.registry import RUNNERS, RunnerChoice, RunnerOptions
+from agent.running.registry import RUNNERS, RunnerChoice, RunnerOptions, implied_runner
 from agent.running.runner import LocalRunner
 
 
@@ -24,18 +24,18 @@ class RecordingRunner(LocalRunner):
         return super().run(workspace, job)
 
 
-def test_a_registered_runner_is_chosen_by_name_and_runs_the_night(workspace, monkeypatch):
+def test_the_registered_runner_runs_the_night(workspace, monkeypatch):
     made: list[RecordingRunner] = []
 
     def make(options: RunnerOptions) -> RecordingRunner:
         made.append(RecordingRunner(slots=options.parallel))
         return made[-1]
 
-    monkeypatch.setitem(RUNNERS, "recording", RunnerChoice(make, "notes what it runs"))
+    monkeypatch.setitem(RUNNERS, "local", RunnerChoice(make, "notes what it runs"))
     sigterm = signal.getsignal(signal.SIGTERM)  # `run` makes SIGTERM stop the loop as Ctrl-C does
     try:
         result = CliRunner(env={"COLUMNS": "200"}).invoke(cli.app, [
-            "run", "--tag", workspace.tag, "--workspaces", str(workspace.dir.parent), "--runner", "recording",
+            "run", "--tag", workspace.tag, "--workspaces", str(workspace.dir.parent),
             "--max-experiments", "2", "--noise-seeds", "0", "--keep-sigmas", "3"])
     finally:
         signal.signal(signal.SIGTERM, sigterm)
@@ -45,12 +45,10 @@ def test_a_registered_runner_is_chosen_by_name_and_runs_the_night(workspace, mon
     assert stored_keep_rule(workspace).keep_sigmas == 3  # the night's rule, for the report
 
 
-def test_the_runner_choices_come_from_the_registry(tmp_path, monkeypatch):
+def test_the_runner_is_implied_by_the_option_it_needs(tmp_path):
+    assert implied_runner(RunnerOptions()) == "local"
+    assert implied_runner(RunnerOptions(parallel=2)) == "local"
+    assert implied_runner(RunnerOptions(spool=tmp_path)) == "spool"
+    assert implied_runner(RunnerOptions(ray_address="h:6379")) == "ray"
     shown = CliRunner(env={"COLUMNS": "400"}).invoke(cli.app, ["run", "--help"]).output
-    assert all(f"{name} (" in shown for name in RUNNERS) and "--ray-address HOST:PORT" in shown
-    monkeypatch.setitem(RUNNERS, "slurm", RunnerChoice(lambda options: LocalRunner(), "a Slurm queue"))
-    refused = CliRunner(env={"COLUMNS": "400"}).invoke(cli.app, ["run", "--workspaces", str(tmp_path), "--runner",
-                                                                 "condor"])
-    assert refused.exit_code == 2
-    assert ("use --runner local, --runner spool --spool DIR, --runner ray --ray-address HOST:PORT, or --runner slurm"
-            in refused.output)
+    assert "--spool" in shown and "--ray-address" in shown and "--runner" not in shown

@@ -272,7 +272,7 @@ def test_compose_and_images_keep_the_trainer_sandboxed():
     assert trainer["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
     assert trainer["pids_limit"] and trainer["mem_limit"]
     assert "deploy" not in agent and "devices" not in agent and "runtime" not in agent
-    assert agent["env_file"] == [".env"] and "--runner" in agent["command"] and "spool" in agent["command"]
+    assert agent["env_file"] == [".env"] and "--spool" in agent["command"] and "/spool" in agent["command"]
     for name, entry in (("agent", "autoresearch"), ("trainer", "trainer.worker")):
         dockerfile = (ROOT / "docker" / f"{name}.Dockerfile").read_text().splitlines()
         assert any(line.startswith("ENTRYPOINT") and entry in line for line in dockerfile)
