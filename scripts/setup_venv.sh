@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Creates the project's virtual environment (first argument, default .venv) and installs
-# the project with its train and dev extras. Without an NVIDIA GPU, torch is installed from a CPU
-# build first, so that the dependency resolver never pulls a multi-GB CUDA build.
+# the project with the extras the second argument names (default train: what a night needs; make test
+# adds dev). Without an NVIDIA GPU, torch is installed from a CPU build first, so that the dependency
+# resolver never pulls a multi-GB CUDA build.
 set -euo pipefail
 venv="${1:-.venv}"
+extras="${2:-train}"
 python="${PYTHON:-python3}"
 
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
@@ -16,4 +18,4 @@ if ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
     "${pip[@]}" install torch --extra-index-url https://download.pytorch.org/whl/cpu
   fi
 fi
-"${pip[@]}" install -e '.[train,dev]'
+"${pip[@]}" install -e ".[$extras]"
