@@ -144,7 +144,13 @@ def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [python, "-m", "trainer.evaluate", str(checkpoint), "--splits", ",".join(splits),
                *(["--batch-rows", str(batch_rows)] if batch_rows is not None else [])]
-    env = {**(extra_env or {}), "PYTHONPATH": str(PROJECT_ROOT), "AUTORESEARCH_CACHE": str(cache_root())}
+    # torch's threads as the track's runs have them: a scoring beside runs (or beside another scoring) that took
+    # every core would spin against them at its barriers, slowing both several times over
+    try:
+        threads = threads_env(TrackSpec.parse(files["track.json"], "the commit's track.json").constants)
+    except PrepareError:
+        threads = {}
+    env = {**threads, **(extra_env or {}), "PYTHONPATH": str(PROJECT_ROOT), "AUTORESEARCH_CACHE": str(cache_root())}
     try:
         return run_untrusted(command + (["--probe"] if probe else []), run_dir, log_path, timeout, env,
                              on_start=on_start)

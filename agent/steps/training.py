@@ -114,13 +114,15 @@ class Training:
             if result.verdict.triage == Triage.INFRA:
                 raise LoopStopped(f"measuring the noise floor failed twice for a reason outside the experiment: "
                                   f"{result.verdict.reason}. Fix the machine or the data, then run again")
-        for run in runs:  # the noise floor is measured on trusted numbers too; a run whose number cannot stand drops
+        def verified(run: RunEntry) -> None:  # trusted numbers too; a run whose number cannot stand drops out
             try:
                 score_runs(self.workspace, self.runner, best.commit, [run])
             except Untrusted as err:
                 run.val_bpb, run.triage = None, Triage.TAMPER.value
                 transcript.event("verification", passed=False, problem=str(err), seed=run.seed)
                 say(f"warning: a noise run of {best.id} (seed {run.seed}) is not counted: {err}")
+        with ThreadPoolExecutor(max_workers=max(1, len(runs)), thread_name_prefix=f"{record_id}-verify") as pool:
+            list(pool.map(verified, runs))  # side by side, as the runs trained
         with self.shared.lock:
             self.shared.check()
             values = ledger.history().runs_of(best.commit) + [r.val_bpb for r in runs if r.val_bpb is not None]
