@@ -37,7 +37,7 @@ def tamper(judgement: Judgement, problem: str, runs: list[RunEntry]) -> Judgemen
 # every run is scored by the trusted evaluator, and the holdout split must show the fall too.
 IMPLAUSIBLE_FALL = 0.10
 # A model that got better gets better on text no decision read: its holdout gain is of the order of its val
-# gain (the demo keeps 61% of it, BENCHMARKS.md). A model that learnt val shows the val gain alone.
+# gain (the demo keeps 55% of it, BENCHMARKS.md "The demo"). A model that learnt val shows the val gain alone.
 HOLDOUT_SHARE = 0.5
 
 

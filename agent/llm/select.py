@@ -4,6 +4,7 @@ that opens its conversations (importing its SDK when called) and how the model t
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
@@ -11,7 +12,7 @@ from datetime import date
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agent.llm.models import ModelInfo, model_info
+from agent.llm.models import MODELS, ModelInfo, model_info
 from agent.llm.retry import KEY_VARIABLES
 from agent.llm.types import Conversation, ProviderFatal
 
@@ -122,7 +123,11 @@ def model_warnings(model_spec: str, today: date | None = None) -> list[str]:
         warnings.append(f"warning: {provider} shuts {info.name} down on {info.retired}; a night running past it "
                         f"stops then. Use --model {provider}:{info.replacement}")
     if not info.known:
-        warnings.append(f"warning: {model_spec} is not in the model table: the first request finds which "
+        tabled = [m.name for m in MODELS if m.provider == provider and not m.retired]
+        close = difflib.get_close_matches(info.name, tabled, n=1, cutoff=0.8)
+        warnings.append(f"warning: {model_spec} is not in the model table"
+                        + (f" (did you mean {provider}:{close[0]}?)" if close else "")
+                        + ": the first request finds which "
                         + PROVIDERS[provider].unknown_model_probe
                         + f" the service takes, at most {info.max_output} output tokens, and no price: its spend "
                           "shows as $0 unless --pricing gives one")

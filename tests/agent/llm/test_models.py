@@ -91,6 +91,8 @@ def test_pricing_file_adds_and_overrides_and_a_bad_one_says_how(tmp_path):
 def test_unknown_and_retiring_models_get_a_warning_and_retired_ones_a_replacement():
     assert model_warnings("anthropic:claude-opus-5-5") == []
     assert "not in the model table" in model_warnings("openai-compatible:my-llama")[0]
+    assert "did you mean" not in model_warnings("openai-compatible:my-llama")[0]
+    assert "(did you mean anthropic:claude-opus-5-5?)" in model_warnings("anthropic:claude-opsu-5-5")[0]
     soon = model_warnings("openai:gpt-5", today=date(2026, 12, 4))
     assert len(soon) == 1 and "2026-12-11" in soon[0] and "openai:gpt-6.1-sol" in soon[0]
     with pytest.raises(ProviderFatal, match="retired by openai on 2026-12-11.*--model openai:gpt-6.1-sol"):
