@@ -27,7 +27,8 @@ console = Console(soft_wrap=True, highlight=False)
 PROJECT = Path(__file__).resolve().parent.parent
 DEFAULT_PROGRAM = PROJECT / "prompts" / "program.md"
 
-TrackOption = Annotated[str, typer.Option(help=f"Track: {', '.join(TRACKS)}.")]
+TrackOption = Annotated[str | None, typer.Option(help=f"Track: {', '.join(TRACKS)} (default: gpu on a machine with "
+                                                      "a CUDA GPU, else cpu).")]
 CacheOption = Annotated[Path | None, typer.Option(
     help="Cache directory (default $AUTORESEARCH_CACHE or ~/.cache/autoresearch).")]
 TAG_HELP = "Run tag: the workspace is workspace/<tag>, branch autoresearch/<tag>."
@@ -97,7 +98,7 @@ def say_line(message: str) -> None:
 
 @app.command()
 def prepare(
-    track: TrackOption = "cpu",
+    track: TrackOption = None,
     source: Annotated[str | None, typer.Option(
         help="climbmix, stdlib, or a folder of .txt/.jsonl/.parquet (default: the track's own source).")] = None,
     num_shards: Annotated[int | None, typer.Option(
@@ -105,14 +106,15 @@ def prepare(
     cache: CacheOption = None,
 ) -> None:
     """Build a track's data splits and tokenizer (skipped when already prepared from the same source)."""
-    console.print(_describe(_prepare(track, source, num_shards, cache)))
+    console.print(_describe(_prepare(_new_track(track), source, num_shards, cache)))
 
 
 @app.command()
-def init(tag: TagOption, track: TrackOption = "cpu", program: ProgramOption = DEFAULT_PROGRAM,
+def init(tag: TagOption, track: TrackOption = None, program: ProgramOption = DEFAULT_PROGRAM,
          workspaces: WorkspacesOption = None, cache: CacheOption = None, profile: ProfileOption = None) -> None:
     """Create workspace/<tag>: its own git repository with train.py for the track (set for this machine's
     hardware profile), prepare.py and track.json."""
+    track = _new_track(track)
     workspace = _create(tag, track, program, workspaces, cache, profile)
     console.print(f"created {workspace.dir} on branch {workspace.branch} (track {track}); "
                   f"start it with `autoresearch run --tag {tag}`")
@@ -140,7 +142,7 @@ def doctor() -> None:
 
 
 @app.command()
-def calibrate(track: TrackOption = "gpu", seeds: Annotated[int, typer.Option(
+def calibrate(track: TrackOption = None, seeds: Annotated[int, typer.Option(
                   help="Runs of the baseline, seeds 42, 43, ...", min=1)] = 3,
               profile: ProfileOption = None, cache: CacheOption = None) -> None:
     """Train the track's unmodified baseline on this machine and record its val_bpb mean, sigma and tokens/s in
@@ -153,6 +155,7 @@ def calibrate(track: TrackOption = "gpu", seeds: Annotated[int, typer.Option(
     from trainer.prepare import cache_root
     from trainer.profiles import GPU_TRACKS
     _use_cache(cache)
+    track = _new_track(track)
     if track in GPU_TRACKS and this_machine().backend == "cpu":
         fail(f"there is no GPU on this machine ({this_machine().name}): calibrate the {track} track on the machine "
              "its runs train on")
@@ -290,7 +293,7 @@ def _checked_night(settings: RunSettings):
 
 
 def _new_track(asked: str | None) -> str:
-    """The track a new tag takes: the one asked for, else gpu on a machine with a CUDA GPU, else cpu."""
+    """The track asked for, else gpu on a machine with a CUDA GPU, else cpu (what a new tag takes)."""
     if asked is not None:
         if asked not in TRACKS:
             fail(f"unknown track {shown_repr(asked)}: use {', '.join(TRACKS)}" + did_you_mean(asked, TRACKS))
@@ -298,7 +301,7 @@ def _new_track(asked: str | None) -> str:
     from trainer.hardware import this_machine
     machine = this_machine()
     track = "gpu" if machine.backend == "cuda" else "cpu"
-    say(f"track {track} for a new tag on this machine ({machine.name}); --track chooses another")
+    say(f"track {track} on this machine ({machine.name}); --track chooses another")
     return track
 
 

@@ -122,6 +122,7 @@ BAD_RUNS = [
 def test_run_refuses_a_bad_value_in_one_line_before_creating_or_downloading_anything(arguments, problem, tmp_path,
                                                                                       monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("AUTORESEARCH_CACHE", raising=False)  # `run --cache` sets it: restored after the test
     if "--effort" in arguments:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no coding CLI
