@@ -68,7 +68,7 @@ def shown_repr(text: str) -> str:
 
 TagOption = Annotated[str, typer.Option(help=TAG_HELP, callback=checked_tag)]
 WorkspacesOption = Annotated[Path | None, typer.Option(
-    help="Where workspaces live (default $AUTORESEARCH_WORKSPACES or ./workspace).")]
+    help="Where workspaces live (default $AUTORESEARCH_WORKSPACES, else workspace/ in this checkout).")]
 ProgramOption = Annotated[Path, typer.Option(help="The research program (a markdown prompt).")]
 
 
@@ -232,7 +232,8 @@ def run(settings: RunSettings) -> None:
     if workspace is None:
         workspace = _create(settings.tag, track, settings.program[0] if settings.program else DEFAULT_PROGRAM,
                             settings.workspaces, settings.cache, settings.profile)
-        console.print(f"created {workspace.dir} (track {track})")
+        chose = "" if settings.track else " for this machine; --track chooses another"
+        console.print(f"created {workspace.dir} (track {track}{chose})")
     if len(settings.program) == 1:
         workspace.follow_program(settings.program[0])
     chosen = build(workspace)
@@ -298,11 +299,8 @@ def _new_track(asked: str | None) -> str:
         if asked not in TRACKS:
             fail(f"unknown track {shown_repr(asked)}: use {', '.join(TRACKS)}" + did_you_mean(asked, TRACKS))
         return asked
-    from trainer.hardware import this_machine
-    machine = this_machine()
-    track = "gpu" if machine.backend == "cuda" else "cpu"
-    say(f"track {track} on this machine ({machine.name}); --track chooses another")
-    return track
+    from trainer.profiles import default_track
+    return default_track()
 
 
 def did_you_mean(given: str, known) -> str:
@@ -386,7 +384,7 @@ def confirm(tag: TagOption = "demo", workspaces: WorkspacesOption = None, cache:
             spool: Annotated[Path | None, typer.Option(help="Evaluate on the trainer workers of this spool.")] = None,
             ray_address: Annotated[str | None, typer.Option(help="Evaluate on this Ray cluster (HOST:PORT).")] = None,
             ) -> None:
-    """Score the baseline's and the best's saved weights on val and on the holdout split no decision read."""
+    """Score the baseline's and the best's saved weights on val and on the holdout split that no decision read."""
     _use_cache(cache)
     workspace = open_workspace(tag, workspaces)
     where_to_train = RunnerOptions(spool=spool, ray_address=ray_address)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from agent.workspace import default_root
 from trainer.prepare import TRACKS, cache_root, track_dir
+from trainer.profiles import default_track
 from trainer.track_builder import prepared_spec
 
 KEYS = {"ANTHROPIC_API_KEY": "anthropic:...", "OPENAI_API_KEY": "openai:..."}
@@ -41,7 +42,8 @@ def clis() -> list[str]:
 def tracks() -> list[str]:
     ready = [track for track in TRACKS if prepared_spec(track_dir(track)) is not None]
     missing = [track for track in TRACKS if track not in ready]
-    line = f"tracks prepared in {cache_root()}: {', '.join(ready) or 'none'}"
+    line = (f"a new tag here takes the {default_track()} track; tracks prepared in {cache_root()}: "
+            f"{', '.join(ready) or 'none'}")
     if missing:
         line += f"; the others are built by their first `run` or by `autoresearch prepare --track {missing[0]}`"
     return [line]

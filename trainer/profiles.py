@@ -144,3 +144,9 @@ def profile_name(hardware: Hardware) -> str:
         if known.backend == hardware.backend and known.name.lower() == hardware.name.lower():
             return name
     return hardware.backend if hardware.backend in ("cpu", "mps") else hardware.key
+
+
+def default_track() -> str:
+    """The track a new tag takes on this machine when none is named: gpu where there is a CUDA GPU, else cpu."""
+    from trainer.hardware import this_machine
+    return "gpu" if this_machine().backend == "cuda" else "cpu"
