@@ -36,7 +36,8 @@ class OnPlateau(str, Enum):
 class LoopSettings(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
-    max_experiments: int | None = option(None, ESSENTIALS, "Experiments to run now (the baseline counts).", ge=1)
+    max_experiments: int | None = option(None, ESSENTIALS, "Experiments to run now (the baseline counts; 0: only "
+                                                           "settle what a stopped night left in flight).", ge=0)
     max_hours: float | None = option(None, ESSENTIALS, "Start no experiment after this many hours.", gt=0)
     parallel: int | None = option(None, ESSENTIALS, "Experiments in flight at once (default: the runner's slots, "
                                                     "one per GPU here).", ge=1)

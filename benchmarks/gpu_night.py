@@ -73,7 +73,7 @@ def run_night(root: Path, spec: dict, track: str, budget: int, timeout: float, e
     Workspace.create(TAG, spec, REPO / "prompts" / "program.md", workspaces, profile, baseline=baseline,
                      prepare_source=short_prepare(budget))
     command = [sys.executable, "-m", "agent.cli", "run", "--tag", TAG, "--workspaces",
-               str(workspaces), "--max-experiments", str(experiments), "--noise-seeds", "0", "--no-overlap"]
+               str(workspaces), "--max-experiments", str(experiments), "--noise-seeds", "0"]
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}  # the offline proposer
     started = time.monotonic()
     log_path = root / "night.log"

@@ -102,7 +102,7 @@ BAD_RUNS = [
     (["--plateau", "-1"], "--plateau '-1': input should be greater than or equal to 0"),
     (["--keep-sigmas", "-2"], "--keep-sigmas '-2.0': input should be greater than or equal to 0"),
     (["--noise-seeds", "-1"], "--noise-seeds '-1': input should be greater than or equal to 0"),
-    (["--max-experiments", "-3"], "--max-experiments '-3': input should be greater than or equal to 1"),
+    (["--max-experiments", "-3"], "--max-experiments '-3': input should be greater than or equal to 0"),
     (["--max-hours", "0"], "--max-hours '0.0': input should be greater than 0"),
     (["--hybrid-share", "1.5"], "--hybrid-share '1.5': input should be less than or equal to 1"),
     (["--proposer", "gpt"], "unknown proposer 'gpt': use optuna, llm, hybrid or cli"),

@@ -29,8 +29,9 @@ def test_a_run_that_dies_after_its_seal_is_judged_on_its_sealed_weights(workspac
         ("print a great number, then run out of memory on evaluation batches of more than 8 rows",
          [(BEFORE_EVALUATION, FAKE_SUMMARY), (SOFTCAP, OUT_OF_MEMORY_ON_BIG_BATCHES)]))
     # No noise floor, and a change within 0.1 of the best is kept: whether a salvaged run can be kept is decided by
-    # the keep rule on the evaluator's number, whatever the seed's luck.
-    settings = LoopSettings(max_experiments=3, noise_seeds=0, min_delta=-0.1, timeout_seconds=900)
+    # the keep rule on the evaluator's number, whatever the seed's luck. (A negative --min-delta is refused on the
+    # command line, where it would keep regressions; the test builds the settings past that bound.)
+    settings = LoopSettings.model_construct(max_experiments=3, noise_seeds=0, min_delta=-0.1, timeout_seconds=900)
     run_loop(workspace, proposer, LocalRunner(), settings, say=lambda _: None)
 
     baseline, before_seal, salvaged = Ledger(workspace.dir).records

@@ -337,7 +337,7 @@ def test_a_proposal_over_its_token_budget_fails_with_its_spend(workspace, server
 def test_a_cost_cap_needs_a_price_for_the_model(workspace):
     command = [sys.executable, "-m", "agent.cli", "run", "--tag", "llm", "--proposer", "llm", "--model",
                "openai-compatible:my-llama", "--base-url", "http://127.0.0.1:9/v1", "--max-cost-usd", "5",
-               "--max-experiments", "0", "--workspaces", str(workspace.dir.parent)]
+               "--max-experiments", "1", "--workspaces", str(workspace.dir.parent)]
     refused = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     assert refused.returncode == 2 and "not in the model table" in refused.stdout
     assert "--max-cost-usd cannot be enforced: openai-compatible:my-llama has no price" in refused.stdout

@@ -100,7 +100,7 @@ def test_without_a_price_the_cap_counts_llm_spend_only(workspace):
 def test_run_offers_the_gpu_price_and_says_the_cap_covers_it():
     shown = CliRunner().invoke(cli.app, ["run", "--help"], terminal_width=200).output
     words = " ".join(shown.replace("│", " ").split())
-    assert "--gpu-usd-per-hour" in shown and "plus its runs' GPU time at --gpu-usd-per-hour when that is given" in words
+    assert "--gpu-usd-per-hour" in shown and "plus its runs' GPU time at --gpu-usd-per-hour when given" in words
 
 
 def test_the_model_is_told_what_the_spend_counts():
