@@ -229,13 +229,7 @@ def run(settings: RunSettings) -> None:
     build = _prepared_proposer(settings)
     where_to_train = RunnerOptions(parallel=settings.parallel, spool=settings.spool, ray_address=settings.ray_address)
     trainer = _runner(implied_runner(where_to_train), where_to_train)
-    if workspace is None:
-        workspace = _create(settings.tag, track, settings.program[0] if settings.program else DEFAULT_PROGRAM,
-                            settings.workspaces, settings.cache, settings.profile)
-        chose = "" if settings.track else " for this machine; --track chooses another"
-        console.print(f"created {workspace.dir} (track {track}{chose})")
-    if len(settings.program) == 1:
-        workspace.follow_program(settings.program[0])
+    workspace = _night_workspace(settings, workspace, track)
     chosen = build(workspace)
     console.print(f"research loop on {workspace.dir} (track {track}, proposer {chosen.name}"
                   + (f", model {settings.model}" if settings.model else "") + ")")
@@ -267,6 +261,18 @@ def run(settings: RunSettings) -> None:
             _confirm(workspace, ObservedRunner(trainer, observer))
     _where(workspace)
     _finish(workspace, tracking, notifier, settings.gpu_usd_per_hour)
+
+
+def _night_workspace(settings: RunSettings, workspace, track: str):
+    """The checked tag's workspace, created if new, following the one --program given."""
+    if workspace is None:
+        workspace = _create(settings.tag, track, settings.program[0] if settings.program else DEFAULT_PROGRAM,
+                            settings.workspaces, settings.cache, settings.profile)
+        chose = "" if settings.track else " for this machine; --track chooses another"
+        console.print(f"created {workspace.dir} (track {track}{chose})")
+    if len(settings.program) == 1:
+        workspace.follow_program(settings.program[0])
+    return workspace
 
 
 def _checked_night(settings: RunSettings):

@@ -77,6 +77,9 @@ def check(command: str) -> None:
         check_compose(parts[2:])
     elif program in ("bash", "sh") and len(parts) > 1:
         assert (ROOT / parts[1]).is_file(), f"{parts[1]} does not exist"
+    elif program == "sky":  # the task file it launches is the project's
+        for task in (part for part in parts if part.endswith((".yaml", ".yml"))):
+            assert (ROOT / task).is_file(), f"{task} does not exist"
 
 
 class ComposeLoader(yaml.SafeLoader):
@@ -134,6 +137,7 @@ def test_a_command_of_the_pages_parses(page, command):
     ("autoresearch statuss", "No such command"),
     ("docker compose -f docker/compose.yaml run --rm --no-deps agent status --tga x", "No such option"),
     ("docker compose -f docker/compose.yaml run --rm nobody status", "no service nobody"),
+    ("sky launch -c night deploy/skypilot.yml --secret OPENAI_API_KEY", "deploy/skypilot.yml does not exist"),
 ])
 def test_a_broken_command_would_be_caught(broken, why):
     with pytest.raises((*UsageErrors, AssertionError, ValueError)) as caught:

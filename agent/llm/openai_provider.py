@@ -120,6 +120,13 @@ class ResponsesConversation:
         options = self.options()
         stream = self.client.responses.create(model=self.model, instructions=self.instructions, input=self.input,
                                               tools=self.tools, stream=True, **options)
+        reply, done, request_id, limits = self._read(stream)
+        return self._turn(reply, reply.output or done, options, request_id, limits)
+
+    @staticmethod
+    def _read(stream):
+        """The completed response, the items done along the way, the request id and the rate headers; a failure
+        the stream reports (after HTTP 200 too) raised as the provider's error."""
         reply, done = None, []
         with stream:
             request_id, limits = stream.response.headers.get("x-request-id"), rate_headers(stream.response.headers)
@@ -144,7 +151,10 @@ class ResponsesConversation:
                 raise _failed(body.get("code") or body.get("type"), error.message) from error
         if reply is None:
             raise _failed("server_error", "the stream ended before the response was complete")
-        output = reply.output or done
+        return reply, done, request_id, limits
+
+    def _turn(self, reply, output, options: dict, request_id, limits) -> AssistantTurn:
+        """The reply's items kept for the next request, and the turn they make."""
         items = [item.model_dump(exclude_none=True) for item in output]
         kept = [item for item in items if item.get("type") in ("reasoning", "function_call", "message")]
         while kept and kept[-1]["type"] == "reasoning":  # never sent back without the item it led to

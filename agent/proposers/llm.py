@@ -23,6 +23,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.llm.pricing import PriceTable
@@ -116,6 +117,14 @@ def crash_message(crashed: Crashed) -> str:
             "(read_file shows that version); fix the cause, keep the idea.")
 
 
+@dataclass
+class Tally:
+    """What one proposal's conversation has used so far."""
+    calls: int = 0
+    reflections: int = 0    # submissions refused, each answered with why
+    reminded: bool = False  # told once that a lesson is due: the next submission may leave it out
+
+
 class LLMProposer:
     name = "llm"
 
@@ -203,7 +212,7 @@ class LLMProposer:
 
     def _tool_loop(self, conversation: Conversation, toolbox: ToolBox, base_source: str, transcript: Transcript,
                    usage: Usage, lesson_for: str | None, claim, code_only: bool = False) -> Proposal:
-        calls, reflections, reminded = 0, 0, False
+        tally = Tally()
         while True:
             if usage.input_tokens + usage.output_tokens > self.max_proposal_tokens:
                 raise ProposerError(f"the proposal used {usage.input_tokens + usage.output_tokens:,} tokens, over "
@@ -219,45 +228,53 @@ class LLMProposer:
                                       "results were shortened. Call submit_experiment now.")
                 continue
             if not turn.tool_calls:
-                calls += 1
-                if calls > self.max_tool_calls:
+                tally.calls += 1
+                if tally.calls > self.max_tool_calls:
                     raise ProposerError(f"no valid submit_experiment within {self.max_tool_calls} tool calls")
                 conversation.add_user("Use the tools, and end your turn by calling submit_experiment with one change. "
-                                      + self._calls_left(calls))
+                                      + self._calls_left(tally.calls))
                 continue
-            results, accepted = [], None
-            for call in turn.tool_calls:
-                calls += 1
-                transcript.event("tool_call", id=call.id, name=call.name, arguments=call.arguments)
-                if turn.stop_reason in CUT_SHORT:
-                    result = ToolResult(call.id, "not run: your reply was cut at the output limit before this call "
-                                                 "was complete; send it again, shorter (fewer or smaller edits)", True)
-                elif accepted is not None:
-                    result = ToolResult(call.id, "skipped: this turn already submitted an experiment", True)
-                elif calls > self.max_tool_calls:
-                    result = ToolResult(call.id, "not run: no tool calls are left", True)
-                elif call.name == SUBMIT:
-                    result, accepted = self._submit(call, base_source, lesson_for, claim, lesson_optional=reminded,
-                                                    code_only=code_only)
-                    reminded = reminded or result.content.startswith(LESSON_REMINDER)
-                    if accepted is None:
-                        reflections += 1
-                else:
-                    result = toolbox.run(call)
-                transcript.event("tool_result", id=call.id, name=call.name, is_error=result.is_error,
-                                 content=result.content)
-                results.append(result)
+            results, accepted = self._answer(turn, tally, toolbox, base_source, transcript,
+                                             lambda call: self._submit(call, base_source, lesson_for, claim,
+                                                                       lesson_optional=tally.reminded,
+                                                                       code_only=code_only))
             # Every call of the turn is answered, even when the proposal ends here.
-            conversation.add_tool_results(results, None if accepted is not None else self._calls_left(calls))
+            conversation.add_tool_results(results, None if accepted is not None else self._calls_left(tally.calls))
             if accepted is not None:
-                accepted.meta.update(provider=conversation.provider, model=conversation.model, tool_calls=calls,
-                                     reflections=reflections)
+                accepted.meta.update(provider=conversation.provider, model=conversation.model,
+                                     tool_calls=tally.calls, reflections=tally.reflections)
                 accepted.usage = usage.model_copy()
                 return accepted
-            if reflections > MAX_REFLECTIONS:
-                raise ProposerError(f"{reflections} invalid submissions in one turn; last: {results[-1].content}")
-            if calls >= self.max_tool_calls:
+            if tally.reflections > MAX_REFLECTIONS:
+                raise ProposerError(f"{tally.reflections} invalid submissions in one turn; last: "
+                                    f"{results[-1].content}")
+            if tally.calls >= self.max_tool_calls:
                 raise ProposerError(f"no valid submit_experiment within {self.max_tool_calls} tool calls")
+
+    def _answer(self, turn, tally: Tally, toolbox: ToolBox, base_source: str, transcript: Transcript,
+                submit) -> tuple[list[ToolResult], Proposal | None]:
+        """A result for every call of the turn, in order, and the proposal its submit_experiment made, if any."""
+        results, accepted = [], None
+        for call in turn.tool_calls:
+            tally.calls += 1
+            transcript.event("tool_call", id=call.id, name=call.name, arguments=call.arguments)
+            if turn.stop_reason in CUT_SHORT:
+                result = ToolResult(call.id, "not run: your reply was cut at the output limit before this call "
+                                             "was complete; send it again, shorter (fewer or smaller edits)", True)
+            elif accepted is not None:
+                result = ToolResult(call.id, "skipped: this turn already submitted an experiment", True)
+            elif tally.calls > self.max_tool_calls:
+                result = ToolResult(call.id, "not run: no tool calls are left", True)
+            elif call.name == SUBMIT:
+                result, accepted = submit(call)
+                tally.reminded = tally.reminded or result.content.startswith(LESSON_REMINDER)
+                tally.reflections += accepted is None
+            else:
+                result = toolbox.run(call)
+            transcript.event("tool_result", id=call.id, name=call.name, is_error=result.is_error,
+                             content=result.content)
+            results.append(result)
+        return results, accepted
 
     def _calls_left(self, calls: int) -> str:
         left = self.max_tool_calls - calls
