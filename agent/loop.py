@@ -84,7 +84,7 @@ class Loop:
     def __init__(self, workspace: Workspace, proposer: Proposer, runner: Runner, settings: LoopSettings, say):
         self.workspace, self.proposer, self.runner, self.settings, self.say = workspace, proposer, runner, settings, say
         self.ledger = Ledger(workspace.dir)
-        self.shared = Shared(self.ledger, settings.seed)
+        self.shared = Shared(self.ledger, settings.seed, settings.counted_seeds)
         self.slots = settings.parallel or runner.slots
         self.floor_ready = threading.Event()
         self.steps = Steps(workspace, proposer, runner, settings, self.shared, self._moved, self._others,

@@ -68,6 +68,7 @@ class LoopSettings(BaseModel):
     outage_poll_seconds: float = internal(60.0, gt=0)  # while the LLM provider is down, try again this often
     overlap: bool = internal(True)                  # propose the next experiment while the current one trains
     noise_every_keeps: int = internal(5, ge=1)      # measure the noise floor again after this many keeps
+    counted_seeds: bool = internal(False)           # seeds count up from --seed (tests): a run can predict them
 
 
 class RunSettings(LoopSettings):

@@ -32,26 +32,30 @@ def tamper(judgement: Judgement, problem: str, runs: list[RunEntry]) -> Judgemen
 
 
 # One experiment is one change. Gains in the reference's research logs are fractions of a percent, a few
-# percent when a broken setting is fixed; a fall of more than a tenth of val_bpb in one change is far more
-# often a broken metric than a better model, so it is trained again from scratch (a new run, a new seed),
-# every run is scored by the trusted evaluator, and the holdout split must show the fall too.
+# percent when a broken setting is fixed; a fall of more than a tenth of val_bpb is far more often a broken
+# metric than a better model, so it is trained again from scratch (a new run, a new seed), every run is scored
+# by the trusted evaluator, and the holdout split must show the fall too. The fall is counted from the last best
+# the holdout split checked (the baseline at first), not from the best: keeps that each fall a little under the
+# line meet the holdout split once they add up past it.
 IMPLAUSIBLE_FALL = 0.10
 # A model that got better gets better on text no decision read: its holdout gain is of the order of its val
 # gain (the demo keeps 55% of it, BENCHMARKS.md "The demo"). A model that learnt val shows the val gain alone.
 HOLDOUT_SHARE = 0.5
 
 
-def implausible_fall(runs: list[RunEntry], best: ExperimentRecord | None) -> str | None:
-    """Why a run's number is too good to keep (its lowest: a train.py may fall on one seed only), or None."""
+def implausible_fall(runs: list[RunEntry], anchor: ExperimentRecord | None) -> str | None:
+    """Why a run's number is too good to keep without the holdout split (its lowest: a train.py may fall on one
+    seed only), measured from anchor (History.holdout_anchor), or None."""
     measured = [r.val_bpb for r in runs if r.val_bpb is not None]
-    if best is None or not measured or not best.val_bpb:
+    if anchor is None or not measured or not anchor.val_bpb:
         return None
     lowest = min(measured)
-    fall = (best.val_bpb - lowest) / best.val_bpb
+    fall = (anchor.val_bpb - lowest) / anchor.val_bpb
     if fall <= IMPLAUSIBLE_FALL:
         return None
-    return (f"val_bpb fell {100 * fall:.1f}% in one experiment ({best.val_bpb:.6f} -> {lowest:.6f}), more "
-            f"than the {100 * IMPLAUSIBLE_FALL:.0f}% one change plausibly gains")
+    since = "the baseline" if anchor.id == "0000" else f"{anchor.id}, the last best the holdout split checked"
+    return (f"val_bpb fell {100 * fall:.1f}% since {since} ({anchor.val_bpb:.6f} -> {lowest:.6f}), more than the "
+            f"{100 * IMPLAUSIBLE_FALL:.0f}% the holdout split must confirm")
 
 
 def holdout_disagrees(runs: list[RunEntry], best_val: float, best_holdout: float) -> str | None:

@@ -5,9 +5,9 @@ standing.py); a change that removed code may win as a simplification (simplify.p
 is taken again on the trusted numbers (verify.py): every run scored from its sealed weights, a run whose number
 cannot stand turning the experiment into a tamper crash. A would-be keep waits for its turn to land (one at a
 time) and, if its parent stopped being the best meanwhile, goes back to be re-based before more is spent on it.
-A close call is trained again with a fresh seed until the mean decides; a would-be keep with a fall too large
-for one change in any of its runs is trained again from scratch and kept only if the holdout split shows the
-fall too (decisions.py).
+A close call is trained again with a fresh seed until the mean decides; a would-be keep with too large a fall
+in any of its runs (counted from the last best the holdout split checked) is trained again from scratch and
+kept only if the holdout split shows the fall too (decisions.py).
 
 The steps of the experiment (agent/steps/experiment.py) train and land; this decides.
 """
@@ -60,14 +60,14 @@ class KeepProcedure:
             case.wait_to_land(str(judgement.status))
             if case.best_moved():
                 return judgement
-        suspicion = None
+        suspicion, anchor = None, self.history().holdout_anchor() if case.best is not None else None
         while judgement.status == CLOSE or (judgement.status == KEEP and suspicion is None
-                                            and implausible_fall(case.record.runs, case.best)):
+                                            and implausible_fall(case.record.runs, anchor)):
             if judgement.status == CLOSE:
                 judgement = self._again(case, judgement.reason)
-            else:  # a fall too large for one change, in any run, a close call's re-runs included
-                suspicion = implausible_fall(case.record.runs, case.best)
-                judgement = self._holdout_gate(case, self._again(case, suspicion, HOLDOUT_SPLITS))
+            else:  # too large a fall, in any run, a close call's re-runs included
+                suspicion = implausible_fall(case.record.runs, anchor)
+                judgement = self._holdout_gate(case, self._again(case, suspicion, HOLDOUT_SPLITS), anchor)
         if suspicion:
             judgement.evidence.implausible_fall = suspicion
             judgement.reason += f"; flagged: {suspicion}, so it was trained again from scratch"
@@ -114,19 +114,18 @@ class KeepProcedure:
                              Evidence(candidate_runs=[r.val_bpb for r in case.record.runs]))
         return self._decide(case, again, splits)
 
-    def _holdout_gate(self, case: Case, judgement: Judgement) -> Judgement:
-        """A keep after an implausible fall, if the holdout split shows the fall too; else tamper."""
-        best = case.best
-        if judgement.status != KEEP or best is None or not best.checkpoint:
+    def _holdout_gate(self, case: Case, judgement: Judgement, anchor: ExperimentRecord) -> Judgement:
+        """A keep after an implausible fall, if the holdout split shows the fall from anchor too; else tamper."""
+        if judgement.status != KEEP or not anchor.checkpoint:
             return judgement
-        job = EvaluationJob(run=RunId.verify_best(case.record.id, best.id), commit=best.commit,
-                            checkpoint=self.workspace.dir / best.checkpoint, splits=HOLDOUT_SPLITS, probe=True)
+        job = EvaluationJob(run=RunId.verify_best(case.record.id, anchor.id), commit=anchor.commit,
+                            checkpoint=self.workspace.dir / anchor.checkpoint, splits=HOLDOUT_SPLITS, probe=True)
         try:
-            best_scored = self.runner.evaluate(self.workspace, job)
+            anchor_scored = self.runner.evaluate(self.workspace, job)
         except EvaluationFailed as err:
-            return tamper(judgement, f"the best's weights could not be scored on the holdout split: {err}",
+            return tamper(judgement, f"the weights of {anchor.id} could not be scored on the holdout split: {err}",
                           case.record.runs)
-        problem = holdout_disagrees(case.record.runs, best_scored.val, best_scored.holdout)
-        case.transcript.event("holdout_gate", passed=problem is None, problem=problem, best_val=best_scored.val,
-                              best_holdout=best_scored.holdout)
+        problem = holdout_disagrees(case.record.runs, anchor_scored.val, anchor_scored.holdout)
+        case.transcript.event("holdout_gate", passed=problem is None, problem=problem, anchor=anchor.id,
+                              best_val=anchor_scored.val, best_holdout=anchor_scored.holdout)
         return tamper(judgement, problem, case.record.runs) if problem else judgement

@@ -12,6 +12,7 @@ Without a noise floor (noise_seeds 0) a change is kept when it beats the best by
 
 from __future__ import annotations
 
+import secrets
 import statistics
 from dataclasses import dataclass, field
 
@@ -117,7 +118,20 @@ def wants_noise_floor(records: list[ExperimentRecord], noise_seeds: int, every_k
     return every_keeps > 0 and keeps_since >= every_keeps
 
 
-def fresh_seed(records: list[ExperimentRecord], base: int, also_used: list[RunEntry] = ()) -> int:
-    """A seed no run of this workspace used yet: one more than the largest used (the base seed first)."""
+# Seeds after the baseline's are drawn at random from this range: a train.py that could tell its first run from
+# its re-runs or the best's control runs by the seed (the next seed is predictable when seeds count up) could
+# sabotage the runs that set the bar and move it.
+SEED_RANGE = 2 ** 31
+
+
+def fresh_seed(records: list[ExperimentRecord], base: int, also_used: list[RunEntry] = (),
+               counted: bool = False) -> int:
+    """A seed no run of this workspace used yet, drawn unpredictably (never the base seed, the baseline's);
+    counted: one more than the largest used, for tests that need the night's runs to come out the same."""
     runs = [run for r in records for run in r.runs] + list(also_used)
-    return max([base, *(run.seed for run in runs if run.seed is not None)]) + 1
+    used = {base, *(run.seed for run in runs if run.seed is not None)}
+    if counted:
+        return max(used) + 1
+    while (seed := secrets.randbelow(SEED_RANGE)) in used:
+        continue
+    return seed

@@ -37,20 +37,35 @@ class History:
                 best, lowest = record, statistics.fmean(values)
         return best or self.head()
 
+    def holdout_anchor(self) -> ExperimentRecord | None:
+        """The last keep whose fall the holdout split checked, else the baseline: falls are measured from it, so
+        that steps each under the implausible line still meet the holdout split once they add up past it."""
+        kept = self.kept()
+        checked = [r for r in kept[1:] if r.evidence.implausible_fall]
+        return checked[-1] if checked else (kept[0] if kept else None)
+
     def baseline(self) -> ExperimentRecord | None:
         kept = self.kept()
         return kept[0] if kept else None
 
     def runs_of(self, commit: str) -> list[float]:
         """val_bpb of every successful run of a kept commit: its experiment's runs, its noise runs and its control
-        runs, pooled. A number brought in by `autoresearch import` was printed under another harness: it counts
-        only until this harness has measured the commit itself."""
+        runs, pooled, but for a control held back (agent/judging/drift.py). A number brought in by `autoresearch
+        import` was printed under another harness: it counts only until this harness has measured the commit."""
+        held_back = self.held_back_controls()
         pooled = [(r.imported is not None, value) for r in self.records
-                  if r.commit == commit and r.status in (ExperimentStatus.KEEP, ExperimentStatus.NOISE,
-                                                         ExperimentStatus.CONTROL)
+                  if r.commit == commit and r.id not in held_back
+                  and r.status in (ExperimentStatus.KEEP, ExperimentStatus.NOISE, ExperimentStatus.CONTROL)
                   for value in r.measured]
         measured_here = [value for imported, value in pooled if not imported]
         return measured_here or [value for _, value in pooled]
+
+    def held_back_controls(self) -> set[str]:
+        """Ids of the control runs that disagreed with the best's earlier runs and were not shown to be the
+        machine's conditions by the next control: never part of a mean a decision uses."""
+        controls = [r for r in self.records if r.status == ExperimentStatus.CONTROL and r.drift is not None]
+        confirmed = {r.drift.confirms for r in controls if r.drift.confirms}
+        return {r.id for r in controls if r.drift.pooled is False and r.id not in confirmed}
 
     def sigma(self) -> float | None:
         """sigma of val_bpb from the latest noise floor, None before one was measured."""

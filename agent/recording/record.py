@@ -189,6 +189,9 @@ class Drift(_Part):
     moved: float                      # the control's val_bpb less the earlier mean (positive: worse now)
     sigma: float | None = None        # of the latest noise floor
     flagged: bool = False             # moved more than DRIFT_SIGMAS x sigma
+    pooled: bool | None = None        # counted among the best's runs (None: written before flags were held back)
+    confirms: str | None = None       # the flagged control before it that this one shows was the conditions
+    suspect: bool = False             # flagged on a track whose budget counts steps or FLOPs
 
 
 class FixAttempt(_Part):

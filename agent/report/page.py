@@ -196,8 +196,8 @@ def noise_and_holdout(records: list[ExperimentRecord], confirmation: Confirmatio
 
 
 def controls_table(records: list[ExperimentRecord]) -> str:
-    """Every control run of the best, a drift flagged as a warning: pooled into the best's runs, they keep
-    decisions to the machine's conditions of the moment."""
+    """Every control run of the best, a drift flagged as a warning: pooled into the best's runs when they agree
+    with them (or a second shows the conditions changed), they keep decisions to the machine's conditions."""
     controls = [r for r in records if r.status == ExperimentStatus.CONTROL]
     if not controls:
         return ""
@@ -209,7 +209,8 @@ def controls_table(records: list[ExperimentRecord]) -> str:
                     f"<td>{f'{drift.moved:+.6f}' if drift else '-'}</td><td>{'drift' if flagged else 'no'}</td>"
                     f"<td>{escape(control_words(r))}</td></tr>")
     return ("<p>Control runs: the best re-run with a fresh seed on each new best and after experiments without a "
-            "keep, each pooled into the best's runs that decisions compare with.</p>"
+            "keep, pooled into the best's runs that decisions compare with when it agrees with them; one that "
+            "disagrees is held back and the best re-measured.</p>"
             "<table><tr><th>control</th><th>val_bpb</th><th>best's earlier mean</th><th>moved</th>"
             f"<th>flagged</th><th>what it found</th></tr>{''.join(rows)}</table>")
 

@@ -1,13 +1,15 @@
 """A control run of the best (agent/judging/drift.py): its commit trained once more with a fresh seed, beside
 the experiments, its number taken from the trusted evaluator, and recorded as a control row whose run is pooled
-into the best's runs from then on."""
+into the best's runs from then on, unless it disagrees with them (then held back, and the best re-measured)."""
 
 from __future__ import annotations
 
 import time
 
 from agent.judging.drift import control_words, drift_of
+from agent.judging.usual_sigma import budget_follows_machine_speed
 from agent.judging.verify import Untrusted, score_runs
+from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, now
 from agent.recording.transcript import Transcript
 from agent.steps.training import LoopStopped, Training
@@ -40,13 +42,17 @@ def run_control(training: Training, best: ExperimentRecord, seed: int, say=print
         history = ledger.history()
         earlier = history.runs_of(best.commit)
         measured = run.val_bpb is not None and bool(earlier)
+        previous = next((r for r in reversed(history.records) if r.status == ExperimentStatus.CONTROL
+                         and r.of == best.id and r.drift is not None), None)
+        drift = drift_of(earlier, run.val_bpb, history.sigma(), previous,
+                         budget_follows_machine_speed(workspace.track["track"])) if measured else None
         record = ExperimentRecord(
             id=record_id, status=ExperimentStatus.CONTROL, triage=run.triage, of=best.id, parent=best.commit,
             commit=best.commit, description=f"control: {best.id} re-run with seed {seed}", val_bpb=run.val_bpb,
-            runs=[run], values=earlier + ([run.val_bpb] if measured else []),
-            drift=drift_of(earlier, run.val_bpb, history.sigma()) if measured else None, peak_vram_mb=None,
+            runs=[run], values=None, drift=drift, peak_vram_mb=None,
             timings=Timings(run_s=run.seconds, total_s=round(time.monotonic() - started, 3)),
             transcript=str(transcript.path.relative_to(workspace.dir)), started=started_at, finished=now())
+        record.values = History([*history.records, record]).runs_of(best.commit)
         record.reason = control_words(record)
         ledger.append(record)
         shared.checkpoints.release(record_id)

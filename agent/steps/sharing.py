@@ -4,9 +4,8 @@ Every experiment in flight runs its steps in a thread of its own. GitPython is n
 the ledger, the notes and the in-flight markers are single files, so everything that touches them
 holds `lock`. Up to `conversations.limit` proposals are made at once, never under `lock`, so the
 workspace stays usable while a model thinks; with one at a time, proposers are also asked and told by
-one thread at a time (`proposer_turn`). Seeds
-come from one counter, so that no two runs in flight share one. Would-be keeps land one at a time
-(`lane`).
+one thread at a time (`proposer_turn`). Seeds are drawn at random by one keeper that remembers what it gave,
+so that no two runs in flight share one. Would-be keeps land one at a time (`lane`).
 """
 
 from __future__ import annotations
@@ -26,14 +25,14 @@ class Stopping(Exception):
 
 
 class Shared:
-    def __init__(self, ledger: Ledger, base_seed: int):
+    def __init__(self, ledger: Ledger, base_seed: int, counted_seeds: bool = False):
         self.ledger = ledger
         self.lock = threading.RLock()            # the workspace repository, the ledger, notes, in-flight markers
         self.proposer_lock = threading.RLock()   # proposers are told (and, one at a time, asked) under it
         self.conversations = Conversations()
         self.stopping = threading.Event()
-        self.base_seed = base_seed
-        self._last_seed: int | None = None
+        self.base_seed, self.counted_seeds = base_seed, counted_seeds
+        self._given: list[RunEntry] = []  # seeds handed out, recorded or not yet
         self.lane = LandingLane()
         self.checkpoints = CheckpointsInUse()
 
@@ -55,10 +54,8 @@ class Shared:
     def seed(self, also_used: list[RunEntry] = ()) -> int:
         """A seed no run of this workspace used and no run in flight was given."""
         with self.lock:
-            seed = fresh_seed(self.ledger.records, self.base_seed, also_used)
-            if self._last_seed is not None:
-                seed = max(seed, self._last_seed + 1)
-            self._last_seed = seed
+            seed = fresh_seed(self.ledger.records, self.base_seed, [*also_used, *self._given], self.counted_seeds)
+            self._given.append(RunEntry(seed=seed))
             return seed
 
 

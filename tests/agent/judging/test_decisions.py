@@ -51,4 +51,6 @@ def test_only_a_fall_beyond_the_plausible_share_is_flagged():
     assert implausible_fall([small], BEST) is None and implausible_fall([large], None) is None
     assert implausible_fall([RunEntry(seed=45)], BEST) is None  # no number: nothing to suspect
     flagged = implausible_fall([large], BEST)
-    assert flagged.startswith("val_bpb fell 10.5% in one experiment (2.000000 -> 1.790000), more than the 10%")
+    assert flagged.startswith("val_bpb fell 10.5% since the baseline (2.000000 -> 1.790000), more than the 10%")
+    later = BEST.model_copy(update=dict(id="0007"))
+    assert "since 0007, the last best the holdout split checked (2.000000" in implausible_fall([large], later)

@@ -1,6 +1,7 @@
 """Control runs of the best against drift of the machine's conditions: when they are due, when one is flagged,
 and a night whose machine gets slower midway, through the real loop: the drift is flagged, said, shown and
-recorded, and a candidate better than the best under the new conditions is still kept against the pooled best."""
+recorded, re-measured, and a candidate better than the best under the new conditions is still kept against the
+pooled best. A best that sabotages its own control runs (to lower the bar for the next change) moves nothing."""
 
 import io
 
@@ -13,6 +14,8 @@ from agent.recording.ledger import Ledger
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.report.build import write_report
 from agent.report.status_view import status_view
+from agent.workspace import Workspace
+from tests.agent.conftest import PROGRAM
 from tests.helpers.scripted import ScriptedEdits
 from tests.helpers.synthetic_runner import SyntheticRunner
 
@@ -56,13 +59,34 @@ def test_no_control_runs_when_disabled_or_without_a_noise_floor(settings):
     assert control_due(night(KEEP, NOISE, DISCARD, DISCARD, DISCARD, KEEP), settings) is None
 
 
-def test_a_control_is_flagged_past_two_sigma_either_way():
+def test_a_control_is_flagged_past_two_sigma_either_way_and_then_held_back():
     earlier = [1.500, 1.502, 1.498]
-    assert not drift_of(earlier, 1.5 + 0.9 * DRIFT_SIGMAS * 0.001, 0.001).flagged
-    assert drift_of(earlier, 1.5 + 1.1 * DRIFT_SIGMAS * 0.001, 0.001).flagged
-    assert drift_of(earlier, 1.5 - 1.1 * DRIFT_SIGMAS * 0.001, 0.001).flagged
-    drift = drift_of(earlier, 1.52, None)
+    within = drift_of(earlier, 1.5 + 0.9 * DRIFT_SIGMAS * 0.001, 0.001, None, True)
+    assert not within.flagged and within.pooled
+    worse = drift_of(earlier, 1.5 + 1.1 * DRIFT_SIGMAS * 0.001, 0.001, None, True)
+    better = drift_of(earlier, 1.5 - 1.1 * DRIFT_SIGMAS * 0.001, 0.001, None, True)
+    assert worse.flagged and better.flagged and worse.pooled is False and better.pooled is False
+    drift = drift_of(earlier, 1.52, None, None, True)
     assert not drift.flagged and drift.moved == pytest.approx(0.02) and drift.earlier_runs == 3
+
+
+def test_a_second_flag_the_same_way_pools_both_only_where_the_budget_follows_the_machine():
+    first = ExperimentRecord(id="0000-control1", status=CONTROL, commit="c0", val_bpb=1.6,
+                             drift=drift_of([1.5, 1.5], 1.6, 0.001, None, True))
+    confirming = drift_of([1.5, 1.5], 1.6, 0.001, first, True)
+    assert confirming.pooled and confirming.confirms == first.id
+    assert drift_of([1.5, 1.5], 1.4, 0.001, first, True).pooled is False  # the other way: no shift confirmed
+    on_steps = drift_of([1.5, 1.5], 1.6, 0.001, first, False)
+    assert on_steps.pooled is False and on_steps.suspect and on_steps.confirms is None
+
+
+def test_a_held_back_control_makes_another_due_at_once_and_only_one():
+    records = night(KEEP, NOISE, DISCARD, DISCARD, DISCARD, CONTROL)
+    records[-1].drift = drift_of([1.5, 1.5], 1.6, 0.001, None, True)
+    assert control_due(records, SETTINGS).id == "0000"
+    records += night(KEEP, NOISE, DISCARD, DISCARD, DISCARD, CONTROL, CONTROL)[-1:]
+    records[-1].id, records[-1].drift = "0006", drift_of([1.5, 1.5], 1.4, 0.001, records[-2], True)
+    assert control_due(records, SETTINGS) is None  # held back twice: wait for control_every experiments
 
 
 # The machine gets busier after the baseline, its noise floor and the first experiment: every later run scores
@@ -78,6 +102,12 @@ CHANGES = [("MATRIX_LR 0.1", "MATRIX_LR = 0.04", "MATRIX_LR = 0.1"),
            ("WARMDOWN_RATIO 0.7", "WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.7")]
 
 
+@pytest.fixture
+def clocked(test_track, tmp_path):
+    """A workspace whose track's budget is the wall clock (the gpu track's rule), for synthetic runs."""
+    return Workspace.create("t", dict(test_track.spec, track="gpu"), PROGRAM, root=tmp_path / "workspaces")
+
+
 def slowing_night(workspace, control_every: int) -> tuple[list[ExperimentRecord], list[str]]:
     runner = SyntheticRunner(GAINS, slots=1, slows_after=4, slowdown=SLOWDOWN)
     said: list[str] = []
@@ -87,12 +117,16 @@ def slowing_night(workspace, control_every: int) -> tuple[list[ExperimentRecord]
     return Ledger(workspace.dir).records, said
 
 
-def test_a_machine_that_slows_midway_is_flagged_and_judged_against_the_pooled_best(workspace):
+def test_a_machine_that_slows_midway_is_flagged_re_measured_and_judged_against_the_pooled_best(clocked):
+    workspace = clocked
     records, said = slowing_night(workspace, control_every=2)
     controls = [r for r in records if r.status == CONTROL]
     assert controls and all(r.of == "0000" and r.commit == records[0].commit for r in controls)
-    first = controls[0].drift
+    first, second = controls[0].drift, controls[1].drift
     assert first.flagged and first.moved == pytest.approx(SLOWDOWN, abs=0.001) and first.earlier_runs == 3
+    assert first.pooled is False and second.flagged and second.confirms == controls[0].id  # re-measured at once
+    between = records[records.index(controls[0]) + 1:records.index(controls[1])]
+    assert len(between) <= 1  # at most the experiment that was training beside the first control
     assert all(run.trusted for r in controls for run in r.runs)
     assert any(line.startswith(f"warning: control {controls[0].id}") and "drift flagged" in line for line in said)
 
@@ -110,8 +144,48 @@ def test_a_machine_that_slows_midway_is_flagged_and_judged_against_the_pooled_be
     assert "<tr class=warning><td>0000-control1</td>" in html and "drift flagged" in html
 
 
-def test_without_control_runs_the_same_night_keeps_nothing_after_the_slowdown(workspace):
-    records, said = slowing_night(workspace, control_every=0)
+def test_without_control_runs_the_same_night_keeps_nothing_after_the_slowdown(clocked):
+    records, said = slowing_night(clocked, control_every=0)
     assert not [r for r in records if r.status == CONTROL] and not any("drift" in line for line in said)
     better = next(r for r in records if r.description == "WARMDOWN_RATIO 0.7")
     assert better.status == DISCARD and len(better.evidence.best_runs) == 3
+
+
+class SabotagesItsControls(SyntheticRunner):
+    """Change A is a real gain plus a line that makes every run the harness makes of it after its first one worse
+    (a train.py that guesses which runs are controls; here it always guesses right)."""
+
+    def run(self, workspace, job):
+        self.job = job
+        return super().run(workspace, job)
+
+    def score(self, source, seed):
+        sabotaged = "SABOTAGE = 1" in source and "-control" in self.job.run.name
+        return super().score(source, seed) + (0.2 if sabotaged else 0.0)
+
+
+A = ("warmdown 0.4, and the line", "WARMDOWN_RATIO = 0.5", "SABOTAGE = 1\nWARMDOWN_RATIO = 0.4")
+
+
+@pytest.mark.parametrize("then,kept_as", [
+    (("drop both lines", "SABOTAGE = 1\nWARMDOWN_RATIO = 0.4", "WARMDOWN_RATIO = 0.5"), None),  # a worse model
+    (("drop the line", "SABOTAGE = 1\n", ""), "simplify"),  # A's own model, a line shorter: no gain, no loss
+])
+def test_a_best_that_sabotages_its_own_controls_moves_no_bar(workspace, then, kept_as):
+    runner = SabotagesItsControls({"WARMDOWN_RATIO = 0.4": 0.05}, slots=1)
+    said: list[str] = []
+    run_loop(workspace, ScriptedEdits(A, then), runner,
+             LoopSettings(max_experiments=3, noise_seeds=2, control_every=8, overlap=False), say=said.append)
+    records = Ledger(workspace.dir).records
+    a, b = (next(r for r in records if r.description == description) for description in (A[0], then[0]))
+    controls = [r for r in records if r.status == CONTROL]
+    assert a.status == KEEP and controls and all(c.of == a.id for c in controls)
+    assert all(c.drift.flagged and c.drift.suspect and c.drift.pooled is False for c in controls)
+    assert any("Suspect" in line for line in said)
+    assert records.index(b) > records.index(controls[0])
+    assert b.evidence.best_runs == [run.val_bpb for run in a.runs]  # A's own runs; none of the sabotaged ones
+    assert "clear win" not in b.reason and b.evidence.gain < b.evidence.sigma
+    if kept_as is None:
+        assert b.status == DISCARD and Ledger(workspace.dir).head().id == a.id, b.reason
+    else:
+        assert b.status == KEEP and b.evidence.kept_as == kept_as, b.reason

@@ -128,3 +128,52 @@ def test_a_fall_that_shows_only_in_a_close_call_s_re_run_still_meets_the_holdout
     assert runner.candidate_runs == 3  # the close call's re-run, then once more from scratch on val and holdout
     assert candidate.status == "crash" and candidate.triage == "tamper", candidate.reason
     assert "fell" in candidate.evidence.implausible_fall and "a model that learnt val" in candidate.reason
+
+
+class FallsStepByStep(SyntheticRunner):
+    """Each change present falls val_bpb by FALL, under the implausible line one at a time. Weights that learnt val
+    score on holdout as the baseline's do; honest ones score there as on val."""
+
+    CHANGES = ("WARMDOWN_RATIO = 0.4", "FINAL_LR_FRAC = 0.1", "WEIGHT_DECAY = 0.1")
+    FALL = 0.06
+
+    def __init__(self, learnt_val: bool):
+        super().__init__({}, noise=0.0)
+        self.learnt_val = learnt_val
+
+    def score(self, source: str, seed: int) -> float:
+        present = sum(1 for change in self.CHANGES if change in source)
+        return round(self.base * (1 - self.FALL) ** present, 6)
+
+    def evaluate(self, workspace, job):
+        scored = super().evaluate(workspace, job)
+        return scored.model_copy(update={"holdout": self.base}) if self.learnt_val else scored
+
+
+STEPS = [("warmdown 0.4", [("WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.4")]),
+         ("final lr 0.1", [("FINAL_LR_FRAC = 0.0", "FINAL_LR_FRAC = 0.1")]),
+         ("weight decay 0.1", [("WEIGHT_DECAY = 0.2", "WEIGHT_DECAY = 0.1")])]
+
+
+def test_falls_under_the_line_one_by_one_meet_the_holdout_split_once_they_add_up(workspace):
+    runner = FallsStepByStep(learnt_val=True)
+    run_loop(workspace, ScriptedChanges(*STEPS), runner, LoopSettings(max_experiments=4, noise_seeds=0),
+             say=lambda _: None)
+    baseline, first, second, third = Ledger(workspace.dir).records
+    assert first.status == "keep" and first.evidence.implausible_fall is None  # 6%: under the line
+    for later in (second, third):  # 11.6% from the baseline, none of it on holdout
+        assert later.status == "crash" and later.triage == "tamper", later.reason
+        assert "since the baseline" in later.evidence.implausible_fall and "a model that learnt val" in later.reason
+    assert Ledger(workspace.dir).head().id == first.id
+
+
+def test_an_honest_chain_moves_the_anchor_to_the_best_the_holdout_split_checked(workspace):
+    run_loop(workspace, ScriptedChanges(*STEPS), FallsStepByStep(learnt_val=False),
+             LoopSettings(max_experiments=4, noise_seeds=0), say=lambda _: None)
+    ledger = Ledger(workspace.dir)
+    baseline, first, second, third = ledger.records
+    assert [r.status for r in (first, second, third)] == ["keep"] * 3
+    assert first.evidence.implausible_fall is None and "since the baseline" in second.evidence.implausible_fall
+    assert third.evidence.implausible_fall is None  # 6% from the second, which the holdout split checked
+    assert ledger.history().holdout_anchor().id == second.id
+    assert (workspace.dir / second.checkpoint).is_file()  # its weights are what the next fall is scored against

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from agent.judging.confirm import confirm
-from agent.judging.noise import LOW_RATIO, USUAL_SIGMA, floored, fresh_seed, judge, wants_noise_floor
+from agent.judging.noise import (
+    LOW_RATIO,
+    SEED_RANGE,
+    USUAL_SIGMA,
+    floored,
+    fresh_seed,
+    judge,
+    wants_noise_floor,
+)
 from agent.loop import LoopSettings, run_loop
 from agent.proposers.edits import EditRejected
 from agent.proposers.policy import check_policy
@@ -58,7 +66,9 @@ def test_noise_floor_schedule_and_fresh_seeds():
     assert not wants_noise_floor([], 2, 5) and not wants_noise_floor([baseline], 0, 5)
     assert wants_noise_floor([baseline], 2, 5) and not wants_noise_floor([baseline, floor], 2, 5)
     assert wants_noise_floor([baseline, floor, keep, keep], 2, 2)
-    assert fresh_seed([baseline, floor], 42) == 45 and fresh_seed([], 7) == 8
+    drawn = [fresh_seed([baseline, floor], 42, [RunEntry(seed=9)]) for _ in range(200)]
+    assert not {42, 43, 44, 9} & set(drawn) and all(0 <= seed < SEED_RANGE for seed in drawn)
+    assert len(set(drawn)) > 195  # drawn at random, not counted up: no run can tell what the next one gets
 
 
 @pytest.mark.parametrize("old,new", [
@@ -90,9 +100,10 @@ def test_noise_floor_then_a_no_op_re_run_and_discarded_and_a_clear_win_kept(work
     workspace.advance_to(workspace.commit_train(handicapped, "MATRIX_LR = 0"))
     proposer = ScriptedEdits(("a comment only", "# Batch\n", "# Batch (unchanged)\n"),
                         ("MATRIX_LR 0.0 -> 0.04", MATRIX, MATRIX.replace("0.0 ", "0.04")))
-    # From seed 46 the seeds run 46 (baseline), 47 and 48 (noise floor), 49 (the no-op, a little below the
+    # Seeds counted up from 46 run 46 (baseline), 47 and 48 (noise floor), 49 (the no-op, a little below the
     # best's mean: a close call), 50 (its re-run), 51 (the win). The test track makes each run exact.
-    run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=3, seed=46), say=lambda _: None)
+    run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=3, seed=46, counted_seeds=True),
+             say=lambda _: None)
 
     baseline, floor, no_op, win = Ledger(workspace.dir).records
     assert floor.status == "noise" and floor.of == "0000" and [r.seed for r in floor.runs] == [47, 48]

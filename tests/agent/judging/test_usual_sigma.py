@@ -48,8 +48,8 @@ def test_a_night_on_the_step_budgeted_track_does_not_call_its_seed_spread_a_busy
     said = []
     runner = SyntheticRunner({"WARMDOWN_RATIO = 0.3": 0.5}, noise=0.3)  # seeds alone spread it widely
     run_loop(workspace, ScriptedEdits(("warmdown 0.3", "WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.3")), runner,
-             LoopSettings(max_experiments=2, noise_seeds=2), say=said.append)
+             LoopSettings(max_experiments=2, noise_seeds=2, counted_seeds=True), say=said.append)
     floor = next(r for r in Ledger(workspace.dir).records if not r.is_experiment)
-    assert floor.sigma > 3 * USUAL_SIGMA["test"]
+    assert floor.sigma > 3 * USUAL_SIGMA["test"]  # counted seeds: three different wobbles
     warning = next(line for line in said if "this track's usual" in line)
     assert "seeds alone" in warning and "is the machine busy?" not in warning

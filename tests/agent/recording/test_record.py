@@ -70,7 +70,7 @@ def test_lines_of_older_and_newer_versions_are_read_typed(tmp_path):
     # The numbers every reader derives from them.
     records = [first, interrupted, floor, newer]
     assert History(records).runs_of(BASE) == [2.5, 2.52, 2.51] and History(records).sigma() == 0.01
-    assert fresh_seed(records, 42) == 46
+    assert fresh_seed(records, 42) not in {42, 43, 44, 45}
     summary = headline(records)
     assert (summary.experiments, summary.keeps, summary.tokens, summary.cost_usd) == (3, 0, 1200, 0.02)
 
