@@ -115,12 +115,13 @@ class Changes:
 
 def night(workspace, changes, urls=(), messages=None, runner=None, **notifier_options):
     """A night of the real loop (the baseline, then the changes) with a notifier on these URLs, told the stop and
-    the night's end as `run` tells them; (why, the records, the notifier)."""
+    the night's end as `run` tells them; (why, the records, the notifier). Its seeds count up, so that two such
+    nights can be compared number for number."""
     messages = [] if messages is None else messages
     notifier = NightNotifier(workspace, list(urls), say=messages.append, poll_seconds=0.05,
                              **{"policy": FAST} | notifier_options).start() if urls else None
     why = run_loop(workspace, Changes(*changes), runner or SyntheticRunner(GAINS, crashes=CRASHES),
-                   LoopSettings(max_experiments=len(changes) + 1, noise_seeds=0, overlap=False),
+                   LoopSettings(max_experiments=len(changes) + 1, noise_seeds=0, overlap=False, counted_seeds=True),
                    say=messages.append)
     if notifier is not None:
         notifier.stopped(why)
