@@ -409,6 +409,8 @@ def _confirm(workspace, trainer) -> bool:
     console.print(f"holdout confirmation: baseline {base.id} holdout {base.holdout:.6f}, best {best.id} "
                   f"holdout {best.holdout:.6f}: gain {out.holdout_gain:+.6f} on holdout vs "
                   f"{out.search_gain:+.6f} on the searched val split ({workspace.dir / 'confirmation.json'})")
+    for warning in out.warnings:
+        console.print(f"warning: {warning}", style="yellow", markup=False)
     return True
 
 

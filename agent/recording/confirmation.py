@@ -34,9 +34,16 @@ class Confirmation(BaseModel):
     best: ConfirmedCommit
     search_gain: float    # baseline - best, on the searched val split
     holdout_gain: float   # baseline - best, on the holdout split
+    chain: list[ConfirmedCommit] = []   # every keep of the night in order, the baseline first (empty: older files)
+    warnings: list[str] = []            # a keep that got worse on holdout, a val gain the holdout does not keep
+
+    @property
+    def retention(self) -> float | None:
+        """The share of the searched gain the holdout split keeps; None without a gain to keep."""
+        return self.holdout_gain / self.search_gain if self.search_gain > 0 else None
 
     def write(self, workspace_dir: Path) -> None:
-        write_json_atomic(workspace_dir / FILE, self.model_dump())
+        write_json_atomic(workspace_dir / FILE, self.model_dump(exclude_unset=True))  # an older file as it was
 
 
 def read_confirmation(workspace_dir: Path) -> Confirmation | None:

@@ -139,14 +139,11 @@ class Ledger:
         return any(r.id == experiment_id for r in self.records)
 
     def prune_checkpoints(self, in_use: set[Path]) -> None:
-        """Keeps the weights of the baseline, the head and the best (what `confirm` evaluates), of the last best the
-        holdout split checked (falls are measured from it) and those in use by records not written yet (a would-be
-        keep is verified from them); the rest go."""
-        kept, history = self.kept(), self.history()
+        """Keeps the weights of every keep (`confirm` scores each in order; falls are measured from the last the
+        holdout split checked) and those in use by records not written yet (a would-be keep is verified from
+        them); the rest go."""
         workspace_dir = self.jsonl.parent
-        anchors = [r for r in (history.best(), history.holdout_anchor()) if r is not None]
-        wanted = {workspace_dir / r.checkpoint for r in kept[:1] + kept[-1:] + anchors if r.checkpoint}
-        wanted |= in_use
+        wanted = {workspace_dir / r.checkpoint for r in self.kept() if r.checkpoint} | in_use
         for path in (workspace_dir / "checkpoints").glob("*.pt"):
             if path not in wanted:
                 path.unlink(missing_ok=True)

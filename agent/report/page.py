@@ -181,15 +181,17 @@ def noise_and_holdout(records: list[ExperimentRecord], confirmation: Confirmatio
     parts.append(controls_table(records))
     if confirmation is not None:
         base, best = confirmation.baseline, confirmation.best
+        chain = confirmation.chain or [base, best]
+        role = {base.id: "baseline ", best.id: "best "}
         parts.append(
             "<table><tr><th></th><th>searched val (mean of runs)</th><th>val, re-scored</th><th>holdout</th></tr>"
-            + "".join(f"<tr><td>{escape(role)} {escape(c.id)}</td><td>{_value(c.search_val)}</td>"
-                      f"<td>{_value(c.val)}</td><td>{_value(c.holdout)}</td></tr>"
-                      for role, c in (("baseline", base), ("best", best)))
+            + "".join(f"<tr><td>{escape(role.get(c.id, 'keep '))}{escape(c.id)}</td><td>{_value(c.search_val)}</td>"
+                      f"<td>{_value(c.val)}</td><td>{_value(c.holdout)}</td></tr>" for c in chain)
             + f"<tr><td>gain</td><td>{confirmation.search_gain:+.6f}</td><td></td>"
               f"<td>{confirmation.holdout_gain:+.6f}</td></tr></table>"
             f"<p class='small'>holdout: text no decision read, scored from the saved weights "
-            f"({escape(confirmation.time)}).</p>")
+            f"({escape(confirmation.time)}).</p>"
+            + "".join(f'<p class="warning">{escape(warning)}</p>' for warning in confirmation.warnings))
     else:
         parts.append("<p>Not confirmed on the holdout split yet: <code>autoresearch confirm --tag TAG</code>.</p>")
     return "".join(parts)

@@ -1,0 +1,79 @@
+"""`confirm` scores every keep of the night in order through the runner's evaluator, so a keep that undid an
+earlier gain shows, and flags a searched gain the holdout split does not keep; the report and the CLI say both."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from agent.judging.confirm import confirm
+from agent.loop import LoopSettings, run_loop
+from agent.recording.confirmation import read_confirmation
+from agent.recording.ledger import Ledger
+from agent.report.build import write_report
+from tests.helpers.scripted import ScriptedChanges
+from tests.helpers.synthetic_runner import SyntheticRunner
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class HoldoutOwnWay(SyntheticRunner):
+    """val_bpb from the gains; the holdout split moves by HOLDOUT[setting] for each setting present instead."""
+
+    def __init__(self, gains: dict[str, float], holdout: dict[str, float]):
+        super().__init__(gains, noise=0.0)
+        self.holdout = holdout
+
+    def evaluate(self, workspace, job):
+        scored = super().evaluate(workspace, job)
+        source = workspace.file_at("train.py", job.commit)
+        moved = sum(change for setting, change in self.holdout.items() if setting in source)
+        return scored.model_copy(update={"holdout": round(self.base + moved, 6)})
+
+
+A = ("warmdown 0.4", [("WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.4")])
+B = ("final lr 0.1", [("FINAL_LR_FRAC = 0.0", "FINAL_LR_FRAC = 0.1")])
+
+
+def night(workspace, runner) -> list:
+    run_loop(workspace, ScriptedChanges(A, B), runner, LoopSettings(max_experiments=3, noise_seeds=0),
+             say=lambda _: None)
+    return Ledger(workspace.dir).records
+
+
+def test_every_keep_is_scored_in_order_and_one_that_undid_a_gain_on_holdout_is_flagged(workspace):
+    # B gains a little on val but gives back on holdout all A gained there and more
+    runner = HoldoutOwnWay({"WARMDOWN_RATIO = 0.4": 0.05, "FINAL_LR_FRAC = 0.1": 0.01},
+                           {"WARMDOWN_RATIO = 0.4": -0.05, "FINAL_LR_FRAC = 0.1": 0.08})
+    baseline, a, b = night(workspace, runner)
+    assert [a.status, b.status] == ["keep", "keep"] and all((workspace.dir / r.checkpoint).is_file()
+                                                          for r in (baseline, a, b))
+    confirmation = confirm(workspace, runner)
+    assert [c.id for c in confirmation.chain] == [baseline.id, a.id, b.id]
+    assert read_confirmation(workspace.dir) == confirmation  # the chain and the warnings are written
+    assert confirmation.chain[2].holdout - confirmation.chain[1].holdout > 0.07
+    regressed, = [w for w in confirmation.warnings if "undid a gain" in w]
+    assert regressed.startswith(f"{b.id} (final lr 0.1) is worse than {a.id} before it on holdout")
+    html = write_report(workspace).read_text()
+    assert f"keep {a.id}" in html and "undid a gain" in html
+
+
+def test_a_searched_gain_the_holdout_does_not_keep_is_flagged_and_said_by_the_cli(workspace):
+    runner = HoldoutOwnWay({"WARMDOWN_RATIO = 0.4": 0.05, "FINAL_LR_FRAC = 0.1": 0.05},
+                           {"WARMDOWN_RATIO = 0.4": -0.005, "FINAL_LR_FRAC = 0.1": -0.005})
+    night(workspace, runner)
+    confirmation = confirm(workspace, runner)
+    assert confirmation.retention < 0.5 and not any("undid" in w for w in confirmation.warnings)
+    kept, = [w for w in confirmation.warnings if "keeps" in w]
+    assert "10% of the searched gain" in kept and "part of the night's gain is val" in kept
+    shown = subprocess.run([sys.executable, "-m", "agent.cli", "report", "--tag", workspace.tag, "--workspaces",
+                            str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
+    assert shown.returncode == 0, shown.stderr
+    assert "part of the night" in (workspace.dir / "report" / "index.html").read_text()
+
+
+def test_an_honest_night_gets_no_warning(workspace):
+    runner = HoldoutOwnWay({"WARMDOWN_RATIO = 0.4": 0.05, "FINAL_LR_FRAC = 0.1": 0.02},
+                           {"WARMDOWN_RATIO = 0.4": -0.04, "FINAL_LR_FRAC = 0.1": -0.015})
+    night(workspace, runner)
+    confirmation = confirm(workspace, runner)
+    assert len(confirmation.chain) == 3 and confirmation.warnings == [] and 0.7 < confirmation.retention < 0.9
