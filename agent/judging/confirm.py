@@ -5,11 +5,13 @@ weights are scored again, on val and on the holdout split, by trainer/evaluate.p
 its own (agent/running/evaluator.py); confirmation.json records each keep's scores in order and the baseline's
 and the best's gains. Two things are flagged: a keep that got worse on holdout than the keep before it by more
 than REGRESSION_SIGMAS sigma (a change that undid an earlier gain and was kept against a bar that had moved),
-and a searched gain the holdout split keeps less than HOLDOUT_SHARE of (a night that learnt val).
+a keep whose own val gain the holdout split clearly does not show, and a searched gain the holdout split keeps
+less than HOLDOUT_SHARE of (a night that learnt val).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +75,11 @@ def warnings_of(confirmation: Confirmation, sigma: float | None) -> list[str]:
             said.append(f"{after.id} ({after.description}) is worse than {before.id} before it on holdout by "
                         f"{worse:.6f}, more than {REGRESSION_SIGMAS:g} sigma ({REGRESSION_SIGMAS * sigma:.6f}): "
                         "it undid a gain the search credited")
+        searched, margin = before.search_val - after.search_val, REGRESSION_SIGMAS * (sigma or 0.0) * math.sqrt(2)
+        if sigma and searched > REGRESSION_SIGMAS * sigma and -worse < HOLDOUT_SHARE * searched - margin:
+            said.append(f"{after.id} ({after.description}) gained {searched:.6f} on val over {before.id} but "
+                        f"{-worse:.6f} on holdout, short of {100 * HOLDOUT_SHARE:.0f}% of it by more than "
+                        f"{margin:.6f}: a gain of val, not of a better model")
     retention, gain = confirmation.retention, confirmation.search_gain
     if retention is not None and gain > REGRESSION_SIGMAS * (sigma or 0.0) and retention < HOLDOUT_SHARE:
         said.append(f"the holdout split keeps {100 * retention:.0f}% of the searched gain "

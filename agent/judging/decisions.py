@@ -3,6 +3,7 @@ the trusted numbers (agent/judging/verify.py), and the rules for a fall too larg
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from agent.judging.keep_rule import KeepRule
@@ -70,3 +71,21 @@ def holdout_disagrees(runs: list[RunEntry], best_val: float, best_holdout: float
     return (f"val_bpb fell {val_gain:.6f} but the holdout split only {holdout_gain:.6f} (a better model keeps at "
             f"least {100 * HOLDOUT_SHARE:.0f}% of its val gain there): a val fall the holdout does not show is "
             "a model that learnt val, not a better one")
+
+
+def step_disagrees(runs: list[RunEntry], best_id: str, best_val: float, best_holdout: float,
+                   sigma: float | None) -> str | None:
+    """Why the candidate's own step from the best is a val fall the holdout split clearly does not show, or None:
+    its holdout gain falls short of HOLDOUT_SHARE of its val gain by more than two standard errors (one set of
+    weights against the mean of the candidate's), so an honest step is not refused for the noise."""
+    scored = [r for r in runs if r.trusted and r.holdout_bpb is not None]
+    if not scored or not sigma:
+        return None
+    val_gain = best_val - statistics.fmean(r.val_bpb for r in scored)
+    holdout_gain = best_holdout - statistics.fmean(r.holdout_bpb for r in scored)
+    margin = 2 * sigma * math.sqrt(1 + 1 / len(scored))
+    if holdout_gain >= HOLDOUT_SHARE * val_gain - margin:
+        return None
+    return (f"its own step from {best_id} fell {val_gain:.6f} on val but {holdout_gain:.6f} on holdout, short of "
+            f"{100 * HOLDOUT_SHARE:.0f}% of it by more than two standard errors ({margin:.6f}): the keeps before it "
+            "carried the fall since the last checked best; this step learnt val")

@@ -4,15 +4,16 @@ A best measured once on an idle machine is a bar no later candidate clears once 
 second under load does less work) or a GPU throttles. So the best's commit is trained again with a fresh seed
 (a control run): once when it becomes the best, unless a noise floor re-runs it anyway, and again every
 `control_every` experiments without a keep. A control that agrees with the best's earlier runs (within
-DRIFT_SIGMAS sigma) is pooled into them (History.runs_of), so every decision compares with a mean that follows
-the conditions.
+DRIFT_SIGMAS sigma) is pooled into them (History.runs_of) where the budget follows the machine's speed, so every
+decision compares with a mean that follows the conditions.
 
 A control that disagrees is flagged and held back: a train.py can behave worse on some of its own runs (the
 ones it guesses are controls) to move the bar for the next change, so a run that disagrees never moves it by
 itself. It makes another control due at once (the best re-measured with a fresh seed). On a track whose budget
 follows the machine's speed, a second control that moves the same way shows the conditions changed: both are
-pooled. On a track budgeted in steps or FLOPs the conditions cannot change: a flagged control says the best's
-runs vary by more than its seeds, which is suspect, and it is never pooled.
+pooled. On a track budgeted in steps or FLOPs the conditions cannot change, so no control is pooled there (a run
+made a little worse, inside 2 sigma, would still move the bar): a control is a check, and a flagged one says the
+best's runs vary by more than its seeds, which is suspect.
 
 Without a noise floor (noise_seeds 0: single runs compared) no control runs either.
 """
@@ -45,8 +46,9 @@ def control_due(records: list[ExperimentRecord], settings: LoopSettings) -> Expe
     if not reruns:
         return best  # a new best is never one draw
     held_back = history.held_back_controls()
-    controls = [records[i] for i in reruns if records[i].status == ExperimentStatus.CONTROL]
-    if controls and controls[-1].id in held_back and (len(controls) < 2 or controls[-2].id not in held_back):
+    disagreed = [r.id in held_back and r.drift is not None and r.drift.flagged
+                 for r in (records[i] for i in reruns) if r.status == ExperimentStatus.CONTROL]
+    if disagreed and disagreed[-1] and (len(disagreed) < 2 or not disagreed[-2]):
         return best  # re-measured at once when a control disagreed
     since = sum(1 for r in records[reruns[-1] + 1:] if r.is_experiment)
     return best if since >= settings.control_every else None
@@ -60,7 +62,7 @@ def drift_of(earlier: list[float], control: float, sigma: float | None, previous
     moved = control - mean
     flagged = sigma is not None and abs(moved) > DRIFT_SIGMAS * sigma
     drift = Drift(earlier_mean=round(mean, 6), earlier_runs=len(earlier), moved=round(moved, 6), sigma=sigma,
-                  flagged=flagged, pooled=not flagged, suspect=flagged and not follows_speed)
+                  flagged=flagged, pooled=follows_speed and not flagged, suspect=flagged and not follows_speed)
     before = previous.drift if previous is not None else None
     if flagged and follows_speed and before is not None and before.flagged and before.pooled is False \
             and (before.moved > 0) == (moved > 0):
@@ -92,6 +94,9 @@ def control_words(control: ExperimentRecord) -> str:
                      "are")
     elif drift.sigma is not None:
         said += f", within {DRIFT_SIGMAS:g} sigma ({DRIFT_SIGMAS * drift.sigma:.6f})"
+    if not drift.flagged and drift.pooled is False:
+        said += ("; a check only: on a track budgeted in steps or FLOPs the machine cannot change how a run trains, "
+                 "so the best's mean stays that of its own runs")
     if pooled:
         said += f"; decisions use the mean {statistics.fmean(pooled):.6f} of its {len(pooled)} pooled runs"
     return said

@@ -15,11 +15,12 @@ The steps of the experiment (agent/steps/experiment.py) train and land; this dec
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from agent.judging.decisions import decide, holdout_disagrees, implausible_fall, tamper
+from agent.judging.decisions import decide, holdout_disagrees, implausible_fall, step_disagrees, tamper
 from agent.judging.keep_rule import KeepRule
-from agent.judging.noise import CLOSE, DISCARD, KEEP, Judgement
+from agent.judging.noise import CLOSE, DISCARD, KEEP, USUAL_SIGMA, Judgement
 from agent.judging.simplify import simplify_or_discard
 from agent.judging.standing import Standing
 from agent.judging.verify import Untrusted, score_runs, trusted, verification_evidence
@@ -115,17 +116,29 @@ class KeepProcedure:
         return self._decide(case, again, splits)
 
     def _holdout_gate(self, case: Case, judgement: Judgement, anchor: ExperimentRecord) -> Judgement:
-        """A keep after an implausible fall, if the holdout split shows the fall from anchor too; else tamper."""
+        """A keep after an implausible fall, if the holdout split shows the fall from anchor too, and its own step
+        from the best as well where the best is not the anchor (else honest keeps in between would carry a step
+        that learnt val); else tamper."""
         if judgement.status != KEEP or not anchor.checkpoint:
             return judgement
-        job = EvaluationJob(run=RunId.verify_best(case.record.id, anchor.id), commit=anchor.commit,
-                            checkpoint=self.workspace.dir / anchor.checkpoint, splits=HOLDOUT_SPLITS, probe=True)
+        references = [anchor] + ([case.best] if case.best.id != anchor.id and case.best.checkpoint else [])
         try:
-            anchor_scored = self.runner.evaluate(self.workspace, job)
+            with ThreadPoolExecutor(max_workers=len(references), thread_name_prefix="holdout-gate") as pool:
+                scored = list(pool.map(lambda r: self._scored(case, r), references))
         except EvaluationFailed as err:
-            return tamper(judgement, f"the weights of {anchor.id} could not be scored on the holdout split: {err}",
+            return tamper(judgement, f"a reference's weights could not be scored on the holdout split: {err}",
                           case.record.runs)
-        problem = holdout_disagrees(case.record.runs, anchor_scored.val, anchor_scored.holdout)
+        problem = holdout_disagrees(case.record.runs, scored[0].val, scored[0].holdout)
+        if problem is None and len(scored) == 2:
+            sigma = Standing.of(self.history(), case.best).sigma or USUAL_SIGMA.get(self.workspace.track["track"])
+            problem = step_disagrees(case.record.runs, case.best.id, scored[1].val, scored[1].holdout, sigma)
         case.transcript.event("holdout_gate", passed=problem is None, problem=problem, anchor=anchor.id,
-                              best_val=anchor_scored.val, best_holdout=anchor_scored.holdout)
+                              best_val=scored[0].val, best_holdout=scored[0].holdout,
+                              step_from=case.best.id if len(scored) == 2 else None,
+                              step_val=scored[-1].val, step_holdout=scored[-1].holdout)
         return tamper(judgement, problem, case.record.runs) if problem else judgement
+
+    def _scored(self, case: Case, reference: ExperimentRecord):
+        return self.runner.evaluate(self.workspace, EvaluationJob(
+            run=RunId.verify_best(case.record.id, reference.id), commit=reference.commit,
+            checkpoint=self.workspace.dir / reference.checkpoint, splits=HOLDOUT_SPLITS, probe=True))

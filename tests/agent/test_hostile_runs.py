@@ -4,6 +4,7 @@ the agent. Each ends with nothing kept and the loop still running; then the same
 corrupted and the commands that read it are run."""
 
 import json
+import re
 
 from typer.testing import CliRunner
 
@@ -88,3 +89,21 @@ def test_run_time_attacks_end_as_crashes_and_the_loop_goes_on(workspace, tmp_pat
 def shown_status(workspace) -> str:
     command = ["status", "--tag", "t", "--workspaces", str(workspace.dir.parent)]
     return CliRunner(env=WIDE).invoke(cli.app, command).output
+
+
+def test_no_run_can_tell_from_its_working_directory_which_of_its_runs_it_is(workspace):
+    """A train.py that could read whether it is a first run, a re-run, a noise run or a control could behave worse
+    on the runs that set the bar; its working directory is the one thing of the harness's it always sees."""
+    says_where = CONFIG + '    print(f"cwd: {os.path.basename(os.getcwd())}")\n'
+    source = workspace.file_at("train.py")
+    workspace.advance_to(workspace.commit_train(source.replace(CONFIG, CONFIG + says_where[len(CONFIG):]),
+                                                "says where it runs"))
+    run_loop(workspace, ScriptedEdits(("a comment", "# Batch\n", "# Batch (the same)\n")), LocalRunner(),
+             LoopSettings(max_experiments=2, noise_seeds=1, control_every=1, overlap=False), say=lambda _: None)
+    records = Ledger(workspace.dir).records
+    logs = [workspace.dir / run.log for r in records for run in r.runs if run.log]
+    assert {r.status for r in records} >= {"keep", "noise"} and len(logs) >= 3
+    names = [line.removeprefix("cwd: ") for log in logs for line in log.read_text().splitlines()
+             if line.startswith("cwd: ")]
+    assert len(names) == len(logs) and len(set(names)) == len(names)
+    assert all(re.fullmatch(r"run-[0-9a-f]{16}", name) for name in names), names  # no id, no kind

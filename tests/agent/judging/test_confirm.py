@@ -77,3 +77,15 @@ def test_an_honest_night_gets_no_warning(workspace):
     night(workspace, runner)
     confirmation = confirm(workspace, runner)
     assert len(confirmation.chain) == 3 and confirmation.warnings == [] and 0.7 < confirmation.retention < 0.9
+
+
+def test_a_keep_whose_own_val_gain_the_holdout_does_not_show_is_flagged_though_the_night_keeps_half(workspace):
+    runner = HoldoutOwnWay({"WARMDOWN_RATIO = 0.4": 0.06, "FINAL_LR_FRAC = 0.1": 0.05},
+                           {"WARMDOWN_RATIO = 0.4": -0.06})  # the second learnt val: nothing on holdout
+    run_loop(workspace, ScriptedChanges(A, B), runner, LoopSettings(max_experiments=3, noise_seeds=2),
+             say=lambda _: None)
+    kept = [r for r in Ledger(workspace.dir).records if r.status == "keep"]
+    confirmation = confirm(workspace, runner)
+    assert len(kept) == 3 and confirmation.retention > 0.5  # the night as a whole keeps more than half
+    step, = [w for w in confirmation.warnings if "a gain of val" in w]
+    assert step.startswith(f"{kept[2].id} (final lr 0.1) gained") and f"over {kept[1].id}" in step

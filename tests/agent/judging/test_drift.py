@@ -78,6 +78,8 @@ def test_a_second_flag_the_same_way_pools_both_only_where_the_budget_follows_the
     assert drift_of([1.5, 1.5], 1.4, 0.001, first, True).pooled is False  # the other way: no shift confirmed
     on_steps = drift_of([1.5, 1.5], 1.6, 0.001, first, False)
     assert on_steps.pooled is False and on_steps.suspect and on_steps.confirms is None
+    quiet = drift_of([1.5, 1.5], 1.5015, 0.001, None, False)  # inside 2 sigma: a check, never pooled on steps
+    assert not quiet.flagged and quiet.pooled is False and not quiet.suspect
 
 
 def test_a_held_back_control_makes_another_due_at_once_and_only_one():
@@ -159,9 +161,13 @@ class SabotagesItsControls(SyntheticRunner):
         self.job = job
         return super().run(workspace, job)
 
+    def __init__(self, gains, by: float):
+        super().__init__(gains, slots=1)
+        self.by = by
+
     def score(self, source, seed):
         sabotaged = "SABOTAGE = 1" in source and "-control" in self.job.run.name
-        return super().score(source, seed) + (0.2 if sabotaged else 0.0)
+        return super().score(source, seed) + (self.by if sabotaged else 0.0)
 
 
 A = ("warmdown 0.4, and the line", "WARMDOWN_RATIO = 0.5", "SABOTAGE = 1\nWARMDOWN_RATIO = 0.4")
@@ -171,8 +177,9 @@ A = ("warmdown 0.4, and the line", "WARMDOWN_RATIO = 0.5", "SABOTAGE = 1\nWARMDO
     (("drop both lines", "SABOTAGE = 1\nWARMDOWN_RATIO = 0.4", "WARMDOWN_RATIO = 0.5"), None),  # a worse model
     (("drop the line", "SABOTAGE = 1\n", ""), "simplify"),  # A's own model, a line shorter: no gain, no loss
 ])
-def test_a_best_that_sabotages_its_own_controls_moves_no_bar(workspace, then, kept_as):
-    runner = SabotagesItsControls({"WARMDOWN_RATIO = 0.4": 0.05}, slots=1)
+@pytest.mark.parametrize("by", [0.2, 0.01])  # far past 2 sigma (0.0114 here), and just inside it
+def test_a_best_that_sabotages_its_own_controls_moves_no_bar(workspace, then, kept_as, by):
+    runner = SabotagesItsControls({"WARMDOWN_RATIO = 0.4": 0.05}, by)
     said: list[str] = []
     run_loop(workspace, ScriptedEdits(A, then), runner,
              LoopSettings(max_experiments=3, noise_seeds=2, control_every=8, overlap=False), say=said.append)
@@ -180,8 +187,8 @@ def test_a_best_that_sabotages_its_own_controls_moves_no_bar(workspace, then, ke
     a, b = (next(r for r in records if r.description == description) for description in (A[0], then[0]))
     controls = [r for r in records if r.status == CONTROL]
     assert a.status == KEEP and controls and all(c.of == a.id for c in controls)
-    assert all(c.drift.flagged and c.drift.suspect and c.drift.pooled is False for c in controls)
-    assert any("Suspect" in line for line in said)
+    assert all(c.drift.flagged == c.drift.suspect == (by > 0.1) and c.drift.pooled is False for c in controls)
+    assert any(("Suspect" if by > 0.1 else "a check only") in line for line in said)
     assert records.index(b) > records.index(controls[0])
     assert b.evidence.best_runs == [run.val_bpb for run in a.runs]  # A's own runs; none of the sabotaged ones
     assert "clear win" not in b.reason and b.evidence.gain < b.evidence.sigma

@@ -177,3 +177,30 @@ def test_an_honest_chain_moves_the_anchor_to_the_best_the_holdout_split_checked(
     assert third.evidence.implausible_fall is None  # 6% from the second, which the holdout split checked
     assert ledger.history().holdout_anchor().id == second.id
     assert (workspace.dir / second.checkpoint).is_file()  # its weights are what the next fall is scored against
+
+
+class HonestThenValOnly(SyntheticRunner):
+    """HONEST falls val_bpb and holdout 6%; VAL_ONLY falls val 5% and holdout nothing (it learnt val)."""
+
+    HONEST, VAL_ONLY = "WARMDOWN_RATIO = 0.4", "FINAL_LR_FRAC = 0.1"
+
+    def __init__(self):
+        super().__init__({}, noise=0.0)
+
+    def score(self, source: str, seed: int) -> float:
+        return round(self.base * (0.94 if self.HONEST in source else 1) * (0.95 if self.VAL_ONLY in source else 1), 6)
+
+    def evaluate(self, workspace, job):
+        scored = super().evaluate(workspace, job)
+        honest = self.HONEST in workspace.file_at("train.py", job.commit)
+        return scored.model_copy(update={"holdout": round(self.base * (0.94 if honest else 1), 6)})
+
+
+def test_a_step_that_learnt_val_is_refused_even_when_an_honest_keep_before_it_carries_the_fall(workspace):
+    run_loop(workspace, ScriptedChanges(*STEPS[:2]), HonestThenValOnly(),
+             LoopSettings(max_experiments=3, noise_seeds=2), say=lambda _: None)
+    honest, val_only = [r for r in Ledger(workspace.dir).records if r.is_experiment][1:]
+    assert honest.status == "keep" and honest.evidence.implausible_fall is None
+    assert val_only.status == "crash" and val_only.triage == "tamper", val_only.reason
+    assert "since the baseline" in val_only.evidence.implausible_fall  # 10.7%, 56% of it on holdout: the anchor's
+    assert f"its own step from {honest.id} fell" in val_only.reason and "this step learnt val" in val_only.reason
