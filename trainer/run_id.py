@@ -11,6 +11,7 @@ and never parsed back: whoever needs to know what a run is reads its RunId.
 
 from __future__ import annotations
 
+import secrets
 from enum import Enum
 from pathlib import Path
 
@@ -112,4 +113,11 @@ class RunPaths(BaseModel):
     @classmethod
     def of(cls, workspace_dir: Path, runs_dir: Path, run: RunId) -> RunPaths:
         return cls(log=workspace_dir / "logs" / f"{run.name}.log",
-                   checkpoint=workspace_dir / "checkpoints" / f"{run.name}.pt", run_dir=runs_dir / run.name)
+                   checkpoint=workspace_dir / "checkpoints" / f"{run.name}.pt", run_dir=runs_dir / neutral_name())
+
+
+def neutral_name() -> str:
+    """A run directory's name, at random: its working directory is the one thing of the harness's a train.py
+    can always read, and a name such as 0001-control1 would tell it which of its runs set the bar (a control, a
+    re-run, a verification), so that it could behave worse on those."""
+    return f"run-{secrets.token_hex(8)}"

