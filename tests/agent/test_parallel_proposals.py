@@ -201,8 +201,9 @@ def test_optuna_asked_from_several_conversations_keeps_its_trials_apart(workspac
     run_loop(workspace, proposer, runner, LoopSettings(max_experiments=10, noise_seeds=0, proposers=3),
              say=lambda _: None)
     records = [r for r in Ledger(workspace.dir).records if r.id != "0000"]
-    trials = [r.proposal["trial"] for r in records]
+    # a keep (seeds are drawn at random, so some nights have one) starts a new best's study, numbered from 0
+    trials = [(r.proposal["study"], r.proposal["trial"]) for r in records]
     assert len(records) == 9 and len(set(trials)) == 9
     assert proposer.study.sampler._constant_liar  # trials still training count, as Optuna advises for parallel ones
-    told = {t.number: t.state.name for t in proposer.study.trials}
+    told = {(study.study_name, t.number): t.state.name for study in proposer._studies.values() for t in study.trials}
     assert all(told[trial] in ("COMPLETE", "FAIL") for trial in trials)
