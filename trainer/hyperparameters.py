@@ -27,7 +27,7 @@ TRACK_HYPERPARAMETERS: dict[str, dict[str, object]] = {
              "TOTAL_BATCH_SIZE": 2**11, "DEVICE_BATCH_SIZE": 16},
 }
 TRACK_HYPERPARAMETERS["gpu-flops"] = TRACK_HYPERPARAMETERS["gpu"]  # the same models, held to FLOPs not seconds
-TRACK_HYPERPARAMETERS["test-flops"] = TRACK_HYPERPARAMETERS["test"]
+TRACK_HYPERPARAMETERS["test-flops"] = TRACK_HYPERPARAMETERS["test-clock"] = TRACK_HYPERPARAMETERS["test"]
 
 
 class BlockError(ValueError):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import sys
 import threading
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from trainer.evaluation import EvaluationOutcome
 from trainer.prepare import PrepareError, cache_root, track_dir
+from trainer.run_id import neutral_name
 from trainer.run_result import RunResult
 from trainer.sandbox import runs_root
 from trainer.track_spec import TrackSpec
@@ -33,6 +35,7 @@ from trainer.training_run import RunRequest, evaluate_commit, run_commit
 LOG_LIMIT = 8 << 20  # bytes of a log sent back; the run path caps it below this already (4 MiB head + 1 MiB tail)
 NONE = "(none)"      # the fingerprint of a track that is not prepared
 OWNER = "owner"      # the pid of the worker process whose task a results directory is
+RUN_DIR = "run-dir"  # the name, drawn at random, of its run directory (no run can read which run it is from it)
 _ready_lock = threading.Lock()
 _ready: set[str] = set()  # fingerprints this worker process found ready
 
@@ -90,7 +93,7 @@ def run_on_node(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen
             result = RunResult.infra(str(err), log_path, said_by=f"ray node {place.ip}")
         else:
             result = run_commit(RunRequest(files=files, seed=seed, timeout=timeout, frozen_sha256=frozen_sha256,
-                                           run_dir=runs_root() / "ray" / run_id, log_path=log_path,
+                                           run_dir=run_dir_of(kept), log_path=log_path,
                                            checkpoint_destination=weights, extra_env=gpu_env()))
         log, cut = capped(log_path)
         sealed = weights.read_bytes() if result.checkpoint is not None and weights.is_file() else None
@@ -114,7 +117,7 @@ def evaluate_on_node(files: Mapping[str, bytes], weights: bytes, splits: tuple[s
             outcome = None
         else:
             outcome = evaluate_commit(files, checkpoint, splits, probe=probe, timeout=timeout,
-                                      run_dir=runs_root() / "ray" / run_id, log_path=log_path, extra_env=gpu_env(),
+                                      run_dir=run_dir_of(kept), log_path=log_path, extra_env=gpu_env(),
                                       python=sys.executable, batch_rows=batch_rows)
         log, _ = capped(log_path)
         return NodeEvaluation.of(outcome, place=place).model_dump_json(), log
@@ -132,8 +135,17 @@ def private_results(run_id: str) -> Path:
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True, mode=0o700)
     runs_root().chmod(0o711)
+    (directory / RUN_DIR).write_text(neutral_name())  # before its owner: the sweep then always finds both
     (directory / OWNER).write_text(str(os.getpid()))
     return directory
+
+
+def run_dir_of(kept: Path) -> Path:
+    """The run directory of the task whose results directory is kept (ValueError: its name is not one we draw)."""
+    name = (kept / RUN_DIR).read_text().strip()
+    if not re.fullmatch(r"run-[0-9a-f]{16}", name):
+        raise ValueError(f"{kept / RUN_DIR} names no run directory")
+    return runs_root() / "ray" / name
 
 
 def sweep_abandoned() -> None:
@@ -150,7 +162,8 @@ def sweep_abandoned() -> None:
         else:
             if not process_gone(owner):
                 continue
-        shutil.rmtree(runs_root() / "ray" / kept.name, ignore_errors=True)
+        with contextlib.suppress(OSError, ValueError):
+            shutil.rmtree(run_dir_of(kept), ignore_errors=True)
         shutil.rmtree(kept, ignore_errors=True)
 
 

@@ -45,6 +45,7 @@ class RunResult:
     checkpoint: Path | None = None        # where the weights the run sealed are, if it did
     checkpoint_sha256: str | None = None  # their hash at the seal
     seal_seconds: float | None = None     # from the run's start to its seal, timed by the harness
+    cpu_seconds: float | None = None      # CPU seconds its processes had used at its seal, read from the kernel
     trained_tokens: int | None = None     # training tokens make_dataloader handed out, as reported at the seal
     flops: float | None = None            # training FLOPs the harness counted at the seal (FLOPs-budgeted tracks)
     isolated: bool | None = None          # whether it ran as a stranger (trainer/sandbox.py); None: never started

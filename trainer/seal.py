@@ -117,14 +117,17 @@ class RunBudget:
             budget = float(constants["time_budget"])
             allowed = budget + max(STARTUP_ALLOWANCE * budget, MIN_STARTUP_ALLOWANCE_S)
             return cls(cpu_seconds=allowed) if constants.get("budget_clock") == "cpu" else cls(seconds=allowed)
-        batch = declared_batch_tokens(run_dir / "train.py")
+        try:
+            batch = declared_batch_tokens((run_dir / "train.py").read_text())
+        except (OSError, ValueError):
+            batch = None
         if batch is None:
             return cls(problem="the step budget counts steps of TOTAL_BATCH_SIZE tokens, which train.py must "
                                "assign once, at the top level, as a whole number (2**11 or 2048)")
         return cls(tokens=(steps + 1) * batch)  # + 1: the batch drawn ahead of the last step
 
 
-def declared_batch_tokens(train_py: Path) -> int | None:
+def declared_batch_tokens(source: str) -> int | None:
     """TOTAL_BATCH_SIZE where train.py binds that name exactly once, in a top-level `TOTAL_BATCH_SIZE = <literal>`;
     None where it binds it anywhere else or more often (annotated, augmented, in a function, imported, declared
     global), or not as a literal."""
@@ -132,8 +135,8 @@ def declared_batch_tokens(train_py: Path) -> int | None:
 
     from trainer.parsing import parse
     try:
-        tree = parse(train_py.read_text())
-    except (OSError, SyntaxError, ValueError):
+        tree = parse(source)
+    except (SyntaxError, ValueError):
         return None
     name = "TOTAL_BATCH_SIZE"
     bindings = [node for node in ast.walk(tree) if (

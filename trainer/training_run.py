@@ -123,7 +123,8 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
                                   f"No space left on device: the filesystem holding {run_dir.parent} was full when "
                                   "the run ended" if full else None),
                               checkpoint=sealed.checkpoint, checkpoint_sha256=sealed.sha256,
-                              seal_seconds=sealed.seconds, trained_tokens=sealed.trained_tokens, flops=sealed.flops,
+                              seal_seconds=sealed.seconds, cpu_seconds=sealed.cpu_seconds,
+                              trained_tokens=sealed.trained_tokens, flops=sealed.flops,
                               isolated=outcome.isolated, limits=outcome.limits,
                               log_shown_bytes=outcome.log_shown_bytes,
                               ended=outcome.ended.why if outcome.ended else None, device=device,

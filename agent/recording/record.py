@@ -80,6 +80,7 @@ class RunEntry(_Part):
     checkpoint_sha256: str | None = None
     training_seconds: float | None = None
     seal_seconds: float | None = None
+    cpu_seconds: float | None = None      # CPU seconds of its processes at its seal, read by the harness
     trained_tokens: int | None = None
     flops: float | None = None            # training FLOPs the harness counted at the seal (FLOPs-budgeted tracks)
     device: str | None = None             # what the harness let the run reach: cuda where a GPU was in view
@@ -108,6 +109,7 @@ class RunEntry(_Part):
                    checkpoint_sha256=result.checkpoint_sha256,
                    training_seconds=summary_number(result.summary.get("training_seconds")),
                    seal_seconds=result.seal_seconds, trained_tokens=result.trained_tokens,
+                   **({"cpu_seconds": result.cpu_seconds} if result.cpu_seconds is not None else {}),
                    **({"flops": result.flops} if result.flops is not None else {}),
                    device=result.device, triage=result.verdict.triage.value,
                    seconds=round(result.seconds, 3), log=str(result.log_path.relative_to(workspace_dir)),

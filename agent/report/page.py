@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import statistics
 import time
 from html import escape
 
@@ -14,6 +15,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
+from agent.judging.compute import baseline_runs, counted_not_clocked, spent, uncounted
 from agent.judging.drift import control_words
 from agent.judging.keep_rule import KeepRule
 from agent.judging.noise import inflated_floor
@@ -271,6 +273,37 @@ def experiments_table(records: list[ExperimentRecord]) -> str:
             f"{''.join(rows)}</table>")
 
 
+def compute_table(records: list[ExperimentRecord], constants: dict) -> str:
+    """What every run used up to its seal, as the harness measured it (agent/judging/compute.py): its CPU seconds
+    and wall seconds; on a wall-clock track the seconds its own clock did not count, else its share of the baseline's
+    cost on the same machine."""
+    clocked = not counted_not_clocked(constants)
+    rows = []
+    for r in records:
+        for run in r.runs:
+            if run.seal_seconds is None:
+                continue
+            if clocked:
+                measured = uncounted(run, constants)
+                share = "-" if measured is None else f"{measured:,.1f} s"
+            else:
+                costs = [value for entry in baseline_runs(records, run) if (value := spent(entry))]
+                share = f"{spent(run) / statistics.median(costs):.2f}x" if costs and spent(run) else "-"
+            rows.append(f"<tr><td>{escape(r.id)}</td><td>{escape(str(run.seed))}</td><td>{escape(run.triage or '-')}"
+                        f"</td><td>{escape(run.device or '-')}</td><td>{_seconds(run.cpu_seconds)}</td>"
+                        f"<td>{_seconds(run.seal_seconds)}</td><td>{share}</td></tr>")
+    if not rows:
+        return "<p>No run reached its seal.</p>"
+    last = "uncounted (before its clock)" if clocked else "x the baseline's cost here"
+    return ("<details><summary>What each run used before its seal, as the harness measured it</summary><table><tr>"
+            f"<th>id</th><th>seed</th><th>triage</th><th>device</th><th>CPU s</th><th>wall s</th><th>{last}</th></tr>"
+            f"{''.join(rows)}</table></details>")
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
 def in_flight_section(in_flight: list[ExperimentRecord], doing: dict[str, list[str]]) -> str:
     """The experiments still running when the report was written (mid-night), each with what it was doing, and
     the conversations open then, each proposing an experiment not committed yet."""
@@ -369,6 +402,7 @@ def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, pl
 <h2>Hyperparameter or algorithmic</h2>{kinds_table(records)}
 <h2>Programs</h2>{programs_table(records)}{plateaus_list(records)}
 <h2>Every experiment</h2>{experiments_table(records)}
+{compute_table(records, track.get('constants') or {})}
 <h2>Baseline to best</h2>{diff_html(cumulative_diff)}
 <h2>Transcripts</h2>{transcripts(records, events_by_id)}
 </body></html>

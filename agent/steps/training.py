@@ -11,8 +11,9 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from agent.judging.compute import over_compute
 from agent.judging.noise import floored, inflated_floor, sigma_of
-from agent.judging.salvage import salvage, salvageable
+from agent.judging.salvage import SALVAGEABLE, salvage, salvageable
 from agent.judging.verify import Untrusted, score_runs
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, now
 from agent.recording.transcript import Transcript
@@ -23,12 +24,14 @@ from agent.settings import LoopSettings
 from agent.steps.sharing import Shared
 from agent.workspace import Workspace
 from trainer.run_id import RunId, RunKind
+from trainer.seal import declared_batch_tokens
 from trainer.triage import Triage, Verdict
 
 # The hard timeout of a track whose budget the machine's load does not change (steps, FLOPs; CPU seconds in a cpu
 # workspace made before that track counted FLOPs) only catches a hang: such a run takes longer on a busy machine
 # and still trains the same. 2 x 10 x budget + grace (cpu: 1320 s, test: 220 s).
 LOAD_BLIND_WALL_FACTOR = 10
+COMPUTED = (Triage.OK, *SALVAGEABLE)  # runs that reached their seal: held to the compute they used
 
 
 class LoopStopped(Exception):
@@ -59,6 +62,7 @@ class Training:
         if result.verdict.triage == Triage.INFRA:
             result = self._blamed(job, result, transcript)
         self.shared.check()
+        result = self._held_to_compute(commit, result)
         if salvageable(result):  # died after its seal: judged on its sealed weights, before any fix or crash
             result = salvage(self.workspace, self.runner, commit, result, transcript)
         transcript.event("run_finished", seed=seed, returncode=result.returncode, timed_out=result.timed_out,
@@ -66,6 +70,17 @@ class Training:
                          salvaged=result.salvage is not None,
                          seconds=round(result.seconds, 3), summary=result.summary, log_tail=result.tail,
                          where=result.where)
+        return result
+
+    def _held_to_compute(self, commit: str, result: RunResult) -> RunResult:
+        """over_budget where a run used more than the harness measured its budget costs on this machine."""
+        if result.verdict.triage not in COMPUTED:
+            return result
+        with self.shared.lock:
+            records = list(self.shared.ledger.records)
+            declared = declared_batch_tokens(self.workspace.file_at("train.py", commit))
+        if over := over_compute(result, records, self.workspace.track["constants"], declared):
+            return dataclasses.replace(result, verdict=Verdict(Triage.OVER_BUDGET, over, result.verdict.summary))
         return result
 
     def _run(self, job: Job) -> RunResult:

@@ -48,10 +48,12 @@ def test_what_a_dead_workers_task_left_is_swept_and_a_live_ones_kept(test_track)
     results = runs_root() / "ray-results"
     abandoned = private_results("t-abandoned-0001")
     (abandoned / ray_task.OWNER).write_text(dead.stdout.strip())  # a worker that exited
-    (runs_root() / "ray" / "t-abandoned-0001").mkdir(parents=True, exist_ok=True)
+    ray_task.run_dir_of(abandoned).mkdir(parents=True, exist_ok=True)
+    left = ray_task.run_dir_of(abandoned)
+    assert left.name.startswith("run-") and "abandoned" not in left.name
     mine = private_results("t-live-0002")
     assert (mine / ray_task.OWNER).read_text() == str(os.getpid())
-    assert not abandoned.exists() and not (runs_root() / "ray" / "t-abandoned-0001").exists()
+    assert not abandoned.exists() and not left.exists()
     assert mine.exists() and mine.parent == results
     with pytest.raises(ValueError, match="one directory"):
         private_results("../escape")

@@ -59,7 +59,7 @@ def reported(test_track, tmp_path_factory):
                           retry_base_s=0.01)
         hybrid = HybridProposer(llm, OptunaProposer(workspace.dir / "optuna.journal", seed=1), 0.5)
         # Proposed after each result (not ahead of it), so the LLM's proposal owes the lesson of Optuna's.
-        run_loop(workspace, hybrid, LocalRunner(), LoopSettings(max_experiments=3, overlap=False),
+        run_loop(workspace, hybrid, LocalRunner(), LoopSettings(max_experiments=3, overlap=False, counted_seeds=True),
                  say=lambda _: None)
     confirm(workspace)
     index = write_report(workspace)

@@ -27,6 +27,7 @@ from agent.steps.training import Training  # noqa: E402
 from tests.helpers import jobs  # noqa: E402
 from tests.helpers.processes import processes_under  # noqa: E402
 from tests.helpers.scripted import ScriptedEdits  # noqa: E402
+from trainer import ray_task  # noqa: E402
 from trainer.ray_task import OWNER, process_gone, sweep_abandoned  # noqa: E402
 from trainer.run_id import RunId  # noqa: E402
 from trainer.sandbox import runs_root  # noqa: E402
@@ -138,7 +139,7 @@ def test_cancel_all_kills_the_runs_in_flight_and_takes_no_more(cluster, workspac
     while not (started := started_runs(before)):
         assert time.monotonic() < deadline, "the run never started"
         time.sleep(0.2)
-    run_dir = runs_root() / "ray" / started[0].name
+    run_dir = ray_task.run_dir_of(started[0])
     assert processes_under(run_dir)
     runner.cancel_all()
     thread.join(60)

@@ -1,0 +1,123 @@
+"""Compute measured by the harness, where a track's budget is not the harness's clock.
+
+On a track budgeted in steps or FLOPs the seal counts the training tokens make_dataloader handed out, and the
+FLOPs per token of the weights sealed; neither sees a run that trains each batch it drew several times (epochs
+over the same batches, extra passes, a bigger model used for training than the one sealed). So every run is also
+held to what the harness itself measured of it up to its seal: the CPU seconds the kernel charged to its
+processes (on the CPU), or the wall seconds from its start to its seal (on a GPU, where it has a device of its
+own). Its budget's cost on this machine is the median of the baseline's runs on the same hardware; a run may use
+COMPUTE_TOLERANCE times that, times its training tokens over the baseline's where it draws more (compute_allowed:
+at the same FLOPs an honest run's cost grows with its tokens, measured in benchmarks/compute_spread.py,
+BENCHMARKS.md "Compute the count cannot see"). What stays possible: laundering under that tolerance, and more of
+it in a model that draws more tokens than the baseline.
+
+A second, cheap signal: the steps the run says it took, at the batch train.py declares, must not have needed
+more tokens than the seal counted.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from agent.recording.record import ExperimentRecord, ExperimentStatus
+
+COMPUTE_TOLERANCE = 1.5
+# On a wall-clock track: what a run may spend before its own clock starts (startup, compilation, the warm-up steps
+# train.py does not count), past the most the baseline's runs spent there: half that again, and a tenth of the budget.
+UNCOUNTED_MARGIN, UNCOUNTED_BUDGET_SHARE = 0.5, 0.1
+
+
+def counted_not_clocked(constants: dict) -> bool:
+    """Whether the track's budget is steps or FLOPs (counted at the seal), not a clock the harness reads."""
+    return bool(constants.get("step_budget") or constants.get("flops_budget"))
+
+
+def spent(run: Any) -> float | None:
+    """What a run (a RunResult or a RunEntry) used up to its seal, as the harness measured it."""
+    return run.seal_seconds if run.device == "cuda" else run.cpu_seconds
+
+
+def uncounted(run: Any, constants: dict) -> float | None:
+    """On a wall-clock track, the seconds from a run's start to its seal beyond the budget its clock counts."""
+    if counted_not_clocked(constants) or constants.get("budget_clock") == "cpu" or run.seal_seconds is None:
+        return None
+    return max(0.0, run.seal_seconds - float(constants["time_budget"]))
+
+
+def _unit(run: Any) -> str:
+    return "wall seconds to its seal" if run.device == "cuda" else "CPU seconds"
+
+
+def baseline_runs(records: list[ExperimentRecord], run: Any) -> list[Any]:
+    """The baseline's runs on the run's hardware and device: what the budget costs on this machine."""
+    kept = [r for r in records if r.status == ExperimentStatus.KEEP]
+    if not kept:
+        return []
+    key = run.hardware.key if run.hardware is not None else None
+    return [entry for r in records if r.commit == kept[0].commit and r.status in (
+                ExperimentStatus.KEEP, ExperimentStatus.NOISE, ExperimentStatus.CONTROL)
+            for entry in r.runs
+            if entry.device == run.device and (entry.hardware.key if entry.hardware else None) == key]
+
+
+def uncounted_bound(records: list[ExperimentRecord], run: Any, constants: dict) -> tuple[float, float] | None:
+    """(the most the baseline's runs spent before their clocks, what a run may spend there), None unmeasured."""
+    measured = [value for entry in baseline_runs(records, run) if (value := uncounted(entry, constants)) is not None]
+    if not measured:
+        return None
+    most = max(measured)
+    return most, most * (1 + UNCOUNTED_MARGIN) + UNCOUNTED_BUDGET_SHARE * float(constants["time_budget"])
+
+
+def over_compute(run: Any, records: list[ExperimentRecord], constants: dict, declared_batch: int | None) -> str | None:
+    """Why a run that reached its seal used more than its budget allows on this machine, or None."""
+    if constants.get("budget_clock") == "cpu":
+        return None  # the seal holds such a run to its CPU seconds itself
+    if not counted_not_clocked(constants):
+        return _over_clock(run, records, constants)
+    steps = _number(run.summary.get("num_steps"))
+    if steps is not None and declared_batch and run.trained_tokens is not None \
+            and steps * declared_batch > run.trained_tokens:
+        return (f"it says it took {steps:,.0f} steps of {declared_batch:,} tokens (TOTAL_BATCH_SIZE), but drew only "
+                f"{run.trained_tokens:,} training tokens through make_dataloader: it trained batches more than once "
+                "(a train.py whose steps differ in size reports num_steps as the tokens it trained over "
+                "TOTAL_BATCH_SIZE)")
+    allowed, used = compute_allowed(records, run), spent(run)
+    if allowed is None or used is None or used <= allowed[1]:
+        return None
+    return (f"it used {used:,.0f} {_unit(run)} before its seal, where the baseline's runs used {allowed[0]:,.0f} on "
+            f"this machine and a run that draws {run.trained_tokens or 0:,} training tokens may use {allowed[1]:,.0f} "
+            f"({COMPUTE_TOLERANCE}x, times its tokens over the baseline's where it draws more): it computed what the "
+            "count cannot see (batches trained again, a model larger than the one it sealed, threads spinning)")
+
+
+def compute_allowed(records: list[ExperimentRecord], run: Any) -> tuple[float, float] | None:
+    """(the baseline's cost on this machine, what this run may use), None before the baseline was measured here.
+    At the same budget, what an honest run costs beyond its fixed part grows with the tokens it draws (the loss
+    over the vocabulary, norms, the optimizer's steps), not with FLOPs alone: a model half as deep draws 3.3x the
+    tokens and costs 1.9x on the cpu track. So the allowance grows with the tokens the seal counted."""
+    base = baseline_runs(records, run)
+    costs = [value for entry in base if (value := spent(entry))]
+    if not costs:
+        return None
+    cost = statistics.median(costs)
+    tokens = [entry.trained_tokens for entry in base if entry.trained_tokens]
+    scale = max(1.0, run.trained_tokens / statistics.median(tokens)) if tokens and run.trained_tokens else 1.0
+    return cost, COMPUTE_TOLERANCE * cost * scale
+
+
+def _over_clock(run: Any, records: list[ExperimentRecord], constants: dict) -> str | None:
+    spent_before, measured = uncounted(run, constants), uncounted_bound(records, run, constants)
+    if spent_before is None or measured is None or spent_before <= measured[1]:
+        return None
+    return (f"it reached its seal {spent_before:,.0f} s past the {constants['time_budget']:g} s its clock counts; the "
+            f"baseline's runs spent at most {measured[0]:,.0f} s there (startup, compilation, uncounted warm-up) and a "
+            f"run may spend {measured[1]:,.0f} s: what it does before its clock starts trains outside the budget")
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
