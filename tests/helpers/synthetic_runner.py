@@ -123,7 +123,7 @@ class SyntheticRunner:
         return RunResult(returncode=returncode, timed_out=False, log_path=log_path,
                          verdict=classify(returncode, False, log, []), seconds=0.01, head="\n".join(lines[:5]),
                          tail="\n".join(lines[-20:]), checkpoint=checkpoint, checkpoint_sha256=digest,
-                         seal_seconds=0.01, trained_tokens=1000, log_shown_bytes=shown)
+                         seal_seconds=0.01, trained_tokens=(417 + 1) * 2**11, log_shown_bytes=shown)  # a run of SUMMARY
 
     def evaluate(self, workspace: Workspace, job: EvaluationJob) -> Evaluation:
         value = self.printed[job.checkpoint]

@@ -5,9 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent.judging.confirm import confirm
+import pytest
+
+from agent.judging.confirm import confirm, warnings_of
 from agent.loop import LoopSettings, run_loop
-from agent.recording.confirmation import read_confirmation
+from agent.recording.confirmation import Confirmation, ConfirmedCommit, read_confirmation
 from agent.recording.ledger import Ledger
 from agent.report.build import write_report
 from tests.helpers.scripted import ScriptedChanges
@@ -19,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[3]
 class HoldoutOwnWay(SyntheticRunner):
     """val_bpb from the gains; the holdout split moves by HOLDOUT[setting] for each setting present instead."""
 
-    def __init__(self, gains: dict[str, float], holdout: dict[str, float]):
-        super().__init__(gains, noise=0.0)
+    def __init__(self, gains: dict[str, float], holdout: dict[str, float], noise: float = 0.0):
+        super().__init__(gains, noise=noise)
         self.holdout = holdout
 
     def evaluate(self, workspace, job):
@@ -34,8 +36,8 @@ A = ("warmdown 0.4", [("WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.4")])
 B = ("final lr 0.1", [("FINAL_LR_FRAC = 0.0", "FINAL_LR_FRAC = 0.1")])
 
 
-def night(workspace, runner) -> list:
-    run_loop(workspace, ScriptedChanges(A, B), runner, LoopSettings(max_experiments=3, noise_seeds=0),
+def night(workspace, runner, noise_seeds: int = 0) -> list:
+    run_loop(workspace, ScriptedChanges(A, B), runner, LoopSettings(max_experiments=3, noise_seeds=noise_seeds),
              say=lambda _: None)
     return Ledger(workspace.dir).records
 
@@ -58,9 +60,10 @@ def test_every_keep_is_scored_in_order_and_one_that_undid_a_gain_on_holdout_is_f
 
 
 def test_a_searched_gain_the_holdout_does_not_keep_is_flagged_and_said_by_the_cli(workspace):
+    # far below half, by more than the noise of two scorings at the night's own noise floor
     runner = HoldoutOwnWay({"WARMDOWN_RATIO = 0.4": 0.05, "FINAL_LR_FRAC = 0.1": 0.05},
-                           {"WARMDOWN_RATIO = 0.4": -0.005, "FINAL_LR_FRAC = 0.1": -0.005})
-    night(workspace, runner)
+                           {"WARMDOWN_RATIO = 0.4": -0.005, "FINAL_LR_FRAC = 0.1": -0.005}, noise=0.002)
+    night(workspace, runner, noise_seeds=2)
     confirmation = confirm(workspace, runner)
     assert confirmation.retention < 0.5 and not any("undid" in w for w in confirmation.warnings)
     kept, = [w for w in confirmation.warnings if "keeps" in w]
@@ -89,3 +92,23 @@ def test_a_keep_whose_own_val_gain_the_holdout_does_not_show_is_flagged_though_t
     assert len(kept) == 3 and confirmation.retention > 0.5  # the night as a whole keeps more than half
     step, = [w for w in confirmation.warnings if "a gain of val" in w]
     assert step.startswith(f"{kept[2].id} (final lr 0.1) gained") and f"over {kept[1].id}" in step
+
+
+def confirmed(searched: float, held: float) -> Confirmation:
+    """A night of one keep whose searched gain is `searched` and whose holdout gain is `held`."""
+    base = ConfirmedCommit(id="0000", commit="a", description="baseline", search_val=2.0, runs=3, val=2.0,
+                           holdout=2.0)
+    best = ConfirmedCommit(id="0001", commit="b", description="x", search_val=2.0 - searched, runs=3,
+                           val=2.0 - searched, holdout=2.0 - held)
+    return Confirmation(time="t", sigma=0.01, baseline=base, best=best, search_gain=searched, holdout_gain=held,
+                        chain=[base, best])
+
+
+@pytest.mark.parametrize(("searched", "held", "warned"), [
+    (0.05, 0.015, False),  # 30%, but within the noise of two scorings of half (0.025 - 0.028)
+    (0.20, 0.060, True),   # 30% of a gain the noise cannot explain
+    (0.20, 0.080, False),  # 40%: half less 0.028
+])
+def test_the_night_is_flagged_only_when_its_holdout_is_short_of_half_by_more_than_its_noise(searched, held, warned):
+    said = warnings_of(confirmed(searched, held), sigma=0.01)
+    assert any("of the searched gain" in w for w in said) == warned
