@@ -92,7 +92,7 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
     kernels, kernel_env = kernel_caches()
     env = {"AUTORESEARCH_SEED": str(request.seed), "AUTORESEARCH_CACHE": str(training_view(track, run_dir)),
            "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **kernel_env, **seal.env(), **compile_cache_env(compile_cache),
-           **threads_env(spec.constants), **request.extra_env}
+           **threads_env(spec.constants, gpu_in_reach()), **request.extra_env}
     cache = cache_root()
     view = View(read_only=[*data_paths(cache), *kernels],
                 hidden=[runs_root(), run_dir.parent, *request.hidden, *hidden_paths(cache)])
@@ -148,7 +148,8 @@ def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[
     # torch's threads as the track's runs have them: a scoring beside runs (or beside another scoring) that took
     # every core would spin against them at its barriers, slowing both several times over
     try:
-        threads = threads_env(TrackSpec.parse(files["track.json"], "the commit's track.json").constants)
+        threads = threads_env(TrackSpec.parse(files["track.json"], "the commit's track.json").constants,
+                              gpu_in_reach())
     except PrepareError:
         threads = {}
     env = {**threads, **(extra_env or {}), "PYTHONPATH": str(PROJECT_ROOT), "AUTORESEARCH_CACHE": str(cache_root())}
@@ -159,11 +160,14 @@ def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def threads_env(constants: TrackConstants) -> dict[str, str]:
-    """torch's threads for a run of the track: its `threads`, and one on a CPU-clock track (a workspace made
-    before the cpu track counted FLOPs), where threads meet at barriers and a thread waiting there for a sibling
-    that other work on the machine took the core from is charged the wait (spinning) or wakes late (sleeping),
-    which made the CPU seconds of a step depend on the load. A train.py may set more threads: on a FLOPs budget
-    that only changes how soon it is done."""
-    threads = constants.threads or (1 if constants.budget_clock == "cpu" else None)
+def threads_env(constants: TrackConstants, gpu: bool = False) -> dict[str, str]:
+    """torch's threads for a run of the track: its `threads`, and one where the harness reads the run's CPU
+    seconds: a CPU-clock track (a workspace made before the cpu track counted FLOPs), and a step or FLOPs track
+    run without a GPU (agent/judging/compute.py holds such a run to the CPU seconds the baseline used). Threads
+    meet at barriers, and a thread waiting there for a sibling that other work on the machine took the core from
+    is charged the wait (spinning) or wakes late (sleeping): the CPU seconds of a step would depend on the load.
+    A train.py may set more threads: on a FLOPs budget that only changes how soon it is done, and what it spins
+    counts against it."""
+    counted = bool(constants.step_budget or constants.flops_budget) and not gpu
+    threads = constants.threads or (1 if constants.budget_clock == "cpu" or counted else None)
     return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)} if threads else {}

@@ -7,7 +7,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.judging.compute import COMPUTE_TOLERANCE, UNCOUNTED_BUDGET_SHARE, UNCOUNTED_MARGIN, over_compute
+from agent.judging.compute import (
+    COMPUTE_TOLERANCE,
+    UNCOUNTED_BUDGET_SHARE,
+    UNCOUNTED_FLOOR_S,
+    UNCOUNTED_MARGIN,
+    over_compute,
+)
 from agent.loop import LoopSettings, run_loop
 from agent.recording.ledger import Ledger
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry
@@ -74,7 +80,7 @@ def test_steps_that_needed_more_tokens_than_the_seal_counted_trained_batches_aga
 
 def test_on_a_wall_clock_track_the_time_before_the_runs_clock_is_held_to_the_baselines():
     records = baseline(entry(0.0, seal=330.0), entry(0.0, seal=340.0))  # 30 s and 40 s before their clocks
-    bound = 40 * (1 + UNCOUNTED_MARGIN) + UNCOUNTED_BUDGET_SHARE * 300
+    bound = 40 * (1 + UNCOUNTED_MARGIN) + max(UNCOUNTED_BUDGET_SHARE * 300, UNCOUNTED_FLOOR_S)
     assert over_compute(run(seal=300 + bound - 1), records, CLOCK, None) is None
     over = over_compute(run(seal=300 + bound + 1), records, CLOCK, None)
     assert over and "spent at most 40 s there" in over and f"may spend {bound:.0f} s" in over
@@ -103,6 +109,8 @@ EPOCHS = [(DRAW, "            if step % 4 == 3:\n    " + DRAW),
           (PROGRESS, PROGRESS.replace("STEP_BUDGET", "(4 * STEP_BUDGET)"))]
 HONEST = ("FINAL_LR_FRAC 0.0 -> 0.05", [("FINAL_LR_FRAC = 0.0\n", "FINAL_LR_FRAC = 0.05\n")])
 UNCOUNTED = "WARMUP_STEPS_UNCOUNTED = 11 "
+CLOCK_LINE = "            training_seconds += dt\n"
+LYING_CLOCK = "            training_seconds += 0.25 * dt\n"
 
 
 def test_batches_trained_again_on_a_step_track_are_over_budget_and_nothing_is_kept(workspace):
@@ -126,13 +134,14 @@ def test_batches_trained_again_on_a_step_track_are_over_budget_and_nothing_is_ke
 def test_training_before_the_clock_starts_on_a_wall_clock_track_is_over_budget(clock_workspace):
     workspace = clock_workspace
     proposer = ScriptedChanges(("400 uncounted warm-up steps", [(UNCOUNTED, "WARMUP_STEPS_UNCOUNTED = 400 ")]),
-                               HONEST)
-    run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=3, noise_seeds=2, overlap=False),
+                               ("a clock that counts a quarter of each step", [(CLOCK_LINE, LYING_CLOCK)]), HONEST)
+    run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=4, noise_seeds=2, overlap=False),
              say=lambda _: None)
-    base, _floor, warm, honest = Ledger(workspace.dir).records
+    base, _floor, warm, lying, honest = Ledger(workspace.dir).records
     assert base.triage == "ok" and base.runs[0].seal_seconds > 5
     assert warm.status == "crash" and warm.triage == "over_budget", warm.reason
     assert "before its clock starts trains outside the budget" in warm.reason
+    assert lying.status == "crash" and lying.triage == "over_budget", lying.reason  # the red team's kept one
     assert honest.triage == "ok" and honest.status in ("keep", "discard"), honest.reason
     shown = write_report(workspace).read_text()
     assert "<th>uncounted (before its clock)</th>" in shown and f"<tr><td>{warm.id}</td>" in shown

@@ -28,6 +28,8 @@ def test_the_cpu_track_computes_on_one_thread_before_and_after_it_counted_flops(
     assert threads_env(TrackConstants(**TRACKS["cpu"])) == one
     assert threads_env(TrackConstants(**CPU_SECONDS_TRACK)) == one
     assert threads_env(TrackConstants(**TRACKS["gpu"])) == {}
-    assert threads_env(TrackConstants(**TRACKS["test"])) == {}
+    assert threads_env(TrackConstants(**TRACKS["test"])) == one  # the harness reads its CPU seconds
+    assert threads_env(TrackConstants(**TRACKS["test-flops"]), gpu=True) == {}  # it reads a GPU run's wall clock
+    assert threads_env(TrackConstants(**TRACKS["test-clock"])) == {}
     assert threads_env(TrackConstants(**{**TRACKS["gpu"], "threads": 4})) == {"OMP_NUM_THREADS": "4",
                                                                              "MKL_NUM_THREADS": "4"}
