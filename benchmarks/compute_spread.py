@@ -15,7 +15,6 @@ import argparse
 import ast
 import statistics
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -43,17 +42,12 @@ def main() -> None:
     from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry
     from agent.running.jobs import Job
     from agent.running.runner import LocalRunner
-    from agent.workspace import Workspace
+    from benchmarks.warm_starts import screening_workspace
     from trainer.hardware import this_machine
     from trainer.hyperparameters import set_hyperparameters
     from trainer.run_id import RunId
-    from trainer.track_builder import prepare_track
 
-    spec = prepare_track(args.track, show_progress=False).spec
-    workspace = Workspace.create("compute", spec, REPO / "prompts" / "program.md",
-                                 root=Path(tempfile.mkdtemp(prefix="compute-spread-")))
-    baseline = workspace.head()
-    source = workspace.file_at("train.py", baseline)
+    spec, workspace, baseline, source = screening_workspace(args.track, "compute-spread-")
     jobs = [("baseline", baseline)] * args.repeats
     for name, value in map(parsed, args.change or DEFAULT_CHANGES):
         if name == "EPOCHS":

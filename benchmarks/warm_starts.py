@@ -34,6 +34,18 @@ def parsed(change: str) -> tuple[str, object, int]:
     return name, ast.literal_eval(value), int(seed or 45)
 
 
+def screening_workspace(track: str, prefix: str):
+    """(the track's spec, a fresh workspace of it in a temporary directory, its baseline commit, its train.py)."""
+    from agent.workspace import Workspace
+    from trainer.track_builder import prepare_track
+
+    spec = prepare_track(track, show_progress=False).spec
+    workspace = Workspace.create("screen", spec, REPO / "prompts" / "program.md",
+                                 root=Path(tempfile.mkdtemp(prefix=prefix)))
+    baseline = workspace.head()
+    return spec, workspace, baseline, workspace.file_at("train.py", baseline)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--track", default="cpu")
@@ -43,17 +55,11 @@ def main() -> None:
     from agent.judging.decisions import IMPLAUSIBLE_FALL
     from agent.running.jobs import Job
     from agent.running.runner import LocalRunner
-    from agent.workspace import Workspace
     from trainer.hardware import this_machine
     from trainer.hyperparameters import set_hyperparameters
     from trainer.run_id import RunId
-    from trainer.track_builder import prepare_track
 
-    spec = prepare_track(args.track, show_progress=False).spec
-    workspace = Workspace.create("screen", spec, REPO / "prompts" / "program.md",
-                                 root=Path(tempfile.mkdtemp(prefix="warm-starts-")))
-    baseline = workspace.head()
-    source = workspace.file_at("train.py", baseline)
+    spec, workspace, baseline, source = screening_workspace(args.track, "warm-starts-")
     jobs = [("baseline", baseline, seed) for seed in (42, 43, 44)]
     for name, value, seed in map(parsed, args.change or DEFAULT_CHANGES):
         commit = workspace.commit_train(set_hyperparameters(source, {name: value}, args.track),

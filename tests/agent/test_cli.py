@@ -111,7 +111,8 @@ BAD_RUNS = [
     (["--model", "anthropic:claude-opus-5-5"], "ANTHROPIC_API_KEY"),
     (["--model", "claude-code"], "`claude` is not on PATH"),
     (["--model", "anthropic:claude-opus-5-5", "--effort", "loud", "--base-url", "http://127.0.0.1:9"], "loud"),
-    (["--track", "cpv"], "unknown track 'cpv': use gpu, cpu, test, gpu-flops, test-flops, test-clock (did you mean cpu?)"),
+    (["--track", "cpv"], "unknown track 'cpv': use gpu, cpu, test, gpu-flops, test-flops, test-clock "
+                         "(did you mean cpu?)"),
     (["--program", "nowhere.md"], "research program nowhere.md does not exist"),
     (["--spool", "s", "--ray-address", "h:6379"], "give --spool DIR or --ray-address HOST:PORT, not both"),
     (["--runner", "ray"], "No such option: --runner"),
