@@ -248,9 +248,11 @@ def run(settings: RunSettings) -> None:
         why = "stopped by Ctrl-C; the experiments in flight were recorded as interrupted"
     except (LoopStopped, WorkspaceError) as err:
         _where(workspace)
+        _report_anyway(workspace)
         _notify_stopped(notifier, str(err))
         fail(str(err))
     except Exception as err:  # a failure of the loop itself: said, then raised as it was
+        _report_anyway(workspace)
         _notify_stopped(notifier, f"the loop failed: {type(err).__name__}")
         raise
     say(f"stopped: {why}")
@@ -335,6 +337,16 @@ def _finish(workspace, tracking, notifier=None, gpu_usd_per_hour: float | None =
     if notifier is not None:
         notifier.night_ended(report, gpu_usd_per_hour)
         notifier.close()
+
+
+def _report_anyway(workspace) -> None:
+    """The report of a night that stopped on an error, the night a user most needs to read; a report that cannot
+    be written says why in a line and leaves the error that stopped the night to be said."""
+    from agent.report.build import write_report
+    try:
+        console.print(f"report: {write_report(workspace)}")
+    except Exception as err:  # noqa: BLE001 - the stop's own error comes next and matters more
+        console.print(Text(f"the report could not be written: {type(err).__name__}: {err}"[:500]))
 
 
 def _notify_stopped(notifier, why: str) -> None:

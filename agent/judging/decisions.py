@@ -23,7 +23,7 @@ def decide(result: RunResult, standing: Standing, runs: list[RunEntry], rule: Ke
     measured = [r.val_bpb for r in runs if r.val_bpb is not None]
     if standing.best is None:
         return Judgement(KEEP, f"baseline val_bpb {measured[0]:.6f}")
-    return judge(measured, standing.best_runs, standing.sigma, rule.keep_sigmas, rule.min_delta)
+    return judge(measured, standing.best_runs, standing.sigma, rule.keep_sigmas, rule.min_delta, standing.sigma_df)
 
 
 def tamper(judgement: Judgement, problem: str, runs: list[RunEntry]) -> Judgement:

@@ -43,13 +43,16 @@ class Judgement:
 
 
 def judge(candidate: list[float], best: list[float], sigma: float | None, sigmas: float = 2.0,
-          min_delta: float = 0.0) -> Judgement:
-    """The verdict on a candidate's val_bpb runs against the best commit's runs (lower is better)."""
+          min_delta: float = 0.0, sigma_df: int | None = None) -> Judgement:
+    """The verdict on a candidate's val_bpb runs against the best commit's runs (lower is better); sigma_df: the
+    degrees of freedom sigma rests on (its p-value is Student's t)."""
     gain = statistics.fmean(best) - statistics.fmean(candidate)
     evidence = Evidence(candidate_runs=candidate, best_runs=best, gain=round(gain, 6),
                         sigma=round(sigma, 6) if sigma else sigma)
     if (z := z_score(gain, sigma, len(candidate), len(best))) is not None:
-        evidence.z, evidence.p = round(z, 4), round(one_sided_p(z), 6)
+        evidence.z, evidence.p = round(z, 4), round(one_sided_p(z, sigma_df), 6)
+        if sigma_df is not None:
+            evidence.sigma_df = sigma_df
     said = (f"mean of {len(candidate)} run(s) {statistics.fmean(candidate):.6f} vs the best's mean "
             f"{statistics.fmean(best):.6f}")
     if sigma is None:

@@ -72,6 +72,11 @@ class History:
         floors = [r for r in self.records if r.status == ExperimentStatus.NOISE and r.sigma is not None]
         return floors[-1].sigma if floors else None
 
+    def sigma_df(self) -> int | None:
+        """The degrees of freedom of sigma: the latest noise floor's values less one, None before a floor."""
+        floors = [r for r in self.records if r.status == ExperimentStatus.NOISE and r.sigma is not None]
+        return len(floors[-1].values) - 1 if floors and floors[-1].values and len(floors[-1].values) > 1 else None
+
     def best_ever_mean(self) -> float | None:
         """The lowest mean of the runs of any commit that was the best."""
         means = [statistics.fmean(values) for r in self.kept() for values in [self.runs_of(r.commit)] if values]

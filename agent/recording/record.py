@@ -176,7 +176,8 @@ class Evidence(_Part):
     rule: str | None = None
     threshold: float | None = None
     z: float | None = None                # gain / standard error of the difference (agent/judging/significance.py)
-    p: float | None = None                # one-sided p-value of z
+    p: float | None = None                # one-sided p-value of z (Student's t with sigma_df, else normal)
+    sigma_df: int | None = None           # degrees of freedom of sigma: the noise floor's runs - 1
     implausible_fall: str | None = None
     verification: Verification | None = None
     simplify: SimplifyEvidence | None = None

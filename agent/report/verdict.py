@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from agent.judging.significance import one_sided_p, z_score
 from agent.recording.record import SIMPLIFY, Evidence, ExperimentRecord, ExperimentStatus
 
-SMALLEST_P = 1e-6  # below it the normal approximation's tail says nothing more
+SMALLEST_P = 1e-6  # below it a tail probability says nothing more about a few runs
 
 
 @dataclass(frozen=True)
@@ -26,10 +26,12 @@ class Verdict:
     threshold: float | None
     rule: str | None
     why: str
+    df: int | None = None  # of sigma: p is Student's t with them, else the normal tail
 
     def words(self) -> str:
         sigma = f"sigma {self.sigma:.6f}" if self.sigma else "no sigma measured"
-        test = (f"z {self.z:.2f}, p {_p(self.p)}" if self.z is not None and self.p is not None
+        tail = f"t, {self.df} df" if self.df else "normal tail"
+        test = (f"z {self.z:.2f}, p {_p(self.p)} ({tail})" if self.z is not None and self.p is not None
                 else "z and p need a noise floor")
         threshold = f"threshold {self.threshold:.6f}" if self.threshold is not None else f"rule {self.rule}"
         return (f"gain {self.gain:+.6f}, {sigma}, runs {self.candidate_runs} vs the best's {self.best_runs}, "
@@ -45,9 +47,9 @@ def verdict_of(evidence: Evidence, status: ExperimentStatus | str, triage: str |
     candidate = sum(1 for value in evidence.candidate_runs or [] if value is not None)
     best = len(evidence.best_runs or [])
     z = evidence.z if evidence.z is not None else z_score(gain, sigma, candidate, best)
-    p = evidence.p if evidence.p is not None else one_sided_p(z) if z is not None else None
+    p = evidence.p if evidence.p is not None else one_sided_p(z, evidence.sigma_df) if z is not None else None
     return Verdict(gain=gain, sigma=sigma, candidate_runs=candidate, best_runs=best, z=z, p=p,
-                   threshold=evidence.threshold, rule=evidence.rule,
+                   threshold=evidence.threshold, rule=evidence.rule, df=evidence.sigma_df,
                    why=_why(evidence, ExperimentStatus(str(status)), triage))
 
 

@@ -258,3 +258,23 @@ def test_a_proposal_refused_after_it_was_paid_for_counts_towards_the_cost_cap(wo
     failed, = read_failures(workspace.dir)
     assert failed.kind == "failed" and "old_string was not found" in failed.reason and failed.usage.cost_usd == 0.25
     assert run_cost(Ledger(workspace.dir)) == pytest.approx(0.5)  # the refused proposal and the one that ran
+
+
+def test_a_night_whose_key_is_revoked_stops_with_its_report_written(workspace, test_track):
+    """The key the preflight accepted is refused at the first proposal (revoked at 3 a.m.): the night stops in one
+    line, and the report of what it did until then is there for the morning."""
+    from tests.helpers.llm_server import LLMServer, error, text
+    with LLMServer() as server:
+        server.script(text("ready"), *[error(401)] * 10)
+        env = dict(os.environ, AUTORESEARCH_CACHE=str(test_track.directory.parent), ANTHROPIC_API_KEY="sk-ant-test",
+                   ANTHROPIC_BASE_URL=server.anthropic_base_url())
+        ran = subprocess.run([sys.executable, "-m", "agent.cli", "run", "--tag", workspace.tag, "--workspaces",
+                              str(workspace.dir.parent), "--model", "anthropic:claude-opus-5-5", "--noise-seeds", "0",
+                              "--max-experiments", "3"], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=600)
+    said = ran.stdout + ran.stderr
+    assert ran.returncode == 2 and "rejected the API key (401" in said, said
+    report = workspace.dir / "report" / "index.html"
+    assert f"report: {report}" in said.replace("\n", "") and report.is_file()
+    assert "baseline" in report.read_text()
+    assert "Traceback" not in said

@@ -1,4 +1,5 @@
-"""z and p of a verdict: gain / SE with SE = sigma x sqrt(1/n_candidate + 1/n_best), p = 1 - Phi(z)."""
+"""z and p of a verdict: gain / SE with SE = sigma x sqrt(1/n_candidate + 1/n_best); p is Student's t's upper tail
+with the noise floor's degrees of freedom, 1 - Phi(z) where they are not known."""
 
 import math
 from statistics import NormalDist
@@ -30,6 +31,18 @@ def test_z_is_the_gain_in_standard_errors_and_p_its_upper_normal_tail(candidate,
     assert evidence.z == pytest.approx(z, abs=1e-4)
     assert evidence.p == pytest.approx(1 - NormalDist().cdf(z), abs=1e-6)
     assert (evidence.p > 0.5) == (gain < 0)
+
+
+def test_with_the_floors_degrees_of_freedom_p_is_students_t_not_the_normal():
+    """sigma from a floor of three runs has 2 degrees of freedom: z 2.01 is p 0.09 there, 0.022 in a normal tail."""
+    judged = judge([1.000], [1.020, 1.020, 1.020], sigma=0.01, sigma_df=2)
+    z = judged.evidence.z
+    assert judged.evidence.sigma_df == 2
+    assert judged.evidence.p == pytest.approx(0.5 - z / (2 * math.sqrt(2 + z * z)), abs=1e-5)  # t(2) in closed form
+    assert one_sided_p(2.01, 2) == pytest.approx(0.0911, abs=1e-4) and one_sided_p(2.01) == pytest.approx(0.0222,
+                                                                                                     abs=1e-4)
+    words = record_verdict(ExperimentRecord(id="1", status="keep", evidence=judged.evidence)).words()
+    assert "(t, 2 df)" in words
 
 
 def test_without_a_noise_floor_there_is_no_z():

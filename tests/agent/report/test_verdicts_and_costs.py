@@ -6,7 +6,6 @@ import io
 import math
 import re
 from html import unescape
-from statistics import NormalDist
 
 import pytest
 from rich.console import Console
@@ -46,10 +45,11 @@ def test_every_decided_experiment_shows_gain_sigma_runs_z_p_threshold_and_why(wo
         e = r.evidence
         n_candidate, n_best = len(e.candidate_runs), len(e.best_runs)
         z = e.gain / (e.sigma * math.sqrt(1 / n_candidate + 1 / n_best))  # by hand, from the rounded evidence
-        p = 1 - NormalDist().cdf(z)
+        assert e.sigma_df == 2  # the floor's three runs
+        p = 0.5 - z / (2 * math.sqrt(2 + z * z))  # Student's t upper tail on 2 degrees of freedom, in closed form
         why = "kept: the gain is above the threshold" if r.status == "keep" else "discarded:"
         said = (re.escape(f"gain {e.gain:+.6f}, sigma {e.sigma:.6f}, runs {n_candidate} vs the best's {n_best}, ")
-                + r"z (\S+), p (< 1e-06|\S+), " + re.escape(f"threshold {e.threshold:.6f}: {why}"))
+                + r"z (\S+), p (< 1e-06|\S+) \(t, 2 df\), " + re.escape(f"threshold {e.threshold:.6f}: {why}"))
         for text in (unescape(html), status):
             shown_z, shown_p = re.search(said, text).groups()
             assert float(shown_z) == pytest.approx(z, abs=0.01), r.id
