@@ -77,11 +77,13 @@ def cards(h: Headline) -> str:
         (unrecorded if h.imported else f"{100 * h.duty_cycle:.0f}%", "duty cycle (training / wall seconds)"),
         (unrecorded if h.imported and not h.tokens else f"{h.tokens:,} / ${h.cost_usd:.2f}", "LLM tokens / cost"),
         (f"{h.gain_per_gpu_hour:.4g}" if h.gain_per_gpu_hour is not None else "no GPU time recorded",
-         f"val_bpb gained per GPU-hour ({h.gpu_hours:.2f} GPU-hours: every run's wall clock, one GPU each)"),
+         f"val_bpb gained per {h.device}-hour ({h.gpu_hours:.2f} {h.device}-hours: every run's wall clock, one "
+         f"{h.device} each)"),
         (f"{h.gain_per_usd:.4g}" if h.gain_per_usd is not None else "nothing spent",
          "val_bpb gained per dollar (" + (f"LLM ${h.cost_usd:.2f} + GPU ${h.gpu_cost_usd:.2f})" if
                                           h.gpu_cost_usd is not None else
-                                          f"LLM ${h.cost_usd:.2f}; GPU time not priced: --gpu-usd-per-hour)")),
+                                          f"LLM ${h.cost_usd:.2f}; {h.device} time not priced: "
+                                          "--gpu-usd-per-hour)")),
         (f"{h.sigma:.6f}" if h.sigma else "not measured", f"sigma of val_bpb between seeds; {h.confirmed} keep(s) "
                                                           "confirmed by a re-run"),
         ("; ".join(h.hardware) or "not recorded", "hardware the runs trained on"),

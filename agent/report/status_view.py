@@ -113,8 +113,8 @@ def spend_lines(records: list[ExperimentRecord], h: Headline, imported: bool) ->
     if h.gain_per_gpu_hour is not None:
         priced = f", GPU ${h.gpu_cost_usd:.2f}" if h.gpu_cost_usd is not None else ""
         per_usd = f", {h.gain_per_usd:.4g} per dollar" if h.gain_per_usd is not None else ""
-        lines.append(Text(f"cost: {h.gpu_hours:.2f} GPU-hours{priced}; val_bpb gained {h.gain_per_gpu_hour:.4g} "
-                          f"per GPU-hour{per_usd}"))
+        lines.append(Text(f"cost: {h.gpu_hours:.2f} {h.device}-hours{priced}; val_bpb gained "
+                          f"{h.gain_per_gpu_hour:.4g} per {h.device}-hour{per_usd}"))
     return lines
 
 

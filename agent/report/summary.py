@@ -35,7 +35,8 @@ class Headline:
     confirmed: int          # keeps decided on the mean of re-runs (close calls that held up)
     hardware: list[str]     # the machines the runs trained on, described, in the order they first did
     calibration: Calibration | None = None  # the calibrated baseline of the machine the best trained on
-    gpu_hours: float = 0.0                  # the runs' wall clock x one GPU each
+    gpu_hours: float = 0.0                  # the runs' wall clock x one device each
+    device: str = "GPU"                     # what they trained on, in the night's cost lines: "CPU" where no GPU
     gpu_cost_usd: float | None = None       # gpu_hours at --gpu-usd-per-hour; None where no price was given
     imported: bool = False                  # a night another loop ran: timings, LLM spend, programs unrecorded
     attention_fallback: str | None = None   # runs that trained without the FlashAttention-3 they asked for
@@ -89,10 +90,16 @@ def headline(records: list[ExperimentRecord], calibration: Calibration | None = 
         cost_usd=sum(r.llm.cost_usd for r in records), sigma=history.sigma(),
         confirmed=sum(1 for r in keeps if len(r.runs) > 1),
         hardware=list(dict.fromkeys(r.hardware.describe() for r in records if r.hardware)), calibration=calibration,
-        gpu_hours=gpu_hours(records),
+        gpu_hours=gpu_hours(records), device=device_unit(records),
         gpu_cost_usd=gpu_cost_usd(records, gpu_usd_per_hour) if gpu_usd_per_hour else None,
         imported=any(r.imported is not None for r in records),
         attention_fallback=fallback_line([r for r in records if r.is_experiment]))
+
+
+def device_unit(records: list[ExperimentRecord]) -> str:
+    """GPU where a run of the night reached one, or where no run was recorded (an imported night); else CPU."""
+    devices = {run.device for r in records for run in r.runs if run.device}
+    return "GPU" if "cuda" in devices or not devices else "CPU"
 
 
 def night_calibration(workspace_dir: Path, track: dict, records: list[ExperimentRecord]) -> Calibration | None:

@@ -17,6 +17,7 @@ from agent.recording.gpu_cost import store_gpu_price, stored_gpu_price
 from agent.recording.ledger import Ledger
 from agent.report.build import write_report
 from agent.report.status_view import status_view
+from agent.report.summary import device_unit
 from tests.helpers.scripted import ScriptedEdits
 from tests.helpers.synthetic_runner import SyntheticRunner
 
@@ -66,9 +67,13 @@ def test_the_headline_prices_the_gain_per_gpu_hour_and_per_dollar(workspace):
     gain = records[0].val_bpb - records[-1].val_bpb
     assert gpu_hours > 0 and gain > 0
     html = write_report(workspace).read_text()
-    assert f"{gain / gpu_hours:.4g}" in html and "val_bpb gained per GPU-hour" in html
-    assert "GPU time not priced: --gpu-usd-per-hour" in html and "nothing spent" in html  # no LLM spend either
-    assert f"val_bpb gained {gain / gpu_hours:.4g} per GPU-hour" in status_text(workspace)
+    # its runs reached no GPU: the night is counted in the device's own unit
+    assert f"{gain / gpu_hours:.4g}" in html and "val_bpb gained per CPU-hour" in html and "GPU-hour" not in html
+    assert "CPU time not priced: --gpu-usd-per-hour" in html and "nothing spent" in html  # no LLM spend either
+    assert f"val_bpb gained {gain / gpu_hours:.4g} per CPU-hour" in status_text(workspace)
+    gpu_night = [r.model_copy(update={"runs": [run.model_copy(update={"device": "cuda"}) for run in r.runs]})
+                 for r in records]
+    assert device_unit(gpu_night) == "GPU" and device_unit(records) == "CPU"
 
     store_gpu_price(workspace, 2.5)
     assert stored_gpu_price(workspace) == 2.5
