@@ -110,24 +110,24 @@ def failed_proposals(failures: list) -> str:
 
 
 def kept_changes(records: list[ExperimentRecord]) -> str:
-    parts, best = [], None
-    for r in records:
-        if r.status != ExperimentStatus.KEEP:
-            continue
-        if best is None:
-            best = r.val_bpb
-            continue
-        gain, best = best - r.val_bpb, r.val_bpb
+    """Every keep after the baseline with the one gain its rule compared (its runs' mean against the best's mean
+    then) and every flag and gate it met."""
+    parts = []
+    for r in [r for r in records if r.status == ExperimentStatus.KEEP][1:]:
         runs, evidence = r.runs, r.evidence
+        gain = (f"gain {evidence.gain:+.6f} against the best's mean of {len(evidence.best_runs or [])} run(s)"
+                if evidence.gain is not None else "gain not recorded")
         how = (f"confirmed by {len(runs)} runs (seeds {', '.join(str(x.seed) for x in runs)})" if len(runs) > 1
                else f"one run, gain above {_value(evidence.threshold)}" if evidence.threshold
                else "one run") + (", verified from its saved weights" if r.verified else "")
         if r.kept_as == SIMPLIFY:
             how = f"kept as simplify: fewer lines for an equal result; {how}"
+        if evidence.implausible_fall:
+            how += f"; flagged: {evidence.implausible_fall}, and the holdout split confirmed it"
         config_html = ", ".join(f"{escape(str(k))}={escape(str(v))}" for k, v in r.architecture.items()) or "-"
         parts.append(
             f"<div class='change' id='keep-{escape(r.id)}'><b>{escape(r.id)}</b> "
-            f"{escape(r.description)} — val_bpb {_value(r.val_bpb)} (gain {gain:.6f}, {escape(how)}) · program "
+            f"{escape(r.description)} — val_bpb {_value(r.val_bpb)} ({escape(gain)}, {escape(how)}) · program "
             f"{escape(program_name(r))} · "
             f"<a href='#t-{escape(r.id)}'>transcript</a>{verdict_html(r)}<div class='small'>model: {config_html}</div>"
             f"{diff_html(r.diff, r)}</div>")

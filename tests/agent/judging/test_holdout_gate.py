@@ -7,12 +7,14 @@ import statistics
 import subprocess
 import sys
 import textwrap
+from html import unescape
 
 from agent.judging.decisions import HOLDOUT_SHARE, holdout_disagrees
 from agent.judging.verify import score_runs
 from agent.loop import LoopSettings, run_loop
 from agent.recording.ledger import Ledger
 from agent.recording.record import RunEntry
+from agent.report.build import write_report
 from agent.running.runner import LocalRunner
 from tests.helpers.jobs import evaluation_job
 from tests.helpers.scripted import ScriptedChanges
@@ -177,6 +179,12 @@ def test_an_honest_chain_moves_the_anchor_to_the_best_the_holdout_split_checked(
     assert third.evidence.implausible_fall is None  # 6% from the second, which the holdout split checked
     assert ledger.history().holdout_anchor().id == second.id
     assert (workspace.dir / second.checkpoint).is_file()  # its weights are what the next fall is scored against
+    kept = unescape(write_report(workspace).read_text())  # each keep's one gain, and the flag where it was met
+    for keep in (first, second, third):
+        assert f"gain {keep.evidence.gain:+.6f} against the best's mean of {len(keep.evidence.best_runs)} run(s)" \
+            in kept
+    assert f"flagged: {second.evidence.implausible_fall}, and the holdout split confirmed it" in kept
+    assert "flagged" not in kept[kept.index("id='keep-0001'"):kept.index("id='keep-0002'")]
 
 
 class HonestThenValOnly(SyntheticRunner):
