@@ -477,12 +477,18 @@ def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.
 @app.command()
 def status(tag: TagOption = "demo", workspaces: WorkspacesOption = None,
            watch: Annotated[bool, typer.Option(help="Refresh until Ctrl-C.")] = False,
-           interval: Annotated[float, typer.Option(help="Seconds between refreshes with --watch.")] = 5.0) -> None:
+           interval: Annotated[float, typer.Option(help="Seconds between refreshes with --watch.")] = 5.0,
+           as_json: Annotated[bool, typer.Option("--json", help="One JSON object for a script to read.")] = False
+           ) -> None:
     """Best so far, counts, keep rate, cost, and the experiment running now."""
     from rich.live import Live
 
     from agent.report.status_view import status_view
     workspace = open_workspace(tag, workspaces)
+    if as_json:
+        from agent.report.status_json import night_status
+        typer.echo(json.dumps(night_status(workspace).model_dump(mode="json"), indent=2, ensure_ascii=True))
+        return
     if not watch:
         console.print(status_view(workspace))
         return

@@ -3,6 +3,7 @@ test in the report and in `status`; the headline shows gain per GPU-hour and per
 GPU time when it is priced."""
 
 import io
+import json
 import math
 import re
 from html import unescape
@@ -113,3 +114,21 @@ def test_the_model_is_told_what_the_spend_counts():
     priced = NightFacts.of(LoopSettings(max_cost_usd=5, gpu_usd_per_hour=2), spent_usd=1).budget_line()
     assert "$4.00 of LLM spend and GPU time ($1.00 spent)" in priced
     assert "$4.00 of LLM spend ($1.00 spent)" in NightFacts.of(LoopSettings(max_cost_usd=5), spent_usd=1).budget_line()
+
+
+def test_status_json_parses_and_carries_the_numbers_the_view_shows(workspace):
+    night(workspace, LoopSettings(max_experiments=4, noise_seeds=2, overlap=False))
+    records = Ledger(workspace.dir).records
+    shown = CliRunner().invoke(cli.app, ["status", "--tag", workspace.tag, "--workspaces", str(workspace.dir.parent),
+                                         "--json"])
+    assert shown.exit_code == 0, shown.output
+    night_json = json.loads(shown.output)
+    assert night_json["tag"] == workspace.tag and night_json["device"] == "CPU"
+    assert [line["id"] for line in night_json["history"]] == [r.id for r in records]
+    decided = [r for r in records if r.is_experiment and r.evidence.gain is not None]
+    by_id = {line["id"]: line for line in night_json["history"]}
+    for r in decided:
+        assert by_id[r.id]["gain"] == r.evidence.gain and by_id[r.id]["p"] == r.evidence.p
+        assert by_id[r.id]["sigma_df"] == 2 and by_id[r.id]["status"] == r.status.value
+    assert night_json["best_id"] == max((r for r in records if r.status == "keep"), key=lambda r: -r.val_bpb).id
+    assert night_json["keeps"] == sum(1 for r in decided if r.status == "keep")
