@@ -20,6 +20,7 @@ from agent.running.jobs import EvaluationJob, Job
 from agent.workspace import Workspace
 from trainer.evaluation import Evaluation
 from trainer.run_result import RunResult
+from trainer.seal import declared_batch_tokens
 from trainer.triage import classify
 
 SUMMARY = dict(training_seconds="30.0", total_seconds="41.5", startup_seconds="3.1", eval_seconds="8.4",
@@ -123,7 +124,8 @@ class SyntheticRunner:
         return RunResult(returncode=returncode, timed_out=False, log_path=log_path,
                          verdict=classify(returncode, False, log, []), seconds=0.01, head="\n".join(lines[:5]),
                          tail="\n".join(lines[-20:]), checkpoint=checkpoint, checkpoint_sha256=digest,
-                         seal_seconds=0.01, trained_tokens=(417 + 1) * 2**11, log_shown_bytes=shown)  # a run of SUMMARY
+                         seal_seconds=0.01, log_shown_bytes=shown,
+                         trained_tokens=(417 + 1) * (declared_batch_tokens(source) or 2**11))  # SUMMARY's steps
 
     def evaluate(self, workspace: Workspace, job: EvaluationJob) -> Evaluation:
         value = self.printed[job.checkpoint]
