@@ -79,13 +79,29 @@ def goals(nights: list[NightQuality], failed_nights: int = 0) -> list[Goal]:
         name=f"holdout retention >= {RETENTION_GOAL:.0%}",
         holds=all(r.mean >= RETENTION_GOAL for r in retained.values()) if retained else None,
         detail=", ".join(f"{name} {r.mean:.0%}" for name, r in retained.items()) or "no night gained anything"))
-    if "optuna" in summaries and "random" in summaries:
-        tpe, control = summaries["optuna"].gain.mean, summaries["random"].gain.mean
-        found.append(Goal(name="TPE ahead of random", holds=tpe > control,
-                          detail=f"mean gain {tpe:+.5f} vs {control:+.5f}"))
-    else:
-        found.append(Goal(name="TPE ahead of random", holds=None, detail="needs nights of both optuna and random"))
+    found.append(ahead("optuna", "random", nights))
     return found
+
+
+ALPHA, POWER_Z = 0.05, 1.645 + 0.842  # one-sided 5%, and the z of 80% power: the difference a test could detect
+
+
+def ahead(treatment: str, control: str, nights: list[NightQuality]) -> Goal:
+    """Whether treatment's nights gained more than control's, by Welch's one-sided t-test at ALPHA: never on a
+    difference of means alone. The detail says p and the smallest difference these nights could detect."""
+    name = "TPE ahead of random"
+    gains = {who: [n.gain for n in nights if n.proposer == who] for who in (treatment, control)}
+    if min(len(values) for values in gains.values()) < 2:
+        said = ", ".join(f"{who} {len(values)}" for who, values in gains.items())
+        return Goal(name=name, holds=None, detail=f"needs 2 nights or more of each for a test ({said})")
+    from scipy.stats import ttest_ind
+    first, second = gains[treatment], gains[control]
+    p = float(ttest_ind(first, second, equal_var=False, alternative="greater").pvalue)
+    se = (statistics.variance(first) / len(first) + statistics.variance(second) / len(second)) ** 0.5
+    detail = (f"mean gain {statistics.fmean(first):+.5f} vs {statistics.fmean(second):+.5f} over "
+              f"{len(first)}+{len(second)} nights, Welch's t one-sided p {p:.2g}; these nights detect about "
+              f"{POWER_Z * se:.5f} at 80% power")
+    return Goal(name=name, holds=p < ALPHA, detail=detail if p < ALPHA else f"not shown: {detail}")
 
 
 def verdict(found: list[Goal]) -> str:
