@@ -35,8 +35,8 @@ MODELS = ["anthropic:claude-opus-5-5", "anthropic:claude-sonnet-5-5", "anthropic
 MODES = [(model, caching) for model in MODELS for caching in (False, True) if caching or model.startswith("anthropic")]
 
 
-def night(model: str, caching: bool, experiments: int, run_seconds: float) -> list[dict]:
-    """Usage of each experiment's proposal (agent.llm.types.Usage as a dict)."""
+def night(model: str, caching: bool, experiments: int, run_seconds: float) -> list:
+    """Usage of each experiment's proposal (agent.llm.types.Usage)."""
     from agent.llm.pricing import PriceTable
     from agent.llm.select import conversation_factory
     from agent.proposers.base import ProposalContext
@@ -85,7 +85,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiments", type=int, default=20)
     parser.add_argument("--run-seconds", type=float, default=330.0, help="time between two proposals")
+    parser.add_argument("--smoke", action="store_true", help="2 experiments, one model of each service (the suite's)")
     args = parser.parse_args()
+    modes = [MODES[1], MODES[-1]] if args.smoke else MODES
+    experiments = 2 if args.smoke else args.experiments
     from rich.console import Console
     from rich.table import Table
 
@@ -94,11 +97,11 @@ def main() -> None:
 
     table = Table("model", "caching", "input tok/exp", "fresh", "cache write", "cache read", "input $/exp",
                   "total $/exp", "100 experiments", "input cost vs uncached",
-                  title=f"{args.experiments} experiments, {CALLS} calls each, {args.run_seconds:.0f} s apart")
-    for model, caching in MODES:
-        usages = night(model, caching, args.experiments, args.run_seconds)
+                  title=f"{experiments} experiments, {CALLS} calls each, {args.run_seconds:.0f} s apart")
+    for model, caching in modes:
+        usages = night(model, caching, experiments, args.run_seconds)
         n = len(usages)
-        total = Usage(**{k: sum(u[k] for u in usages) for k in usages[0]})
+        total = Usage.total(*usages)
         price = PriceTable().price(model.split(":", 1)[1])
         # Each call was priced on its own (no call here reaches a long-context tier); the input's share is the
         # rest of the bill once the output is taken off.
