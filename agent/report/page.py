@@ -263,13 +263,14 @@ def experiments_table(records: list[ExperimentRecord]) -> str:
         rows.append(
             f"<tr><td><a href='#t-{escape(r.id)}'>{escape(r.id)}</a></td>"
             f"<td class='{escape(r.status)}'>{escape(r.kept_as)}</td><td>{escape(r.novelty or '-')}</td>"
-            f"<td>{_value(r.val_bpb)}</td>"
+            f"<td>{_value(r.val_bpb)}</td><td class='small'>{escape(trained(r))}</td>"
             f"<td>{escape(r.triage_shown)}</td><td>{escape(where_ran(r) or '-')}</td>"
             f"<td>{escape(str(r.proposer or ''))}</td>"
             f"<td>{escape(program_name(r))}</td><td>{'-' if r.imported else f'${cost:.4f}'}</td>"
             f"<td>{escape(r.description)}<div class='small'>{escape(r.reason)}</div>{verdict_html(r)}</td>"
             f"<td>{reasoning_cell(r, lessons)}</td></tr>")
-    return ("<table><tr><th>id</th><th>status</th><th>kind</th><th>val_bpb</th><th>triage</th><th>ran on</th>"
+    return ("<table><tr><th>id</th><th>status</th><th>kind</th><th>val_bpb</th><th>what it trained</th>"
+            "<th>triage</th><th>ran on</th>"
             "<th>proposer</th><th>program</th>"
             "<th>LLM $</th><th>description and decision</th><th>hypothesis, expected, lesson</th></tr>"
             f"{''.join(rows)}</table>")
@@ -304,6 +305,27 @@ def compute_table(records: list[ExperimentRecord], constants: dict) -> str:
 
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
+
+
+def trained(record: ExperimentRecord) -> str:
+    """Steps, training tokens (the seal's count where it made one), parameters, tok/s, MFU and peak memory of an
+    experiment's run: what a change bought with its budget, which its name may hide."""
+    said, tokens = record.summary, next((run.trained_tokens for run in record.runs if run.trained_tokens), None)
+    parts = [f"{said['num_steps']} steps" if said.get("num_steps") else None,
+             f"{tokens / 1e6:.2f}M tokens" if tokens else (f"{said['total_tokens_M']}M tokens"
+                                                            if said.get("total_tokens_M") else None),
+             f"{said['num_params_M']}M params" if said.get("num_params_M") else None,
+             f"{_number(said.get('tokens_per_second')):,.0f} tok/s" if _number(said.get("tokens_per_second")) else None,
+             f"MFU {said['mfu_percent']}%" if said.get("mfu_percent") else None,
+             f"{_number(said.get('peak_vram_mb')):,.0f} MB peak" if _number(said.get("peak_vram_mb")) else None]
+    return " · ".join(part for part in parts if part) or "-"
+
+
+def _number(text) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
 
 
 def in_flight_section(in_flight: list[ExperimentRecord], doing: dict[str, list[str]]) -> str:

@@ -132,3 +132,10 @@ def test_status_json_parses_and_carries_the_numbers_the_view_shows(workspace):
         assert by_id[r.id]["sigma_df"] == 2 and by_id[r.id]["status"] == r.status.value
     assert night_json["best_id"] == max((r for r in records if r.status == "keep"), key=lambda r: -r.val_bpb).id
     assert night_json["keeps"] == sum(1 for r in decided if r.status == "keep")
+
+
+def test_every_experiment_shows_what_it_trained(workspace):
+    night(workspace, LoopSettings(max_experiments=2, noise_seeds=0), CHANGES[:1])
+    html = unescape(write_report(workspace).read_text())
+    # the run's summary, with the tokens the seal counted (418 draws of the declared 2**11)
+    assert html.count("417 steps · 0.86M tokens · 12.3M params · 218,453 tok/s · MFU 38.25% · 1,844 MB peak") == 2
