@@ -17,6 +17,7 @@ from pygments.lexers import DiffLexer
 
 from agent.judging.compute import baseline_runs, counted_not_clocked, spent, uncounted
 from agent.judging.drift import control_words
+from agent.judging.false_keeps import expected_false_keeps_words
 from agent.judging.keep_rule import KeepRule
 from agent.judging.noise import inflated_floor
 from agent.judging.plateau import describe as plateau_described
@@ -172,7 +173,10 @@ def noise_and_holdout(records: list[ExperimentRecord], confirmation: Confirmatio
     rows = "".join(
         f"<tr><td>{escape(r.of)}</td><td>{len(r.values or [])}</td><td>{_value(r.sigma)}</td>"
         f"<td>{', '.join(_value(v) for v in r.values or [])}</td></tr>" for r in floors)
-    rule = f"<p>The keep rule: {escape(keep_rule.words())}.</p>"
+    judged = sum(1 for r in records if r.is_experiment and r.evidence.gain is not None and r.imported is None)
+    sigma = floors[-1].sigma if floors else None
+    luck = expected_false_keeps_words(judged, keep_rule.keep_sigmas, keep_rule.min_delta, sigma, keep_rule.noise_seeds)
+    rule = f"<p>The keep rule: {escape(keep_rule.words())}. {escape(luck)}.</p>"
     if any(r.imported is not None for r in records):
         rule = ("<p>The imported experiments were kept or discarded by the night's own agent, on one run's val_bpb "
                 f"each as the reference's program asks; this harness's keep rule ({escape(keep_rule.words())}) "

@@ -1,0 +1,45 @@
+"""How often the keep rule keeps a change that does nothing, and so how many of a night's keeps to expect from
+luck alone.
+
+The rule's own code (agent/judging/noise.py judge, with its re-run of a close call) is run on draws where the
+candidate's runs and the best's come from the same distribution, in units of sigma: the share it keeps is the
+false-keep rate of one experiment, and the night's experiments times that share its expected false keeps. The
+draws are seeded and few (NULL_DRAWS): the rate is good to about half a percentage point.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+
+from agent.judging.noise import CLOSE, KEEP, judge
+
+NULL_DRAWS = 4000
+
+
+@functools.lru_cache(maxsize=32)
+def null_keep_rate(keep_sigmas: float, min_delta_in_sigmas: float, best_runs: int, measured: bool = True) -> float:
+    """The share of do-nothing changes the rule keeps against a best measured on best_runs runs; measured: whether
+    a noise floor gave it a sigma (without one the rule is a bare gain > min_delta)."""
+    draw, kept = random.Random(0), 0
+    for _ in range(NULL_DRAWS):
+        best = [draw.gauss(0.0, 1.0) for _ in range(max(1, best_runs))]
+        runs = [draw.gauss(0.0, 1.0)]
+        sigma = 1.0 if measured else None
+        judged = judge(runs, best, sigma, keep_sigmas, min_delta_in_sigmas)
+        if judged.status == CLOSE:
+            judged = judge([*runs, draw.gauss(0.0, 1.0)], best, sigma, keep_sigmas, min_delta_in_sigmas)
+        kept += judged.status == KEEP
+    return kept / NULL_DRAWS
+
+
+def expected_false_keeps_words(experiments: int, keep_sigmas: float, min_delta: float, sigma: float | None,
+                               noise_seeds: int) -> str:
+    """One sentence: the rule's false-keep rate and what it makes of this night's experiments."""
+    measured = noise_seeds > 0 and bool(sigma)
+    rate = null_keep_rate(keep_sigmas, min_delta / sigma if measured else 0.0, noise_seeds + 1 if measured else 1,
+                          measured)
+    return (f"Under this rule a change that does nothing is kept {100 * rate:.1f}% of the time (the rule's own code "
+            f"on {NULL_DRAWS:,} seeded draws of pure noise, the best measured on "
+            f"{noise_seeds + 1 if measured else 1} run(s)): of this night's {experiments} judged experiment(s), "
+            f"about {rate * experiments:.1f} keep(s) are expected from luck alone")
