@@ -3,7 +3,8 @@
 - gain: the baseline's mean val_bpb minus the final best's (the means of their runs of record);
 - noise keeps: every keep and its parent are trained again with fresh seeds through the runner and scored by
   the trusted evaluator; a keep whose fresh mean does not beat its parent's mean (the parent's runs of the night
-  pooled with its fresh ones) is a noise keep;
+  pooled with its fresh ones) by NOISE_KEEP_SES standard errors of the difference is a noise keep (a change that
+  does nothing beats its parent half the time: "fresh gain > 0" passed those);
 - holdout retention: the held-out gain over the searched gain, from `confirm` (agent/judging/confirm.py);
 - keeps, keep rate and experiments per hour of the loop's wall clock.
 """
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import time
 
@@ -31,6 +33,7 @@ from trainer.run_id import RunId, RunKind
 
 # Re-check runs are numbered from here, clear of the loop's own re-runs of an experiment (0003.rerun1, ...).
 RECHECK_RUN_NUMBER = 100
+NOISE_KEEP_SES = 2.0  # a keep is real when its fresh gain over its parent exceeds this many standard errors
 
 
 class NightFailed(Exception):
@@ -49,8 +52,20 @@ class KeepCheck(BaseModel):
 
     @computed_field
     @property
+    def standard_error(self) -> float:
+        """Welch's standard error of the difference of the two means (a side of one run takes the other's sd)."""
+        sides = [self.fresh, self.parent_runs]
+        variances = [statistics.variance(values) if len(values) > 1 else None for values in sides]
+        known = [v for v in variances if v is not None]
+        if not known:
+            return 0.0
+        return math.sqrt(sum((v if v is not None else statistics.fmean(known)) / len(values)
+                             for v, values in zip(variances, sides, strict=True)))
+
+    @computed_field
+    @property
     def noise(self) -> bool:
-        return not self.gain > 0
+        return not self.gain > NOISE_KEEP_SES * self.standard_error
 
 
 class NightQuality(BaseModel):

@@ -149,3 +149,14 @@ def test_bad_options_are_refused_saying_what_to_do(capsys):
         parse_arguments(["--proposers", "random,grid"])
     assert "--proposers: unknown grid; choose from random, optuna, hybrid" in capsys.readouterr().err
     assert parse_arguments(["--proposers", "optuna, hybrid"]).proposers == ["optuna", "hybrid"]
+
+
+def test_a_keep_that_beats_its_parent_by_less_than_two_standard_errors_is_a_noise_keep():
+    records = [record("0000", "keep", "a", [3.10]), record("0001", "keep", "b", [3.05], parent="a", gain=0.05)]
+    # parent 3.10, 3.08, 3.11, 3.11 (mean 3.10, var 0.0002); keep 3.08, 3.10, 3.06 (mean 3.08, var 0.0004):
+    # fresh gain +0.02, Welch's SE sqrt(0.0004/3 + 0.0002/4) = 0.01354, short of 2 SE
+    close, = check_keeps(records, {"a": [3.08, 3.11, 3.11], "b": [3.08, 3.10, 3.06]})
+    assert close.gain == pytest.approx(0.02) and close.standard_error == pytest.approx(0.013540, abs=1e-5)
+    assert close.noise  # "fresh gain > 0" called it real
+    clear, = check_keeps(records, {"a": [3.10, 3.11, 3.12], "b": [3.02, 3.03, 3.01]})
+    assert clear.gain > 2 * clear.standard_error and not clear.noise
