@@ -307,8 +307,8 @@ def compute_table(records: list[ExperimentRecord], constants: dict) -> str:
             f"{''.join(rows)}</table></details>")
 
 
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
+def _seconds(value) -> str:
+    return f"{value:,.1f}" if isinstance(value, int | float) and not isinstance(value, bool) else "-"
 
 
 def trained(record: ExperimentRecord) -> str:
@@ -391,7 +391,38 @@ def event_html(e: dict) -> str:
                 f"(system {escape(str(e.get('system_sha256', ''))[:12])})</summary>"
                 f"<pre>{escape(str(e.get('user', '')))}</pre></details>")
     fields = {k: v for k, v in e.items() if k not in ("v", "t", "type", "log_tail", "summary", "diff")}
-    return f"<div class='event small'>{escape(kind)}: {escape(json.dumps(fields, default=str)[:500])}</div>"
+    said = EVENT_WORDS[kind](e) if kind in EVENT_WORDS else ", ".join(
+        f"{k.replace('_', ' ')} {v}" for k, v in fields.items() if isinstance(v, str | int | float | bool))
+    return (f"<div class='event small'><b>{escape(kind.replace('_', ' '))}</b> · {at} · {escape(said[:600])}"
+            f"<details><summary>JSON</summary><pre>{escape(json.dumps(fields, default=str, indent=1)[:4000])}</pre>"
+            "</details></div>")
+
+
+def _run_finished(e: dict) -> str:
+    return (f"seed {e.get('seed')}: {e.get('triage')} ({e.get('reason')}) after {_seconds(e.get('seconds'))} s"
+            + (f" on {e['where']}" if e.get("where") else "") + (", salvaged from its sealed weights"
+                                                                  if e.get("salvaged") else ""))
+
+
+def _verification(e: dict) -> str:
+    checks = "; ".join(f"seed {c.get('seed')}: printed {_value(c.get('printed'))}, trusted {_value(c.get('trusted'))}"
+                       for c in e.get("checks") or [] if isinstance(c, dict))
+    return (("passed" if e.get("passed") else f"failed: {e.get('problem')}") + (f" ({checks})" if checks else "")
+            + f", {_seconds(e.get('verify_s'))} s")
+
+
+EVENT_WORDS = {
+    "run_started": lambda e: f"seed {e.get('seed')} on the {e.get('runner')} runner, killed after "
+                             f"{_seconds(e.get('timeout_s'))} s",
+    "run_finished": _run_finished,
+    "proposal": lambda e: f"{e.get('proposer')}: {e.get('description')} ({len(e.get('edits') or [])} edit(s))",
+    "proposal_started": lambda e: f"{e.get('proposer')} proposing on {str(e.get('parent'))[:7]} under program "
+                                  f"{e.get('program')}",
+    "verification": _verification,
+    "rerun": lambda e: f"again with seed {e.get('seed')}: {e.get('reason')}",
+    "noise_floor_started": lambda e: f"{e.get('runs')} more run(s) of {e.get('of')}",
+    "noise_floor": lambda e: f"sigma {_value(e.get('sigma'))} from {', '.join(map(_value, e.get('values') or []))}",
+}
 
 
 def transcripts(records: list[ExperimentRecord], events_by_id: dict[str, list[dict]]) -> str:

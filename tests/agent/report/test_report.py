@@ -83,6 +83,9 @@ def test_report_shows_every_experiment_kept_diff_and_transcript(reported):
     assert "Try a shorter warm-down." in html and "<script>" not in html and "onerror=alert" not in html.replace(
         "onerror=alert(1)&gt;", "")
     assert "&lt;script&gt;alert" in html
+    # the harness's events read as sentences, their JSON behind a toggle
+    assert "<b>run finished</b>" in html and "seed 42: ok (val_bpb " in html and "<summary>JSON</summary>" in html
+    assert "<b>noise floor</b>" in html and "sigma " in html
     assert "src=\"data:image/png;base64," in html and "http://" not in html and "https://" not in html
 
 
