@@ -487,7 +487,9 @@ def status(tag: TagOption = "demo", workspaces: WorkspacesOption = None,
     workspace = open_workspace(tag, workspaces)
     if as_json:
         from agent.report.status_json import night_status
-        typer.echo(json.dumps(night_status(workspace).model_dump(mode="json"), indent=2, ensure_ascii=True))
+        # through pydantic's JSON, which writes a number no JSON can hold (a run that printed 1e308 twice) as null
+        said = json.loads(night_status(workspace).model_dump_json())
+        typer.echo(json.dumps(said, indent=2, ensure_ascii=True))
         return
     if not watch:
         console.print(status_view(workspace))

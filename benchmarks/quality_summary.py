@@ -83,7 +83,7 @@ def goals(nights: list[NightQuality], failed_nights: int = 0) -> list[Goal]:
     return found
 
 
-ALPHA, POWER_Z = 0.05, 1.645 + 0.842  # one-sided 5%, and the z of 80% power: the difference a test could detect
+ALPHA, POWER = 0.05, 0.8  # one-sided 5%, and the power at which the detectable difference is stated
 
 
 def ahead(treatment: str, control: str, nights: list[NightQuality]) -> Goal:
@@ -94,13 +94,17 @@ def ahead(treatment: str, control: str, nights: list[NightQuality]) -> Goal:
     if min(len(values) for values in gains.values()) < 2:
         said = ", ".join(f"{who} {len(values)}" for who, values in gains.items())
         return Goal(name=name, holds=None, detail=f"needs 2 nights or more of each for a test ({said})")
-    from scipy.stats import ttest_ind
+    from scipy.stats import t, ttest_ind
     first, second = gains[treatment], gains[control]
     p = float(ttest_ind(first, second, equal_var=False, alternative="greater").pvalue)
-    se = (statistics.variance(first) / len(first) + statistics.variance(second) / len(second)) ** 0.5
+    parts = [statistics.variance(first) / len(first), statistics.variance(second) / len(second)]
+    se = sum(parts) ** 0.5
+    df = sum(parts) ** 2 / sum(part ** 2 / (len(values) - 1) for part, values in zip(parts, (first, second),
+                                                                                       strict=True)) if se else 1
+    detectable = (t.ppf(1 - ALPHA, df) + t.ppf(POWER, df)) * se  # Welch's degrees of freedom, not the normal's
     detail = (f"mean gain {statistics.fmean(first):+.5f} vs {statistics.fmean(second):+.5f} over "
               f"{len(first)}+{len(second)} nights, Welch's t one-sided p {p:.2g}; these nights detect about "
-              f"{POWER_Z * se:.5f} at 80% power")
+              f"{detectable:.5f} at {POWER:.0%} power")
     return Goal(name=name, holds=p < ALPHA, detail=detail if p < ALPHA else f"not shown: {detail}")
 
 

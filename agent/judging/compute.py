@@ -6,10 +6,11 @@ over the same batches, extra passes, a bigger model used for training than the o
 held to what the harness itself measured of it up to its seal: the CPU seconds the kernel charged to its
 processes (on the CPU), or the wall seconds from its start to its seal (on a GPU, where it has a device of its
 own). Its budget's cost on this machine is the median of the baseline's runs on the same hardware; a run may use
-COMPUTE_TOLERANCE times that, times its training tokens over the baseline's where it draws more (compute_allowed:
-at the same FLOPs an honest run's cost grows with its tokens, measured in benchmarks/compute_spread.py,
-BENCHMARKS.md "Compute the count cannot see"). What stays possible: laundering under that tolerance, and more of
-it in a model that draws more tokens than the baseline.
+COMPUTE_TOLERANCE times that, more where it draws more tokens than the baseline (compute_allowed: at the same
+FLOPs an honest run's per-token costs grow with its tokens, measured in benchmarks/compute_spread.py,
+BENCHMARKS.md "Compute the count cannot see"). What stays possible: laundering under that tolerance, a little more
+in a model that draws more tokens than it needs (each extra token buys TOKEN_COST_SHARE of its cost). Runs of a
+commit already kept (its noise floor, its controls) are not held to it again.
 
 A second, cheap signal: the steps the run says it took, at the batch train.py declares, must not have needed
 more tokens than the seal counted.
@@ -23,6 +24,10 @@ from typing import Any
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 
 COMPUTE_TOLERANCE = 1.5
+# The share of the baseline's cost that grows with the tokens drawn (the rest is start-up and FLOPs, the same at
+# the budget): 0.36 on the cpu track (BENCHMARKS.md "Compute the count cannot see": DEPTH 6 against the baseline),
+# rounded up. Drawing tokens it throws away buys a run only that share of allowance per token, not all of it.
+TOKEN_COST_SHARE = 0.4
 # On a wall-clock track: what a run may spend before its own clock starts (startup, compilation, the warm-up steps
 # train.py does not count), past the most the baseline's runs spent there: a quarter of that again (a changed model
 # compiles longer), and a twentieth of the budget, at least UNCOUNTED_FLOOR_S (a start-up's jitter). Every second of
@@ -91,7 +96,7 @@ def over_compute(run: Any, records: list[ExperimentRecord], constants: dict, dec
         return None
     return (f"it used {used:,.0f} {_unit(run)} before its seal, where the baseline's runs used {allowed[0]:,.0f} on "
             f"this machine and a run that draws {run.trained_tokens or 0:,} training tokens may use {allowed[1]:,.0f} "
-            f"({COMPUTE_TOLERANCE}x, times its tokens over the baseline's where it draws more): it computed what the "
+            f"({COMPUTE_TOLERANCE}x, more where it draws more tokens than the baseline): it computed what the "
             "count cannot see (batches trained again, a model larger than the one it sealed, threads spinning)")
 
 
@@ -99,7 +104,8 @@ def compute_allowed(records: list[ExperimentRecord], run: Any) -> tuple[float, f
     """(the baseline's cost on this machine, what this run may use), None before the baseline was measured here.
     At the same budget, what an honest run costs beyond its fixed part grows with the tokens it draws (the loss
     over the vocabulary, norms, the optimizer's steps), not with FLOPs alone: a model half as deep draws 3.3x the
-    tokens and costs 1.9x on the cpu track. So the allowance grows with the tokens the seal counted."""
+    tokens and costs 1.9x on the cpu track. So the per-token share of the baseline's cost (TOKEN_COST_SHARE)
+    grows with the tokens the seal counted, where a run draws more."""
     base = baseline_runs(records, run)
     costs = [value for entry in base if (value := spent(entry))]
     if not costs:
@@ -107,7 +113,7 @@ def compute_allowed(records: list[ExperimentRecord], run: Any) -> tuple[float, f
     cost = statistics.median(costs)
     tokens = [entry.trained_tokens for entry in base if entry.trained_tokens]
     scale = max(1.0, run.trained_tokens / statistics.median(tokens)) if tokens and run.trained_tokens else 1.0
-    return cost, COMPUTE_TOLERANCE * cost * scale
+    return cost, COMPUTE_TOLERANCE * cost * (1 + TOKEN_COST_SHARE * (scale - 1))
 
 
 def _over_clock(run: Any, records: list[ExperimentRecord], constants: dict) -> str | None:

@@ -33,13 +33,18 @@ def null_keep_rate(keep_sigmas: float, min_delta_in_sigmas: float, best_runs: in
     return kept / NULL_DRAWS
 
 
-def expected_false_keeps_words(experiments: int, keep_sigmas: float, min_delta: float, sigma: float | None,
-                               noise_seeds: int) -> str:
-    """One sentence: the rule's false-keep rate and what it makes of this night's experiments."""
-    measured = noise_seeds > 0 and bool(sigma)
-    rate = null_keep_rate(keep_sigmas, min_delta / sigma if measured else 0.0, noise_seeds + 1 if measured else 1,
-                          measured)
-    return (f"Under this rule a change that does nothing is kept {100 * rate:.1f}% of the time (the rule's own code "
-            f"on {NULL_DRAWS:,} seeded draws of pure noise, the best measured on "
-            f"{noise_seeds + 1 if measured else 1} run(s)): of this night's {experiments} judged experiment(s), "
-            f"about {rate * experiments:.1f} keep(s) are expected from luck alone")
+def expected_false_keeps_words(judged: list[tuple[int, float | None]], keep_sigmas: float, min_delta: float) -> str:
+    """One sentence: the rule's false-keep rate and what it makes of this night's experiments, each judged against
+    a best of its own number of runs with its own sigma (judged: (best's runs, sigma) per experiment)."""
+    floored = [(runs, sigma) for runs, sigma in judged if sigma]
+    if len(floored) < len(judged) and min_delta > 0:
+        return ("Without a noise floor the rule is a bare gain above min_delta: how often that keeps a change that "
+                "does nothing depends on a noise no run measured")
+    rates = [null_keep_rate(keep_sigmas, min_delta / sigma if sigma else 0.0, runs, bool(sigma))
+             for runs, sigma in judged]
+    rule = (f"a change that does nothing is kept {100 * null_keep_rate(keep_sigmas, 0.0, 3):.1f}% of the time "
+            "against a best of 3 runs, more against fewer" if floored or not judged else
+            "without a noise floor a change that does nothing is kept about half the time")
+    return (f"Under this rule {rule} (the rule's own code on {NULL_DRAWS:,} seeded draws of pure noise): over this "
+            f"night's {len(judged)} judged experiment(s), each against the runs its best had then, about "
+            f"{sum(rates):.1f} keep(s) are expected from luck alone")

@@ -173,9 +173,9 @@ def noise_and_holdout(records: list[ExperimentRecord], confirmation: Confirmatio
     rows = "".join(
         f"<tr><td>{escape(r.of)}</td><td>{len(r.values or [])}</td><td>{_value(r.sigma)}</td>"
         f"<td>{', '.join(_value(v) for v in r.values or [])}</td></tr>" for r in floors)
-    judged = sum(1 for r in records if r.is_experiment and r.evidence.gain is not None and r.imported is None)
-    sigma = floors[-1].sigma if floors else None
-    luck = expected_false_keeps_words(judged, keep_rule.keep_sigmas, keep_rule.min_delta, sigma, keep_rule.noise_seeds)
+    judged = [(len(r.evidence.best_runs or []) or 1, r.evidence.sigma) for r in records
+              if r.is_experiment and r.evidence.gain is not None and r.imported is None]
+    luck = expected_false_keeps_words(judged, keep_rule.keep_sigmas, keep_rule.min_delta)
     rule = f"<p>The keep rule: {escape(keep_rule.words())}. {escape(luck)}.</p>"
     if any(r.imported is not None for r in records):
         rule = ("<p>The imported experiments were kept or discarded by the night's own agent, on one run's val_bpb "

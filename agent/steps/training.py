@@ -78,6 +78,8 @@ class Training:
             return result
         with self.shared.lock:
             records = list(self.shared.ledger.records)
+            if any(r.commit == commit and r.status == ExperimentStatus.KEEP for r in records):
+                return result  # a kept commit's noise floor or control: its compute was judged at its keep
             declared = declared_batch_tokens(self.workspace.file_at("train.py", commit))
         if over := over_compute(result, records, self.workspace.track["constants"], declared):
             return dataclasses.replace(result, verdict=Verdict(Triage.OVER_BUDGET, over, result.verdict.summary))

@@ -9,6 +9,7 @@ import pytest
 
 from agent.judging.compute import (
     COMPUTE_TOLERANCE,
+    TOKEN_COST_SHARE,
     UNCOUNTED_BUDGET_SHARE,
     UNCOUNTED_FLOOR_S,
     UNCOUNTED_MARGIN,
@@ -57,9 +58,10 @@ def test_a_run_past_the_tolerance_of_the_baselines_median_on_the_same_machine_is
 
 
 def test_a_run_that_draws_more_tokens_than_the_baseline_may_use_that_much_more():
-    """At the same FLOPs an honest model that draws 3.3x the tokens costs 1.9x on the cpu track (compute_spread)."""
+    """At the same FLOPs an honest model that draws 3.3x the tokens costs 1.9x on the cpu track (compute_spread):
+    only the per-token share of the baseline's cost grows with the tokens."""
     records = baseline(entry(10.0))
-    allowed = COMPUTE_TOLERANCE * 10.0 * 3
+    allowed = COMPUTE_TOLERANCE * 10.0 * (1 + TOKEN_COST_SHARE * 2)
     assert over_compute(run(cpu=allowed - 0.1, tokens=3 * 31 * 2048, steps="90"), records, STEPS, 2048) is None
     assert over_compute(run(cpu=allowed + 0.1, tokens=3 * 31 * 2048, steps="90"), records, STEPS, 2048)
     assert over_compute(run(cpu=COMPUTE_TOLERANCE * 10.0 + 0.1, tokens=31 * 1024), records, STEPS, 1024)  # fewer
@@ -133,7 +135,8 @@ def test_batches_trained_again_on_a_step_track_are_over_budget_and_nothing_is_ke
 
 def test_training_before_the_clock_starts_on_a_wall_clock_track_is_over_budget(clock_workspace):
     workspace = clock_workspace
-    proposer = ScriptedChanges(("400 uncounted warm-up steps", [(UNCOUNTED, "WARMUP_STEPS_UNCOUNTED = 400 ")]),
+    # 150 steps: well past the bound, and on a loaded machine still short of the seal's own limit (65 s here)
+    proposer = ScriptedChanges(("150 uncounted warm-up steps", [(UNCOUNTED, "WARMUP_STEPS_UNCOUNTED = 150 ")]),
                                ("a clock that counts a quarter of each step", [(CLOCK_LINE, LYING_CLOCK)]), HONEST)
     run_loop(workspace, proposer, LocalRunner(), LoopSettings(max_experiments=4, noise_seeds=2, overlap=False),
              say=lambda _: None)

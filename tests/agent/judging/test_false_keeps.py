@@ -31,5 +31,14 @@ def test_the_simulated_rule_keeps_pure_noise_as_often_as_the_closed_form_says(k,
 
 def test_without_a_noise_floor_half_of_all_do_nothing_changes_are_kept():
     assert null_keep_rate(2.0, 0.0, 1, measured=False) == pytest.approx(0.5, abs=0.03)
-    said = expected_false_keeps_words(40, 2.0, 0.0, None, 0)
-    assert said.startswith("Under this rule a change that does nothing is kept 50") and "about 20.2 keep(s)" in said
+    said = expected_false_keeps_words([(1, None)] * 40, 2.0, 0.0)
+    assert "without a noise floor a change that does nothing is kept about half the time" in said
+    assert "about 20.2 keep(s) are expected from luck alone" in said
+
+
+def test_each_experiment_counts_against_the_runs_its_best_had():
+    """A best of one run (a fresh keep before the next floor) lets nearly twice as much noise through as three."""
+    assert null_keep_rate(2.0, 0.0, 1) > 1.5 * null_keep_rate(2.0, 0.0, 3)
+    said = expected_false_keeps_words([(3, 0.01)] * 10 + [(1, 0.01)] * 10, 2.0, 0.0)
+    expected = 10 * (null_keep_rate(2.0, 0.0, 3) + null_keep_rate(2.0, 0.0, 1))
+    assert "over this night's 20 judged experiment(s)" in said and f"about {expected:.1f} keep(s)" in said
