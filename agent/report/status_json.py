@@ -12,7 +12,7 @@ from agent.recording.gpu_cost import stored_gpu_price
 from agent.recording.history import History
 from agent.recording.ledger import read_in_flight, read_ledger
 from agent.recording.proposal_failures import read_failures
-from agent.report.summary import headline, night_calibration
+from agent.report.summary import Headline, headline, night_calibration
 from agent.report.verdict import record_verdict
 from agent.workspace import Workspace
 
@@ -34,24 +34,11 @@ class ExperimentLine(BaseModel):
 class NightStatus(BaseModel):
     tag: str
     track: str
-    baseline: float | None
-    best: float | None
     best_id: str | None
+    headline: Headline                # the view's numbers (agent/report/summary.py), device-hours in gpu_hours
     gain_percent: float
-    experiments: int
-    keeps: int
-    keep_rate: float
-    crash_rates: dict[str, float]
-    hours: float
-    duty_cycle: float
-    sigma: float | None
-    device: str                       # GPU, or CPU where no run reached a GPU
-    device_hours: float
     gain_per_device_hour: float | None
-    llm_tokens: int
-    llm_cost_usd: float
     gain_per_usd: float | None
-    hardware: list[str]
     in_flight: list[str]              # ids of the experiments running now
     failed_proposals: int
     unreadable_ledger_lines: int
@@ -63,14 +50,10 @@ def night_status(workspace: Workspace) -> NightStatus:
     h = headline(records, night_calibration(workspace.dir, workspace.track, records), stored_gpu_price(workspace))
     best = History(records).best() if records else None
     return NightStatus(
-        tag=workspace.tag, track=str(workspace.track.get("track")), baseline=h.baseline, best=h.best,
-        best_id=best.id if best else None, gain_percent=round(h.gain_percent, 4), experiments=h.experiments,
-        keeps=h.keeps, keep_rate=h.keep_rate, crash_rates=h.crash_rates, hours=round(h.hours, 4),
-        duty_cycle=round(h.duty_cycle, 4), sigma=h.sigma, device=h.device, device_hours=round(h.gpu_hours, 4),
-        gain_per_device_hour=h.gain_per_gpu_hour, llm_tokens=h.tokens, llm_cost_usd=round(h.cost_usd, 4),
-        gain_per_usd=h.gain_per_usd, hardware=h.hardware, in_flight=[m.id for m in read_in_flight(workspace.dir)],
-        failed_proposals=len(read_failures(workspace.dir)), unreadable_ledger_lines=len(bad),
-        history=[_line(r) for r in records])
+        tag=workspace.tag, track=str(workspace.track.get("track")), best_id=best.id if best else None, headline=h,
+        gain_percent=round(h.gain_percent, 4), gain_per_device_hour=h.gain_per_gpu_hour, gain_per_usd=h.gain_per_usd,
+        in_flight=[m.id for m in read_in_flight(workspace.dir)], failed_proposals=len(read_failures(workspace.dir)),
+        unreadable_ledger_lines=len(bad), history=[_line(r) for r in records])
 
 
 def _line(record) -> ExperimentLine:

@@ -123,7 +123,7 @@ def test_status_json_parses_and_carries_the_numbers_the_view_shows(workspace):
                                          "--json"])
     assert shown.exit_code == 0, shown.output
     night_json = json.loads(shown.output)
-    assert night_json["tag"] == workspace.tag and night_json["device"] == "CPU"
+    assert night_json["tag"] == workspace.tag and night_json["headline"]["device"] == "CPU"
     assert [line["id"] for line in night_json["history"]] == [r.id for r in records]
     decided = [r for r in records if r.is_experiment and r.evidence.gain is not None]
     by_id = {line["id"]: line for line in night_json["history"]}
@@ -131,7 +131,7 @@ def test_status_json_parses_and_carries_the_numbers_the_view_shows(workspace):
         assert by_id[r.id]["gain"] == r.evidence.gain and by_id[r.id]["p"] == r.evidence.p
         assert by_id[r.id]["sigma_df"] == 2 and by_id[r.id]["status"] == r.status.value
     assert night_json["best_id"] == max((r for r in records if r.status == "keep"), key=lambda r: -r.val_bpb).id
-    assert night_json["keeps"] == sum(1 for r in decided if r.status == "keep")
+    assert night_json["headline"]["keeps"] == sum(1 for r in decided if r.status == "keep")
 
 
 def test_every_experiment_shows_what_it_trained(workspace):
