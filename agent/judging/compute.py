@@ -21,7 +21,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.recording.record import ExperimentRecord, ExperimentStatus, summary_number
 
 COMPUTE_TOLERANCE = 1.5
 # The share of the baseline's cost that grows with the tokens drawn (the rest is start-up and FLOPs, the same at
@@ -84,7 +84,7 @@ def over_compute(run: Any, records: list[ExperimentRecord], constants: dict, dec
         return None  # the seal holds such a run to its CPU seconds itself
     if not counted_not_clocked(constants):
         return _over_clock(run, records, constants)
-    steps = _number(run.summary.get("num_steps"))
+    steps = summary_number(run.summary.get("num_steps"))
     if steps is not None and declared_batch and run.trained_tokens is not None \
             and steps * declared_batch > run.trained_tokens:
         return (f"it says it took {steps:,.0f} steps of {declared_batch:,} tokens (TOTAL_BATCH_SIZE), but drew only "
@@ -124,9 +124,3 @@ def _over_clock(run: Any, records: list[ExperimentRecord], constants: dict) -> s
             f"baseline's runs spent at most {measured[0]:,.0f} s there (startup, compilation, uncounted warm-up) and a "
             f"run may spend {measured[1]:,.0f} s: what it does before its clock starts trains outside the budget")
 
-
-def _number(text: str | None) -> float | None:
-    try:
-        return float(text) if text is not None else None
-    except ValueError:
-        return None

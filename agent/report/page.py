@@ -25,7 +25,7 @@ from agent.judging.plateau import plateaus
 from agent.judging.tolerances import Tolerances
 from agent.recording.confirmation import Confirmation
 from agent.recording.novelty_share import tally
-from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus
+from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus, summary_number
 from agent.recording.research_memory import lessons_by_id
 from agent.report.learned import learned_section, reasoning_cell
 from agent.report.summary import Headline, gains_by_program, where_ran
@@ -315,21 +315,16 @@ def trained(record: ExperimentRecord) -> str:
     """Steps, training tokens (the seal's count where it made one), parameters, tok/s, MFU and peak memory of an
     experiment's run: what a change bought with its budget, which its name may hide."""
     said, tokens = record.summary, next((run.trained_tokens for run in record.runs if run.trained_tokens), None)
+    speed, peak = summary_number(said.get("tokens_per_second")), summary_number(said.get("peak_vram_mb"))
     parts = [f"{said['num_steps']} steps" if said.get("num_steps") else None,
              f"{tokens / 1e6:.2f}M tokens" if tokens else (f"{said['total_tokens_M']}M tokens"
                                                             if said.get("total_tokens_M") else None),
              f"{said['num_params_M']}M params" if said.get("num_params_M") else None,
-             f"{_number(said.get('tokens_per_second')):,.0f} tok/s" if _number(said.get("tokens_per_second")) else None,
+             f"{speed:,.0f} tok/s" if speed else None,
              f"MFU {said['mfu_percent']}%" if said.get("mfu_percent") else None,
-             f"{_number(said.get('peak_vram_mb')):,.0f} MB peak" if _number(said.get("peak_vram_mb")) else None]
+             f"{peak:,.0f} MB peak" if peak else None]
     return " · ".join(part for part in parts if part) or "-"
 
-
-def _number(text) -> float | None:
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return None
 
 
 def in_flight_section(in_flight: list[ExperimentRecord], doing: dict[str, list[str]]) -> str:

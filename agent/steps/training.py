@@ -11,7 +11,7 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from agent.judging.compute import over_compute
+from agent.judging.compute import counted_not_clocked, over_compute
 from agent.judging.noise import floored, inflated_floor, sigma_of
 from agent.judging.salvage import SALVAGEABLE, salvage, salvageable
 from agent.judging.verify import Untrusted, score_runs
@@ -40,8 +40,7 @@ class LoopStopped(Exception):
 
 def hard_timeout(constants: dict, settings: LoopSettings) -> float:
     """Wall-clock seconds after which a run of a track with these constants is killed: 2 x budget + grace."""
-    load_blind = (constants.get("budget_clock") == "cpu" or bool(constants.get("step_budget"))
-                  or bool(constants.get("flops_budget")))
+    load_blind = constants.get("budget_clock") == "cpu" or counted_not_clocked(constants)
     budget = constants["time_budget"] * (LOAD_BLIND_WALL_FACTOR if load_blind else 1)
     return settings.timeout_seconds or 2 * budget + settings.grace_seconds
 
