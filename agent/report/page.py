@@ -27,8 +27,12 @@ from agent.recording.confirmation import Confirmation
 from agent.recording.novelty_share import tally
 from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus, summary_number
 from agent.recording.research_memory import lessons_by_id
+from agent.report.curves import Curve, compared_with, curve_svg
 from agent.report.learned import learned_section, reasoning_cell
+from agent.report.night import Night
+from agent.report.returns import MODEL, Returns
 from agent.report.summary import Headline, gains_by_program, where_ran
+from agent.report.timeline import TimeWent
 from agent.report.verdict import record_verdict
 from agent.untrusted import escape_controls
 
@@ -50,6 +54,7 @@ pre{white-space:pre-wrap;word-break:break-word;margin:4px 0}.diff pre{font-size:
 details{margin:6px 0}summary{cursor:pointer}details.transcript{background:#fff;border:1px solid #e4e7eb;
 border-radius:8px;padding:6px 12px}.event{border-left:3px solid #cbd2d9;padding:2px 10px;margin:8px 0}
 .thinking{border-color:#9f7aea;font-style:italic}.assistant{border-color:#3182ce}.tool{border-color:#d69e2e}
+.curves{display:flex;flex-wrap:wrap;gap:8px}.curvecell{margin:0;max-width:280px}
 .error{border-color:#d64545}.decision{border-color:#1f9d55;font-weight:600}.small{font-size:12px;color:#616e7c}
 """
 
@@ -327,6 +332,61 @@ def trained(record: ExperimentRecord) -> str:
 
 
 
+def returns_html(night: Returns, device: str) -> str:
+    """Each keep's marginal cost (device-hours and LLM dollars since the keep before it, per unit of val_bpb it
+    moved the best), and the fitted curve's projection of what more of the night would buy."""
+    if not night.keeps:
+        return "<p>No keep moved the best, so nothing was bought.</p>"
+    rows = "".join(
+        f"<tr><td><a href='#keep-{escape(k.id)}'>{escape(k.id)}</a></td><td>{k.moved:.6f}</td>"
+        f"<td>{k.gain_so_far:.6f}</td><td>{k.device_hours:.3f}</td><td>${k.usd:.2f}</td>"
+        f"<td>{k.device_hours_since:.3f}</td><td>${k.usd_since:.2f}</td>"
+        f"<td>{f'{k.device_hours_per_gain:.3g}' if k.device_hours_per_gain is not None else '-'}</td></tr>"
+        for k in night.keeps)
+    first, last = night.keeps[0].device_hours_per_gain, night.keeps[-1].device_hours_per_gain
+    trend = (f"<p>The last keep cost {last / first:.1f}x the {device}-hours per unit of gain of the first.</p>"
+             if first and last and len(night.keeps) > 1 else "")
+    p = night.projection
+    projected = (f"<p>Projected returns ({escape(MODEL)}): the curve levels off at a gain of {p.ceiling:.6f} "
+                 f"(tau {p.tau_hours:.3g} {device}-hours); the night spent {p.hours:.3f} {device}-hours and as many "
+                 f"again would add about {p.next_as_long:.6f}.</p>" if p else
+                 f"<p class='small'>No projection: {escape(night.why_not)}.</p>")
+    return (f"<table><tr><th>keep</th><th>moved the best by</th><th>gain so far</th><th>{device}-hours so far</th>"
+            f"<th>LLM $ so far</th><th>{device}-hours since the keep before</th><th>LLM $ since</th>"
+            f"<th>{device}-hours per unit of val_bpb</th></tr>{rows}</table>{trend}{projected}")
+
+
+def time_html(went: TimeWent | None, png: bytes | None) -> str:
+    """The time line of slots and phases, and the share of the wall clock each phase (and nothing) took."""
+    if went is None:
+        return "<p>No stamped event was recorded.</p>"
+    rows = "".join(f"<tr><td>{escape(phase)}</td><td>{seconds:,.0f}</td><td>{100 * went.share(seconds):.0f}%</td></tr>"
+                   for phase, seconds in [*went.phases.items(), ("nothing running", went.idle_s)])
+    image = (f"<img class='plot' alt='time line' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
+             if png else "")
+    return (f"{image}<table><tr><th>phase</th><th>seconds (phases overlap)</th><th>share of the wall clock "
+            f"({went.wall_s:,.0f} s)</th></tr>{rows}</table>")
+
+
+def curves_html(records: list[ExperimentRecord], found: dict[str, Curve]) -> str:
+    """Every experiment's loss curve over its budget, the best it was compared with dashed beneath it."""
+    colour = {ExperimentStatus.KEEP: "#1f9d55", ExperimentStatus.DISCARD: "#3182ce"}
+    cells = []
+    for r in records:
+        if r.id not in found or r.proposer == "baseline":
+            continue
+        best = compared_with(r, records)
+        svg = curve_svg(found[r.id], found.get(best.id, []) if best else [], colour.get(r.status, "#d64545"))
+        cells.append(f"<div class='change curvecell'><b>{escape(r.id)}</b> <span class='{escape(r.status)}'>"
+                     f"{escape(r.kept_as)}</span> <span class='small'>{escape(r.description[:70])} · against "
+                     f"{escape(best.id) if best else 'nothing'}</span><br>{svg}</div>")
+    if not cells:
+        return "<p>No log had step lines to draw.</p>"
+    return ("<p class='small'>Training loss against the share of the budget spent; dashed: the best the experiment "
+            "was compared with. Read from the runs' logs, for reading only.</p>"
+            f"<div class='curves'>{''.join(cells)}</div>")
+
+
 def in_flight_section(in_flight: list[ExperimentRecord], doing: dict[str, list[str]]) -> str:
     """The experiments still running when the report was written (mid-night), each with what it was doing, and
     the conversations open then, each proposing an experiment not committed yet."""
@@ -434,31 +494,32 @@ def data_said(track: dict) -> str:
     return str(track.get("fingerprint"))[:12] if track.get("fingerprint") else "not prepared here"
 
 
-def page(tag: str, track: dict, records: list[ExperimentRecord], h: Headline, plot_png: bytes, cumulative_diff: str,
-         events_by_id: dict[str, list[dict]], confirmation: Confirmation | None = None,
-         failures: list | None = None, notes: str = "", in_flight: list[ExperimentRecord] | None = None,
-         doing: dict[str, list[str]] | None = None, keep_rule: KeepRule | None = None,
-         imported: dict | None = None, tolerances: Tolerances | None = None) -> str:
+def page(night: Night, plot_png: bytes, timeline: bytes | None) -> str:
     plot = base64.b64encode(plot_png).decode()
     generated = time.strftime("%Y-%m-%d %H:%M")
+    tag, track, records, h = night.tag, night.track, night.records, night.headline
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>autoresearch report: {escape(tag)}</title>
 <style>{STYLE}</style></head><body>
 <h1>{escape(tag)}</h1>
 <div class="meta">track {escape(str(track.get('track')))} · data {escape(data_said(track))}
- · generated {generated}</div>{imported_html(imported)}
-{cards(h)}{failed_proposals(failures or [])}{in_flight_section(in_flight or [], doing or {})}
+ · generated {generated} · <a href="report.json">the data as JSON</a></div>{imported_html(night.imported)}
+{cards(h)}{failed_proposals(night.failures)}{in_flight_section(night.in_flight, night.doing)}
 <img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">
 <h2>Kept changes</h2>{kept_changes(records)}
-<h2>What we learned</h2>{learned_section(records, notes)}
-<h2>Noise and held-out confirmation</h2>{noise_and_holdout(records, confirmation, str(track.get('track')), keep_rule)}
-{tolerances_html(tolerances)}
+<h2>What the night bought and what it cost</h2>{returns_html(night.returns, h.device)}
+<h2>Where the time went</h2>{time_html(night.time_went, timeline)}
+<h2>What we learned</h2>{learned_section(records, night.notes)}
+<h2>Noise and held-out confirmation</h2>
+{noise_and_holdout(records, night.confirmation, str(track.get('track')), night.keep_rule)}
+{tolerances_html(night.tolerances)}
 <h2>Hyperparameter or algorithmic</h2>{kinds_table(records)}
 <h2>Programs</h2>{programs_table(records)}{plateaus_list(records)}
 <h2>Every experiment</h2>{experiments_table(records)}
 {compute_table(records, track.get('constants') or {})}
-<h2>Baseline to best</h2>{diff_html(cumulative_diff)}
-<h2>Transcripts</h2>{transcripts(records, events_by_id)}
+<h2>Loss curves</h2>{curves_html(records, night.curves)}
+<h2>Baseline to best</h2>{diff_html(night.cumulative_diff)}
+<h2>Transcripts</h2>{transcripts(records, night.events)}
 </body></html>
 """
 

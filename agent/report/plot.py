@@ -20,9 +20,17 @@ def _experiments(records: list[ExperimentRecord]) -> list[ExperimentRecord]:
     return [r for r in records if r.is_experiment]
 
 
+def _numbered(records: list[ExperimentRecord]) -> list[tuple[int, ExperimentRecord]]:
+    """The experiments, each at the number its id carries (landing order differs where slots ran in parallel),
+    sorted by it; an id without a number goes at its place in the ledger."""
+    return sorted(((int(r.id) if r.id.isdigit() else i, r) for i, r in enumerate(_experiments(records))),
+                  key=lambda pair: pair[0])
+
+
 def _running_best(records: list[ExperimentRecord]) -> tuple[list[int], list[float]]:
+    """The best among the keeps up to each experiment id."""
     xs, ys, best = [], [], None
-    for i, r in enumerate(_experiments(records)):
+    for i, r in _numbered(records):
         if r.status == ExperimentStatus.KEEP and r.val_bpb is not None:
             best = r.val_bpb if best is None else min(best, r.val_bpb)
         if best is not None:
@@ -33,8 +41,8 @@ def _running_best(records: list[ExperimentRecord]) -> tuple[list[int], list[floa
 
 def progress_png(records: list[ExperimentRecord], title: str) -> bytes:
     fig, ax = plt.subplots(figsize=(11, 5.5), dpi=110)
-    sigma, records = History(records).sigma(), _experiments(records)
-    valued = [(i, r) for i, r in enumerate(records) if r.val_bpb is not None]
+    sigma, numbered = History(records).sigma(), _numbered(records)
+    valued = [(i, r) for i, r in numbered if r.val_bpb is not None]
     not_kept: dict[str, list[tuple[int, float]]] = {}  # by status: discard, and any other a record carries
     for i, r in valued:
         if r.status != ExperimentStatus.KEEP:
@@ -56,12 +64,12 @@ def progress_png(records: list[ExperimentRecord], title: str) -> bytes:
         if sigma:
             ax.fill_between(xs, [y - 2 * sigma for y in ys], [y + 2 * sigma for y in ys], step="post",
                             color="#1f9d55", alpha=0.12, label=f"best ± 2 sigma (sigma {sigma:.4f})")
-    crashes = [i for i, r in enumerate(records) if r.status in (ExperimentStatus.CRASH, ExperimentStatus.INTERRUPTED)]
+    crashes = [i for i, r in numbered if r.status in (ExperimentStatus.CRASH, ExperimentStatus.INTERRUPTED)]
     if crashes:
         values = [v for _, r in valued for v in [r.val_bpb]]
         low = min(values) if values else 0.0
         ax.scatter(crashes, [low] * len(crashes), marker="x", color="#d64545", s=30, label="crashed", zorder=3)
-    ax.set_xlabel("experiment")
+    ax.set_xlabel("experiment id")
     ax.set_ylabel("val_bpb (lower is better)")
     ax.set_title(title)
     ax.grid(alpha=0.25)

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from agent.recording.gpu_cost import stored_gpu_price
-from agent.recording.history import History
-from agent.recording.ledger import read_in_flight, read_ledger
-from agent.recording.proposal_failures import read_failures
-from agent.report.summary import Headline, headline, night_calibration
+from agent.report.night import Night, read_night
+from agent.report.summary import Headline
 from agent.report.verdict import record_verdict
 from agent.workspace import Workspace
 
@@ -46,14 +43,16 @@ class NightStatus(BaseModel):
 
 
 def night_status(workspace: Workspace) -> NightStatus:
-    records, bad = read_ledger(workspace.dir)
-    h = headline(records, night_calibration(workspace.dir, workspace.track, records), stored_gpu_price(workspace))
-    best = History(records).best() if records else None
+    return status_of(read_night(workspace))
+
+
+def status_of(night: Night) -> NightStatus:
+    h, best = night.headline, night.best
     return NightStatus(
-        tag=workspace.tag, track=str(workspace.track.get("track")), best_id=best.id if best else None, headline=h,
+        tag=night.tag, track=str(night.track.get("track")), best_id=best.id if best else None, headline=h,
         gain_percent=round(h.gain_percent, 4), gain_per_device_hour=h.gain_per_gpu_hour, gain_per_usd=h.gain_per_usd,
-        in_flight=[m.id for m in read_in_flight(workspace.dir)], failed_proposals=len(read_failures(workspace.dir)),
-        unreadable_ledger_lines=len(bad), history=[_line(r) for r in records])
+        in_flight=[m.id for m in night.in_flight], failed_proposals=len(night.failures),
+        unreadable_ledger_lines=night.unreadable_lines, history=[_line(r) for r in night.records])
 
 
 def _line(record) -> ExperimentLine:

@@ -10,6 +10,7 @@ loaded (as on a GPU box whose hub cache lacks them)."""
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import threading
 import time
@@ -30,6 +31,15 @@ SUMMARY = dict(training_seconds="30.0", total_seconds="41.5", startup_seconds="3
 FALLBACK = dict(attention="flex", attention_skipped="varunneal/flash-attention-3: ValueError: Version 1 of "
                 "'varunneal/flash-attention-3' is not available in the local cache and Hugging Face Hub is in "
                 "offline mode")
+
+
+def step_lines(final_loss: float, up_to: int = 100) -> str:
+    """Step lines as train.py prints them, every tenth of the budget, the loss falling to final_loss."""
+    def loss(p: int) -> float:
+        return final_loss + (9.0 - final_loss) * (1 - p / 100) * math.exp(-p / 18)
+    return "".join(f"step {round(4.16 * p):05d} ({p:5.1f}%) | loss {loss(p):.4f} | lr x1.00 | 72 ms | 218,453 tok/s "
+                   f"| mfu 38.2% | epoch 1 | left {30 - 0.3 * p:.0f} s\n"
+                   for p in range(0, up_to + 1, 10))
 
 
 @dataclass(frozen=True)
@@ -104,12 +114,12 @@ class SyntheticRunner:
         checkpoint = None
         digest = None
         if any(text in source for text in self.crashes):
-            log, returncode = ("step 00000 | loss 9.01\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
-                               "2.00 GiB\n"), 1
+            log, returncode = (step_lines(3.5, up_to=30) + "torch.OutOfMemoryError: CUDA out of memory. Tried to "
+                               "allocate 2.00 GiB\n"), 1
         else:
             value = round(self.score(source, seed) + slowdown, 6)
             summary = dict(val_bpb=f"{value:.6f}", **SUMMARY) | (FALLBACK if self.fallback else {})
-            log = "step 00000 | loss 9.01\nstep 00416 | loss 3.20\n---\n" + "\n".join(
+            log = step_lines(2 * value) + "---\n" + "\n".join(
                 f"{k}: {v}" for k, v in summary.items()) + "\n"
             returncode = 0
             checkpoint = paths.checkpoint

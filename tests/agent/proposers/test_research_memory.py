@@ -221,7 +221,7 @@ def test_hypotheses_lessons_notes_and_tools_are_recorded(night):
         "== logs/0000.log ==", "== logs/0000-noise1.log ==", "== logs/0000-noise2.log =="]
     # the last 5 lines of what each printed before it asked for its seal, then the harness's line; the summary
     # printed after the seal is not shown
-    assert logs.count("step 00416 | loss 3.20") == 3 and "device_memory_mb" not in logs
+    assert logs.count("step 00416 (100.0%) | loss") == 3 and "device_memory_mb" not in logs
     assert logs.count("after it asked for its validation seal are not shown to researchers") == 3
     listed = results[1]["content"]
     assert "MATRIX_LR -> 0.05" in listed and "WARMDOWN_RATIO -> 0.6" not in listed  # status keep, text "lr"
