@@ -529,6 +529,61 @@ def report(tag: Annotated[list[str], typer.Option(help="Tag to report on; repeat
         console.print(f"compared: {write_comparison(opened, destination)}")
 
 
+@app.command()
+def export(tag: TagOption = "demo", workspaces: WorkspacesOption = None,
+           to: Annotated[Path | None, typer.Option(help="The folder to write (default <workspaces>/<tag>-bundle); "
+                                                        "it must not exist.")] = None) -> None:
+    """Write the best train.py, its patch against the baseline, and a bundle another person can check with
+    `autoresearch verify` (each keep's diff, its runs' logs up to the seal and seeds, the transcripts with keys and
+    paths scrubbed, the model ids, costs, hardware, tolerances)."""
+    from agent.bundle.export import NothingToExport, write_bundle
+    from agent.bundle.manifest import BEST_TRAIN, PATCH
+    workspace = open_workspace(tag, workspaces)
+    destination = (to or workspace.dir.parent / f"{tag}-bundle").expanduser().absolute()
+    if destination.exists():
+        fail(f"{destination} already exists: remove it or give --to a new folder")
+    try:
+        bundle = write_bundle(workspace, destination)
+    except NothingToExport as err:
+        fail(str(err))
+    say(f"best {bundle.best_id}: val_bpb {bundle.best_val_bpb:.6f}, {bundle.gain:+.6f} from the baseline's "
+        f"{bundle.baseline_val_bpb:.6f} over {len(bundle.keeps)} keep(s)")
+    say(f"train.py: {destination / BEST_TRAIN}\npatch against the baseline: {destination / PATCH}\n"
+        f"bundle: {destination} (check it anywhere with `autoresearch verify {destination}`)")
+
+
+@app.command()
+def verify(bundle: Annotated[Path, typer.Argument(help="A folder `autoresearch export` wrote.")],
+           runs: Annotated[int, typer.Option(help="Runs of each side, fresh seeds.", min=2, max=20)] = 3,
+           cache: CacheOption = None) -> None:
+    """Re-train a bundle's baseline and best on this machine, as any run is run (sandbox, trusted evaluator, this
+    machine's frozen track), and say with Welch's t-test whether its gain reproduces."""
+    from agent.bundle.manifest import BundleRefused, read_bundle
+    from agent.bundle.reproduce import reproduce
+    from agent.running.runner import LocalRunner
+    from trainer.hardware import this_machine
+    from trainer.profiles import GPU_TRACKS
+    _use_cache(cache)
+    try:
+        manifest, baseline, best = read_bundle(bundle.expanduser())
+    except BundleRefused as err:
+        fail(str(err))
+    if manifest.track not in TRACKS:
+        fail(f"the bundle's track {shown_repr(manifest.track)} is not one of {', '.join(TRACKS)}")
+    if manifest.track in GPU_TRACKS and this_machine().backend == "cpu":
+        fail(f"the bundle was made on the {manifest.track} track and this machine has no GPU: verify it on one")
+    prepared = _prepare(manifest.track, None, None, cache)
+    say(f"verifying {manifest.tag}: best {manifest.best_id} against baseline {manifest.baseline_id}, {runs} runs "
+        f"each on {this_machine().name}")
+    try:
+        found = reproduce(manifest, baseline, best, prepared.spec, runs, LocalRunner(), say)
+    except BundleRefused as err:
+        fail(str(err))
+    say(found.words())
+    if not found.reproduces:
+        raise typer.Exit(1)
+
+
 def checked_optional_tag(tag: str | None) -> str | None:
     return None if tag is None else checked_tag(tag)
 

@@ -40,7 +40,7 @@ class Night:
     confirmation: Confirmation | None
     notes: str
     imported: dict | None
-    cumulative_diff: str                      # train.py, the baseline to the best
+    cumulative_diff: str                      # train.py, the baseline's commit (the first keep) to the best
     curves: dict[str, Curve]
     spans: list[Span]
     time_went: TimeWent | None
@@ -51,7 +51,8 @@ class Night:
 def read_night(workspace: Workspace) -> Night:
     records, bad = read_ledger(workspace.dir)
     events = {r.id: Transcript(workspace.dir / r.transcript).events() for r in records if r.transcript}
-    best = History(records).best() if records else None
+    history = History(records)
+    best, baseline = (history.best(), next(iter(history.kept()), None)) if records else (None, None)
     found = spans(events)
     return Night(
         tag=workspace.tag, track=workspace.track, records=records, unreadable_lines=len(bad),
@@ -61,7 +62,7 @@ def read_night(workspace: Workspace) -> Night:
         doing=doing(workspace.dir), keep_rule=stored_keep_rule(workspace), tolerances=stored_tolerances(workspace),
         confirmation=read_confirmation(workspace.dir), notes=read_notes(workspace.dir).text,
         imported=workspace.settings.get("imported"),
-        cumulative_diff=workspace.repo.git.diff(workspace.root_commit(), best.commit, "--", "train.py") if best
+        cumulative_diff=workspace.repo.git.diff(baseline.commit, best.commit, "--", "train.py") if best and baseline
         else "",
         curves=curves(records, workspace.dir), spans=found, time_went=time_went(found, events),
         returns=returns(records), best=best)

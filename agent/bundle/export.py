@@ -1,0 +1,97 @@
+"""`autoresearch export`: the best train.py, its patch against the baseline, and a bundle another person can check.
+
+The bundle holds each keep's diff, the logs of its runs up to their seals and their seeds, every transcript, the
+model ids as the service named them on every reply, what the night cost, the hardware and the tolerances: keys and
+this machine's paths scrubbed from all of it. The sealed weights stay home; `autoresearch verify` re-trains instead.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+from agent.bundle.manifest import BASELINE_TRAIN, BEST_TRAIN, MANIFEST, PATCH, Bundle, BundleKeep, BundleRun
+from agent.bundle.scrub import Scrubber
+from agent.recording.record import ExperimentRecord
+from agent.report.night import Night, read_night
+from agent.workspace import PROJECT, Workspace
+
+
+class NothingToExport(Exception):
+    pass
+
+
+def write_bundle(workspace: Workspace, destination: Path) -> Bundle:
+    """Writes the bundle into destination (a new folder) and returns its manifest."""
+    night = read_night(workspace)
+    kept = [r for r in night.records if r.status == "keep"]
+    if not kept or night.best is None or night.best is kept[0]:
+        raise NothingToExport(f"{workspace.tag} has no keep beyond its baseline: there is nothing to take home")
+    baseline, best = kept[0], night.best
+    scrub = Scrubber({"<workspace>": workspace.dir, "<checkout>": PROJECT, "<home>": Path.home()})
+    staging = destination.with_name(f".{destination.name}.writing")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    (staging / BEST_TRAIN).write_text(workspace.file_at("train.py", best.commit))
+    (staging / BASELINE_TRAIN).write_text(workspace.file_at("train.py", baseline.commit))
+    (staging / PATCH).write_text(_patch(night.cumulative_diff))
+    for folder in ("keeps", "logs", "transcripts"):
+        (staging / folder).mkdir()
+    keeps = [_keep(record, workspace, staging, scrub) for record in kept[1:]]
+    for record in night.records:
+        if record.transcript and (workspace.dir / record.transcript).is_file():
+            text = (workspace.dir / record.transcript).read_text(errors="replace")
+            (staging / "transcripts" / f"{record.id}.jsonl").write_text(scrub(text))
+    manifest = _manifest(workspace, night, baseline, best, keeps, scrub)
+    (staging / MANIFEST).write_text(manifest.model_dump_json(indent=1))
+    staging.rename(destination)
+    return manifest
+
+
+def _keep(record: ExperimentRecord, workspace: Workspace, staging: Path, scrub: Scrubber) -> BundleKeep:
+    diff = f"keeps/{record.id}.diff"
+    (staging / diff).write_text(_patch(record.diff))
+    runs = []
+    for n, run in enumerate(record.runs):
+        log = None
+        if run.log and run.log_shown_bytes:  # what it printed up to its seal; a record without the mark: nothing
+            path = workspace.dir / "logs" / Path(run.log).name
+            if path.is_file():
+                with open(path, "rb") as handle:
+                    head = handle.read(run.log_shown_bytes).decode("utf-8", errors="replace")
+                log = f"logs/{record.id}-{n}.log"
+                (staging / log).write_text(scrub(head))
+        runs.append(BundleRun(seed=run.seed, val_bpb=run.val_bpb, trusted=run.trusted, holdout_bpb=run.holdout_bpb,
+                              log=log))
+    return BundleKeep(id=record.id, description=record.description, gain=record.evidence.gain,
+                      implausible_fall=record.evidence.implausible_fall, diff=diff, runs=runs)
+
+
+def _patch(diff: str) -> str:
+    """git's output less the newline GitPython strips from its end, without which git apply calls it corrupt."""
+    return diff if not diff or diff.endswith("\n") else diff + "\n"
+
+
+def _mean(record: ExperimentRecord) -> float:
+    values = [run.val_bpb for run in record.runs if run.val_bpb is not None]
+    return statistics.fmean(values) if values else float(record.val_bpb)
+
+
+def _manifest(workspace: Workspace, night: Night, baseline: ExperimentRecord, best: ExperimentRecord,
+              keeps: list[BundleKeep], scrub: Scrubber) -> Bundle:
+    models: dict[str, int] = {}
+    for events in night.events.values():
+        for event in events:
+            if event.get("service_model"):
+                name = scrub(str(event["service_model"]))[:200]
+                models[name] = models.get(name, 0) + 1
+    h = night.headline
+    return Bundle(tag=workspace.tag, track=str(night.track.get("track")), data=str(night.track.get("fingerprint")),
+                  frozen=workspace.frozen_hashes(), baseline_id=baseline.id, best_id=best.id,
+                  baseline_val_bpb=_mean(baseline), best_val_bpb=_mean(best), gain=_mean(baseline) - _mean(best),
+                  keeps=keeps, models=models, llm_usd=h.cost_usd, device_hours=h.gpu_hours, device=h.device,
+                  hardware=[scrub(line) for line in h.hardware],
+                  tolerances=night.tolerances.words() if night.tolerances else None,
+                  keep_rule=night.keep_rule.words(), exported=time.strftime("%Y-%m-%dT%H:%M:%S%z"))

@@ -1,0 +1,132 @@
+"""`autoresearch verify BUNDLE`: whether a bundle's gain reproduces on this machine.
+
+The bundle is a stranger's code. Its two train.py files pass the sandbox policy an edit must pass (the best's
+against the baseline's, so that it cannot reseed), they run only as any run of a night runs (the runner's sandbox,
+the frozen prepare.py and track of this machine, every number scored from the sealed weights by the trusted
+evaluator, the best's runs held to the compute the baseline used here), and a bundle made on another track, other
+data or other frozen files is refused before anything trains. Each side trains `runs` times with fresh seeds,
+interleaved so that a machine that slows down slows both; the gain reproduces when Welch's t-test (one-sided) says
+the best is lower at ALPHA.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import secrets
+import statistics
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+from scipy import stats
+
+from agent.bundle.manifest import Bundle, BundleRefused
+from agent.judging.compute import over_compute
+from agent.judging.verify import Untrusted, score_runs
+from agent.proposers.edits import EditRejected
+from agent.proposers.policy import check_policy
+from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry
+from agent.running.jobs import Job
+from agent.running.runner import Runner
+from agent.settings import LoopSettings
+from agent.steps.training import hard_timeout
+from agent.workspace import Workspace
+from trainer.run_id import RunId
+from trainer.seal import declared_batch_tokens
+from trainer.triage import Triage
+
+ALPHA = 0.05
+
+
+class Reproduction(BaseModel):
+    bundle_tag: str
+    track: str
+    baseline: list[float]         # the trusted evaluator's val_bpb of each run, this machine, fresh seeds
+    best: list[float]
+    claimed_gain: float           # the bundle's
+    gain: float                   # here: the baseline's mean less the best's
+    p: float | None               # Welch's t-test, one-sided (None: no spread in either side's runs)
+    df: float | None
+    low: float | None             # the gain's 95% confidence interval (Welch)
+    high: float | None
+    reproduces: bool
+
+    def words(self) -> str:
+        test = (f"Welch's t-test, one-sided: p {self.p:.3g} on {self.df:.1f} df, gain 95% CI [{self.low:+.6f}, "
+                f"{self.high:+.6f}]" if self.p is not None else "no spread between seeds on either side: the "
+                "difference is exact")
+        verdict = "reproduces" if self.reproduces else "does not reproduce"
+        return (f"the gain {verdict}: {self.gain:+.6f} here ({len(self.baseline)} runs a side) against "
+                f"{self.claimed_gain:+.6f} claimed; {test}")
+
+
+def reproduce(bundle: Bundle, baseline_source: str, best_source: str, track_spec: dict, runs: int, runner: Runner,
+              say: Callable[[str], None] = print) -> Reproduction:
+    """Trains both sides here; raises BundleRefused where the bundle cannot be checked or its best cannot stand."""
+    if bundle.track != track_spec["track"] or bundle.data != track_spec["fingerprint"]:
+        raise BundleRefused(f"the bundle was made on track {bundle.track} with data {bundle.data[:12]}; this "
+                            f"machine's {track_spec['track']} track has data {str(track_spec['fingerprint'])[:12]}: "
+                            f"verify it where `autoresearch prepare --track {bundle.track}` made the same data")
+    try:
+        check_policy(baseline_source)
+        check_policy(best_source, parent=baseline_source)
+    except EditRejected as err:
+        raise BundleRefused(f"the bundle's train.py is refused as an edit would be: {err}") from None
+    with tempfile.TemporaryDirectory(prefix="autoresearch-verify-") as scratch:
+        workspace = Workspace.create("verify", track_spec, Path(os.devnull), Path(scratch),
+                                     baseline=(baseline_source, f"baseline of bundle {bundle.tag}"))
+        if workspace.frozen_hashes() != bundle.frozen:
+            differ = sorted(k for k in set(bundle.frozen) | set(workspace.frozen_hashes())
+                            if bundle.frozen.get(k) != workspace.frozen_hashes().get(k))
+            raise BundleRefused(f"the bundle's frozen files differ from this machine's ({', '.join(differ)}): its "
+                                "numbers were measured against another metric or track; verify it with the same "
+                                "version of autoresearch")
+        commits = {"baseline": workspace.head(), "best": workspace.commit_train(best_source, f"best of {bundle.tag}")}
+        timeout = hard_timeout(track_spec["constants"], LoopSettings())
+        measured: dict[str, list[RunEntry]] = {"baseline": [], "best": []}
+        for n in range(runs):
+            for side in ("baseline", "best"):
+                entry = _run(workspace, runner, side, n, commits[side], timeout, measured, track_spec, best_source)
+                measured[side].append(entry)
+                say(f"{side} seed {entry.seed}: val_bpb {entry.val_bpb:.6f} (trusted)")
+    return _tested(bundle, [e.val_bpb for e in measured["baseline"]], [e.val_bpb for e in measured["best"]])
+
+
+def _run(workspace: Workspace, runner: Runner, side: str, n: int, commit: str, timeout: float,
+         measured: dict[str, list[RunEntry]], track_spec: dict, best_source: str) -> RunEntry:
+    seed = secrets.randbelow(2**31 - 1) + 1
+    run = RunId.noise(side, n)
+    result = dataclasses.replace(runner.run(workspace, Job(run=run, commit=commit, seed=seed, timeout=timeout)),
+                                 run=run)
+    if result.verdict.triage != Triage.OK:
+        raise BundleRefused(f"the {side}'s run with seed {seed} ended {result.verdict.triage.value}: "
+                            f"{result.verdict.reason}")
+    entry = RunEntry.of(result, seed, workspace.dir)
+    if side == "best":
+        baseline = ExperimentRecord(id="baseline", status=ExperimentStatus.KEEP, commit=workspace.root_commit(),
+                                    runs=measured["baseline"])
+        if why := over_compute(result, [baseline], track_spec["constants"], declared_batch_tokens(best_source)):
+            raise BundleRefused(f"the best's run with seed {seed} is over the budget's compute here: {why}")
+    try:
+        score_runs(workspace, runner, commit, [entry], baseline=side == "baseline" and n == 0)
+    except Untrusted as err:
+        raise BundleRefused(f"the {side}'s run with seed {seed} cannot stand: {err}") from None
+    return entry
+
+
+def _tested(bundle: Bundle, baseline: list[float], best: list[float]) -> Reproduction:
+    gain = statistics.fmean(baseline) - statistics.fmean(best)
+    va, vb = (statistics.variance(x) / len(x) if len(x) > 1 else 0.0 for x in (baseline, best))
+    if va + vb == 0:
+        return Reproduction(bundle_tag=bundle.tag, track=bundle.track, baseline=baseline, best=best,
+                            claimed_gain=bundle.gain, gain=gain, p=None, df=None, low=None, high=None,
+                            reproduces=gain > 0)
+    test = stats.ttest_ind(baseline, best, equal_var=False, alternative="greater")
+    df = (va + vb) ** 2 / ((va ** 2 / (len(baseline) - 1) if va else 0) + (vb ** 2 / (len(best) - 1) if vb else 0))
+    half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
+    return Reproduction(bundle_tag=bundle.tag, track=bundle.track, baseline=baseline, best=best,
+                        claimed_gain=bundle.gain, gain=gain, p=float(test.pvalue), df=float(df), low=gain - half,
+                        high=gain + half, reproduces=gain > 0 and float(test.pvalue) < ALPHA)
