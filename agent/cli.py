@@ -453,12 +453,26 @@ def steer(tag: TagOption, program: Annotated[Path | None, typer.Argument(
 def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.Argument(
         help="Experiment id (default: the latest).")] = None, workspaces: WorkspacesOption = None,
                as_json: Annotated[bool, typer.Option("--json", help="Print its events as JSON lines, one event a "
-                                                                    "line, for machines.")] = False) -> None:
+                                                                    "line, for machines.")] = False,
+               follow: Annotated[bool, typer.Option(help="Show its panels as they happen, until its decision; "
+                                                         "without an id, each new experiment's in turn, until "
+                                                         "Ctrl-C.")] = False) -> None:
     """Print one experiment's transcript readably: a panel for the proposal, each run, verification and the
     decision."""
     from agent.recording.transcript import Transcript
+    from agent.report.transcript_view import follow as follow_transcripts
     from agent.report.transcript_view import render
     workspace = open_workspace(tag, workspaces)
+    if follow and not as_json:
+        known = {p.stem for p in (workspace.dir / "transcripts").glob("*.jsonl")}
+        if experiment is not None and experiment not in known and not experiment.isdigit():
+            fail(f"no transcript for experiment {shown_repr(experiment)}: give an id such as 0012, or none")
+        try:
+            follow_transcripts(workspace.dir / "transcripts", experiment,
+                               lambda panel: console.print(panel, soft_wrap=False))
+        except KeyboardInterrupt:
+            pass
+        return
     paths = sorted((workspace.dir / "transcripts").glob("*.jsonl"))
     if not paths:
         fail(f"{tag} has no transcripts yet")
@@ -471,7 +485,7 @@ def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.
         for event in events:  # re-encoded: non-ASCII and control characters escaped, a torn line left out
             typer.echo(json.dumps(event))
         return
-    console.print(render(events, path.stem))
+    console.print(render(events, path.stem), soft_wrap=False)  # wrapped at the width, not cropped
 
 
 @app.command()

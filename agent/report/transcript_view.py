@@ -10,6 +10,9 @@ transcript came from a model or a run: it is clipped, and reaches the terminal a
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 from pydantic import ValidationError
 from rich.console import Group, RenderableType
@@ -19,18 +22,22 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from agent.recording.record import Evidence
+from agent.recording.transcript import Transcript
 from agent.report.verdict import verdict_of
 from agent.untrusted import escape_controls
 
 LONG = 2000
+ENDED = ("decision", "interrupted")   # an experiment's transcript ends with one of these
 
 
 def render(events: list[dict], experiment_id: str) -> RenderableType:
     return Group(Text(f"experiment {experiment_id}", style="bold"), *panels(events))
 
 
-def panels(events: list[dict]) -> list[RenderableType]:
-    """The events grouped into what a reader follows: a proposal with its commit, a run's start with its end."""
+def panels(events: list[dict], settled: bool = False) -> list[RenderableType]:
+    """The events grouped into what a reader follows: a proposal with its commit, a run's start with its end.
+    settled: without the panels that more events may still complete (a run not finished, a proposal not committed),
+    so that the panels of a transcript that grows only ever grow at their end."""
     out: list[RenderableType] = []
     proposal: dict | None = None
     asked: dict | None = None       # proposal_started: what the proposal was asked against
@@ -58,12 +65,42 @@ def panels(events: list[dict]) -> list[RenderableType]:
             before_run = []
         else:
             out.append(_event(e))
+    if settled:
+        return out
     out.extend(_run(start, None, before_run) for start in started.values())  # runs that never finished
     if proposal is not None:
         out.append(_proposal(proposal, None, asked))
     elif asked is not None:  # a proposal that never came
         out.append(_event(asked))
     return out
+
+
+def follow(transcripts: Path, experiment: str | None, show: Callable[[RenderableType], None],
+           interval: float = 1.0) -> None:
+    """Shows an experiment's panels as its transcript grows, until its decision; without an id, the latest
+    experiment's, then each newer one's as it starts, until interrupted."""
+    path, count, ended = None, 0, False
+    while True:
+        named = {p.stem: p for p in sorted(transcripts.glob("*.jsonl"))}
+        if experiment is not None:
+            stem = experiment if path is None else None
+        elif path is None:
+            stem = next(reversed(named), None)
+        else:
+            stem = next((s for s in named if s > path.stem), None) if ended else None
+        if stem in named:
+            path, count, ended = named[stem], 0, False
+            show(Text(f"experiment {stem}", style="bold"))
+        if path is not None:
+            events = Transcript(path).events()
+            ended = any(e.get("type") in ENDED for e in events)
+            shown = panels(events, settled=not ended)
+            for panel in shown[count:]:
+                show(panel)
+            count = len(shown)
+            if ended and experiment is not None:
+                return
+        time.sleep(interval)
 
 
 def _clip(text: str, limit: int = LONG) -> str:
@@ -113,13 +150,19 @@ def _run(start: dict | None, finished: dict | None, before: list[dict]) -> Panel
                  border_style=style)
 
 
+def _number(value, spec: str = ".6f") -> str:
+    """A number as a reader wants it (six places, or three figures for a gap), anything else as it came."""
+    return format(value, spec) if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
+
+
 def _verification(e: dict) -> Panel:
     passed = e.get("passed")
     lines = ["passed: the trusted evaluator's scores stand" if passed else f"failed: {e.get('problem')}"]
     for check in e.get("checks") or []:
         if isinstance(check, dict):
-            lines.append(f"seed {check.get('seed')}: printed {check.get('printed')}, trusted {check.get('trusted')}, "
-                         f"gap {check.get('gap')} (tolerance {check.get('tolerance')})")
+            lines.append(f"seed {check.get('seed')}: printed {_number(check.get('printed'))}, trusted "
+                         f"{_number(check.get('trusted'))}, gap {_number(check.get('gap'), '.3g')} (tolerance "
+                         f"{_number(check.get('tolerance'), '.3g')})")
     return Panel(Text(_clip("\n".join(lines))), title=_title("verification", e),
                  border_style="green" if passed else "red")
 

@@ -3,6 +3,8 @@ proposal, each run, verification, the decision), untrusted text made harmless; -
 
 import io
 import json
+import threading
+import time
 
 from rich.console import Console
 from typer.testing import CliRunner
@@ -11,7 +13,7 @@ from agent import cli
 from agent.loop import LoopSettings, run_loop
 from agent.recording.ledger import Ledger
 from agent.recording.transcript import Transcript
-from agent.report.transcript_view import render
+from agent.report.transcript_view import follow, render
 from tests.helpers.scripted import ScriptedEdits
 from tests.helpers.synthetic_runner import SyntheticRunner
 
@@ -78,3 +80,56 @@ def test_a_real_nights_transcript_reads_as_proposal_runs_verification_and_decisi
     assert raw.exit_code == 0, raw.output
     assert [json.loads(line) for line in raw.output.splitlines()] == Transcript(
         workspace.dir / record.transcript).events()
+
+
+def test_the_command_wraps_at_the_terminal_s_width_and_loses_none_of_the_reason(workspace):
+    change = ("warmdown 0.3", "WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.3")
+    run_loop(workspace, ScriptedEdits(change), SyntheticRunner({"WARMDOWN_RATIO = 0.3": 0.05}),
+             LoopSettings(max_experiments=2), say=lambda _: None)
+    record = Ledger(workspace.dir).records[-1]
+    said = CliRunner().invoke(cli.app, ["transcript", "--tag", workspace.tag, "0001", "--workspaces",
+                                        str(workspace.dir.parent)], env={"COLUMNS": "60"})
+    assert said.exit_code == 0, said.output
+    assert max(len(line) for line in said.output.splitlines()) <= 60
+    words = " ".join(line.strip("│ ") for line in said.output.splitlines())
+    assert " ".join(record.reason.split()) in " ".join(words.split())  # every word of it, wrapped, none cut
+
+
+def test_follow_shows_each_panel_once_as_the_transcript_grows_and_stops_at_the_decision(tmp_path):
+    transcripts = tmp_path / "transcripts"
+    transcripts.mkdir()
+    story = [{"t": "", "type": "proposal_started", "proposer": "llm", "parent": "a" * 40, "program": "p"},
+             {"t": "", "type": "proposal", "description": "warmdown 0.3", "edits": []},
+             {"t": "", "type": "committed", "commit": "b" * 40, "diff": "-A = 1\n+A = 2\n"},
+             {"t": "", "type": "run_started", "seed": 7, "commit": "b" * 40, "runner": "local"},
+             {"t": "", "type": "run_finished", "seed": 7, "triage": "ok", "seconds": 3.0,
+              "summary": {"val_bpb": "2.5"}},
+             {"t": "", "type": "decision", "status": "keep", "triage": "ok", "reason": "a clear win", "runs": []}]
+    written = threading.Event()
+
+    def write_slowly():
+        with open(transcripts / "0003.jsonl", "a") as file:
+            for event in story:
+                file.write(json.dumps(event) + "\n")
+                file.flush()
+                time.sleep(0.15)
+        written.set()
+
+    writer = threading.Thread(target=write_slowly)
+    writer.start()
+    out = []
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+
+    def show(panel):
+        console.file.seek(0)
+        console.file.truncate()
+        console.print(panel)
+        out.append((written.is_set(), console.file.getvalue()))
+
+    follow(transcripts, "0003", show, interval=0.05)
+    writer.join()
+    texts = [text for _, text in out]
+    assert texts[0].strip() == "experiment 0003"
+    assert len(texts) == 4 and "warmdown 0.3" in texts[1] and "run, seed 7" in texts[2] and "a clear win" in texts[3]
+    assert "printed val_bpb 2.5" in texts[2]  # the run's panel waited for its end: one panel, not a half and a whole
+    assert not out[1][0]  # the proposal was shown while the night went on, not read back at its end
