@@ -5,7 +5,10 @@
   the trusted evaluator; a keep whose fresh mean does not beat its parent's mean (the parent's runs of the night
   pooled with its fresh ones) by NOISE_KEEP_SES standard errors of the difference is a noise keep (a change that
   does nothing beats its parent half the time: "fresh gain > 0" passed those);
-- holdout retention: the held-out gain over the searched gain, from `confirm` (agent/judging/confirm.py);
+- holdout retention: on the fresh runs of the baseline and the best (recheck_seeds of each, every one's weights
+  scored on val and on the holdout split), the held-out gain over the val gain: the same runs on both splits, each
+  side a mean over several seeds' weights (the night's own searched mean against one seed's holdout would mix
+  the noise of one with the selection of the other);
 - keeps, keep rate and experiments per hour of the loop's wall clock.
 """
 
@@ -18,7 +21,6 @@ import time
 
 from pydantic import BaseModel, computed_field
 
-from agent.judging.confirm import confirm
 from agent.judging.noise import fresh_seed
 from agent.judging.verify import Untrusted, score_run
 from agent.recording.history import History
@@ -75,9 +77,10 @@ class NightQuality(BaseModel):
     experiments: int              # decided after the baseline
     keeps: int                    # after the baseline
     keep_rate: float | None
-    gain: float                   # baseline mean - best mean, on the searched val split
-    holdout_gain: float
-    retention: float | None       # holdout_gain / gain, where the night gained
+    gain: float                   # baseline mean - best mean, on the searched val split, the night's runs
+    fresh_gain: float             # the same on the fresh runs of each
+    holdout_gain: float           # the same fresh runs' weights, on the holdout split
+    retention: float | None       # holdout_gain / fresh_gain, where the fresh runs gained
     noise_keeps: int
     checks: list[KeepCheck]
     night_s: float                # the loop's wall clock
@@ -113,8 +116,9 @@ def check_keeps(records: list[ExperimentRecord], fresh: dict[str, list[float]]) 
 
 
 def retrain(workspace: Workspace, runner: Runner, record: ExperimentRecord, seeds: list[int],
-            settings: LoopSettings) -> list[float]:
-    """The kept commit trained with each seed, each run scored by the trusted evaluator."""
+            settings: LoopSettings) -> list[RunEntry]:
+    """The kept commit trained with each seed, each run's weights scored by the trusted evaluator on val and on
+    the holdout split."""
     values = []
     for number, seed in enumerate(seeds, RECHECK_RUN_NUMBER + 1):
         job = Job(run=RunId(experiment=record.id, kind=RunKind.RERUN, n=number), commit=record.commit, seed=seed,
@@ -125,10 +129,10 @@ def retrain(workspace: Workspace, runner: Runner, record: ExperimentRecord, seed
             raise NightFailed(f"re-training {record.id} ({record.description}) with seed {seed} failed "
                               f"({run.triage}): see {workspace.dir / run.log}")
         try:
-            score_run(workspace, runner, record.commit, run)
+            score_run(workspace, runner, record.commit, run, splits=("val", "holdout"))
         except Untrusted as err:
             raise NightFailed(f"re-training {record.id} with seed {seed}: {err}") from err
-        values.append(run.val_bpb)
+        values.append(run)
     return values
 
 
@@ -137,23 +141,27 @@ def measure_night(workspace: Workspace, runner: Runner, settings: LoopSettings, 
     """The night's quality; trains every keep and its parent recheck_seeds more times."""
     started = time.monotonic()
     records = read_records(workspace.dir)
-    confirmation = confirm(workspace, runner)
     first_seed = fresh_seed(records, settings.seed)
-    fresh: dict[str, list[float]] = {}
+    fresh: dict[str, list[RunEntry]] = {}
     for keep, parent in kept_pairs(records):
         for record in (parent, keep):
             if record.commit not in fresh:
                 seeds = list(range(first_seed, first_seed + recheck_seeds))
                 first_seed += recheck_seeds
                 fresh[record.commit] = retrain(workspace, runner, record, seeds, settings)
-    checks = check_keeps(records, fresh)
+    checks = check_keeps(records, {commit: [run.val_bpb for run in runs] for commit, runs in fresh.items()})
     history = History(records)
     experiments, keeps = history.experiments()[1:], len(history.kept()) - 1
-    gain = confirmation.search_gain
+    baseline, best = history.kept()[0], history.best()
+    gain = statistics.fmean(history.runs_of(baseline.commit)) - statistics.fmean(history.runs_of(best.commit))
+    fresh_gain, holdout_gain = (
+        statistics.fmean(score(r) for r in fresh.get(baseline.commit, [])) -
+        statistics.fmean(score(r) for r in fresh.get(best.commit, []))
+        for score in (lambda r: r.val_bpb, lambda r: r.holdout_bpb)) if keeps else (0.0, 0.0)
     return NightQuality(proposer=proposer, seed=seed, stopped=stopped, experiments=len(experiments), keeps=keeps,
                         keep_rate=keeps / len(experiments) if experiments else None, gain=gain,
-                        holdout_gain=confirmation.holdout_gain,
-                        retention=confirmation.holdout_gain / gain if gain > 0 else None,
+                        fresh_gain=fresh_gain, holdout_gain=holdout_gain,
+                        retention=holdout_gain / fresh_gain if fresh_gain > 0 else None,
                         noise_keeps=sum(check.noise for check in checks), checks=checks, night_s=night_s,
                         check_s=time.monotonic() - started,
                         experiments_per_hour=len(experiments) * 3600 / night_s if night_s > 0 else 0.0)

@@ -8,8 +8,9 @@ Each night runs the real loop (run_loop, the local runner) in a fresh workspace 
   the loopback server, submitting the same code changes in the same order every seed (CODE_CHANGES).
 Seed i of a proposer sets the night's --seed and Optuna's sampler seed to --first-seed + SEED_STRIDE * i.
 After each night (benchmarks/night_quality.py): gain over the baseline, keeps, keep rate, noise keeps (every keep
-and its parent trained again with --recheck-seeds fresh seeds), holdout retention (`confirm`), experiments per
-hour. Prints a table per night, a summary per proposer (mean ± sd over seeds) and whether the goals hold.
+and its parent trained again with --recheck-seeds fresh seeds), holdout retention (those fresh runs of the baseline
+and the best, scored on val and on holdout), experiments per hour. Optuna starts cold: no warm start. Prints a
+table per night, a summary per proposer (mean ± sd over seeds) and whether the goals hold.
 
     .venv/bin/python benchmarks/research_quality.py [--proposers random,optuna,hybrid] [--seeds 3]
         [--experiments 15] [--track test] [--setting noise_seeds=3 ...] [--json PATH] [--cache DIR]
@@ -106,13 +107,13 @@ def scripted_model() -> Iterator[None]:
 
 @contextlib.contextmanager
 def night_proposer(name: str, workspace, seed: int) -> Iterator[object]:
-    from agent.proposers.optuna_search import WARM_STARTS, OptunaProposer
+    from agent.proposers.optuna_search import OptunaProposer
     from tests.helpers.random_changes import RandomChanges
     if name == "random":
         yield RandomChanges(seed)
         return
-    optuna = OptunaProposer(workspace.dir / "optuna.journal", seed=seed,
-                            warm_start=WARM_STARTS.get(workspace.track["track"], []))
+    # no warm start: its hand-picked first trials would credit the proposer with what a person already knew
+    optuna = OptunaProposer(workspace.dir / "optuna.journal", seed=seed, warm_start=[])
     if name == "optuna":
         yield optuna
         return

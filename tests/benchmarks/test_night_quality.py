@@ -54,7 +54,9 @@ def test_a_night_is_measured_and_its_lucky_keep_found_out(test_track, tmp_path):
     night = measure_night(workspace, runner, settings, "scripted", 42, stopped, night_s=36.0, recheck_seeds=3)
 
     assert (night.experiments, night.keeps, night.keep_rate) == (2, 2, 1.0)
-    assert night.gain == pytest.approx(0.08) and night.retention == pytest.approx(1.0)  # holdout = val here
+    assert night.gain == pytest.approx(0.08)  # on the night's runs, the lucky keep's luck included
+    assert night.fresh_gain == pytest.approx(0.05) and night.holdout_gain == pytest.approx(0.05)  # fresh: no luck
+    assert night.retention == pytest.approx(1.0)  # the synthetic evaluator scores holdout as val
     assert night.experiments_per_hour == pytest.approx(200.0)
     real, lucky = night.checks
     assert (real.keep, real.parent, lucky.keep, lucky.parent) == ("0001", "0000", "0002", "0001")

@@ -104,7 +104,7 @@ def test_a_keep_whose_parent_is_no_keep_is_an_error_not_skipped():
 
 def night(proposer, seed, gain, noise_keeps=0, holdout_gain=None):
     return NightQuality(proposer=proposer, seed=seed, stopped="limit", experiments=10, keeps=2, keep_rate=0.2,
-                        gain=gain, holdout_gain=gain if holdout_gain is None else holdout_gain,
+                        gain=gain, fresh_gain=gain, holdout_gain=gain if holdout_gain is None else holdout_gain,
                         retention=(gain if holdout_gain is None else holdout_gain) / gain if gain > 0 else None,
                         noise_keeps=noise_keeps, checks=[], night_s=600.0, check_s=60.0, experiments_per_hour=60.0)
 
