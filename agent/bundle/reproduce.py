@@ -12,6 +12,7 @@ the best is lower at ALPHA.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
 import secrets
@@ -33,7 +34,10 @@ from agent.running.jobs import Job
 from agent.running.runner import Runner
 from agent.settings import LoopSettings
 from agent.steps.training import hard_timeout
-from agent.workspace import Workspace
+from agent.workspace import TRAINER_DIR, Workspace
+from trainer.hardware import this_machine
+from trainer.hyperparameters import train_source_for_track
+from trainer.profiles import KNOWN_DEVICES, ProfileError, profile_for
 from trainer.run_id import RunId
 from trainer.seal import declared_batch_tokens
 from trainer.triage import Triage
@@ -43,6 +47,7 @@ ALPHA = 0.05
 
 class Reproduction(BaseModel):
     bundle_tag: str
+    baseline_changed: int         # lines the bundle's baseline differs by from this track's own train.py
     track: str
     baseline: list[float]         # the trusted evaluator's val_bpb of each run, this machine, fresh seeds
     best: list[float]
@@ -59,8 +64,11 @@ class Reproduction(BaseModel):
                 f"{self.high:+.6f}]" if self.p is not None else "no spread between seeds on either side: the "
                 "difference is exact")
         verdict = "reproduces" if self.reproduces else "does not reproduce"
+        against = ("the track's own baseline" if not self.baseline_changed else
+                   f"the bundle's own baseline, which differs from this track's train.py in {self.baseline_changed} "
+                   "line(s): read baseline_train.py before trusting the gain")
         return (f"the gain {verdict}: {self.gain:+.6f} here ({len(self.baseline)} runs a side) against "
-                f"{self.claimed_gain:+.6f} claimed; {test}")
+                f"{self.claimed_gain:+.6f} claimed; {test}; measured against {against}")
 
 
 def reproduce(bundle: Bundle, baseline_source: str, best_source: str, track_spec: dict, runs: int, runner: Runner,
@@ -92,7 +100,23 @@ def reproduce(bundle: Bundle, baseline_source: str, best_source: str, track_spec
                 entry = _run(workspace, runner, side, n, commits[side], timeout, measured, track_spec, best_source)
                 measured[side].append(entry)
                 say(f"{side} seed {entry.seed}: val_bpb {entry.val_bpb:.6f} (trusted)")
-    return _tested(bundle, [e.val_bpb for e in measured["baseline"]], [e.val_bpb for e in measured["best"]])
+    return _tested(bundle, [e.val_bpb for e in measured["baseline"]], [e.val_bpb for e in measured["best"]],
+                   changed_from_stock(baseline_source, track_spec["track"]))
+
+
+def changed_from_stock(source: str, track: str) -> int:
+    """The lines source differs by from the track's own train.py, with the least of its hardware profiles' values
+    (a baseline a night started from on any machine of the same track changes none)."""
+    stock = (TRAINER_DIR / "train.py").read_text()
+    candidates: list[dict | None] = [None]
+    for hardware in [this_machine(), *KNOWN_DEVICES.values()]:
+        try:
+            candidates.append(profile_for(track, hardware).hyperparameters)
+        except ProfileError:
+            continue
+    return min(sum(1 for line in difflib.ndiff(train_source_for_track(stock, track, values).splitlines(),
+                                               source.splitlines()) if line[:1] in "+-")
+               for values in candidates)
 
 
 def _run(workspace: Workspace, runner: Runner, side: str, n: int, commit: str, timeout: float,
@@ -117,16 +141,18 @@ def _run(workspace: Workspace, runner: Runner, side: str, n: int, commit: str, t
     return entry
 
 
-def _tested(bundle: Bundle, baseline: list[float], best: list[float]) -> Reproduction:
+def _tested(bundle: Bundle, baseline: list[float], best: list[float], baseline_changed: int = 0) -> Reproduction:
     gain = statistics.fmean(baseline) - statistics.fmean(best)
     va, vb = (statistics.variance(x) / len(x) if len(x) > 1 else 0.0 for x in (baseline, best))
     if va + vb == 0:
-        return Reproduction(bundle_tag=bundle.tag, track=bundle.track, baseline=baseline, best=best,
+        return Reproduction(bundle_tag=bundle.tag, baseline_changed=baseline_changed, track=bundle.track,
+                            baseline=baseline, best=best,
                             claimed_gain=bundle.gain, gain=gain, p=None, df=None, low=None, high=None,
                             reproduces=gain > 0)
     test = stats.ttest_ind(baseline, best, equal_var=False, alternative="greater")
     df = (va + vb) ** 2 / ((va ** 2 / (len(baseline) - 1) if va else 0) + (vb ** 2 / (len(best) - 1) if vb else 0))
     half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
-    return Reproduction(bundle_tag=bundle.tag, track=bundle.track, baseline=baseline, best=best,
+    return Reproduction(bundle_tag=bundle.tag, baseline_changed=baseline_changed, track=bundle.track,
+                        baseline=baseline, best=best,
                         claimed_gain=bundle.gain, gain=gain, p=float(test.pvalue), df=float(df), low=gain - half,
                         high=gain + half, reproduces=gain > 0 and float(test.pvalue) < ALPHA)

@@ -133,8 +133,8 @@ def kept_changes(records: list[ExperimentRecord]) -> str:
         config_html = ", ".join(f"{escape(str(k))}={escape(str(v))}" for k, v in r.architecture.items()) or "-"
         parts.append(
             f"<div class='change' id='keep-{escape(r.id)}'><b>{escape(r.id)}</b> "
-            f"{escape(r.description)} — val_bpb {_value(r.val_bpb)} ({escape(gain)}, {escape(how)}) · program "
-            f"{escape(program_name(r))} · "
+            f"{escape(r.description)} — val_bpb {_value(r.val_bpb)} ({escape(gain)}, {escape(how)}) · "
+            f"research program: {escape(program_name(r) or '-')} · "
             f"<a href='#t-{escape(r.id)}'>transcript</a>{verdict_html(r)}<div class='small'>model: {config_html}</div>"
             f"{diff_html(r.diff, r)}</div>")
     return "".join(parts) or "<p>No change beat the baseline yet.</p>"
@@ -274,13 +274,13 @@ def experiments_table(records: list[ExperimentRecord]) -> str:
             f"<td class='{escape(r.status)}'>{escape(r.kept_as)}</td><td>{escape(r.novelty or '-')}</td>"
             f"<td>{_value(r.val_bpb)}</td><td class='small'>{escape(trained(r))}</td>"
             f"<td>{escape(r.triage_shown)}</td><td>{escape(where_ran(r) or '-')}</td>"
-            f"<td>{escape(str(r.proposer or ''))}</td>"
-            f"<td>{escape(program_name(r))}</td><td>{'-' if r.imported else f'${cost:.4f}'}</td>"
+            f"<td>{escape(str(r.proposer or ''))}<div class='small'>{escape(program_name(r))}</div></td>"
+            f"<td>{'-' if r.imported else f'${cost:.4f}'}</td>"
             f"<td>{escape(r.description)}<div class='small'>{escape(r.reason)}</div>{verdict_html(r)}</td>"
             f"<td>{reasoning_cell(r, lessons)}</td></tr>")
     return ("<table><tr><th>id</th><th>status</th><th>kind</th><th>val_bpb</th><th>what it trained</th>"
             "<th>triage</th><th>ran on</th>"
-            "<th>proposer</th><th>program</th>"
+            "<th>proposer, program</th>"
             "<th>LLM $</th><th>description and decision</th><th>hypothesis, expected, lesson</th></tr>"
             f"{''.join(rows)}</table>")
 

@@ -3,7 +3,8 @@ events, drawn as a time line with one lane per training slot, and summed into th
 phase (and nothing at all) took.
 
 A transcript is the harness's own record of what it did, stamped to the second; a span is cut from the event that
-began a phase to the event that ended it (a run's start and its finish, matched by seed).
+began a phase to the event that ended it (a run's start and its finish, matched by seed, the finish's own seconds
+taken where the run waited for a slot first).
 """
 
 from __future__ import annotations
@@ -63,8 +64,11 @@ def spans(events_by_id: dict[str, list[dict]]) -> list[Span]:
                 training[str(event.get("seed"))] = at
             elif kind in ("run_finished", "interrupted"):
                 seeds = [str(event.get("seed"))] if kind == "run_finished" else list(training)
+                ran = event.get("seconds")  # the runner's clock: from when the run had a slot, not when it asked
                 for seed in seeds:
                     if (since := training.pop(seed, None)) is not None:
+                        if isinstance(ran, int | float) and 0 <= ran <= at - since:
+                            since = at - ran
                         found.append(Span(experiment_id=experiment_id, phase="training", start=since, end=at,
                                           lane=str(event.get("where") or "training")))
             elif kind == "verification":

@@ -76,6 +76,8 @@ def test_verify_re_trains_both_sides_and_the_gain_reproduces(exported):
     assert said.exit_code == 0, said.output
     assert said.output.count("(trusted)") == 4 and "the gain reproduces" in said.output
     assert "Welch's t-test, one-sided: p" in said.output
+    # its baseline cannot learn: the gain is real against it, and the verdict says what it was measured against
+    assert f"differs from this track's train.py in {2 * len(RATES)} line(s)" in " ".join(said.output.split())
 
 
 @pytest.mark.parametrize("tamper, refused", [

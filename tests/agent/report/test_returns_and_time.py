@@ -46,12 +46,12 @@ def event(t: int, kind: str, **fields) -> dict:
 
 def test_spans_pair_each_run_by_seed_and_the_union_counts_overlap_once():
     events = {"0001": [event(0, "proposal_started"), event(4, "proposal"), event(5, "run_started", seed=1),
-                       event(7, "run_started", seed=2), event(20, "run_finished", seed=2, where="slot 2"),
+                       event(7, "run_started", seed=2), event(20, "run_finished", seed=2, where="slot 2", seconds=10.0),
                        event(25, "run_finished", seed=1, where="slot 1"), event(30, "verification", verify_s=5.0)],
               "0002": [event(10, "proposal_started"), event(12, "proposal_error"), event(40, "decision")]}
     found = spans(events)
     training = {(s.lane, s.start % 60, s.end % 60) for s in found if s.phase == "training"}
-    assert training == {("slot 1", 5, 25), ("slot 2", 7, 20)}
+    assert training == {("slot 1", 5, 25), ("slot 2", 10, 20)}  # seed 2 waited 3 s for its slot
     went = time_went(found, events)
     assert went.wall_s == 40 and went.phases == {"proposing": 6, "training": 20, "verifying": 5}
     assert went.idle_s == 40 - (4 + 20 + 5)  # the second proposal (10-12) fell inside the training
