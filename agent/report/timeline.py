@@ -79,7 +79,7 @@ def spans(events_by_id: dict[str, list[dict]]) -> list[Span]:
     return sorted(found, key=lambda s: s.start)
 
 
-def _union_seconds(intervals: list[tuple[float, float]]) -> float:
+def union_seconds(intervals: list[tuple[float, float]]) -> float:
     total, reach = 0.0, None
     for start, end in sorted(intervals):
         if reach is None or start > reach:
@@ -96,8 +96,8 @@ def time_went(found: list[Span], events_by_id: dict[str, list[dict]]) -> TimeWen
     if not stamps:
         return None
     wall = max(stamps) - min(stamps)
-    phases = {phase: _union_seconds([(s.start, s.end) for s in found if s.phase == phase]) for phase in PHASES}
-    busy = _union_seconds([(s.start, s.end) for s in found])
+    phases = {phase: union_seconds([(s.start, s.end) for s in found if s.phase == phase]) for phase in PHASES}
+    busy = union_seconds([(s.start, s.end) for s in found])
     return TimeWent(wall_s=wall, phases=phases, idle_s=max(0.0, wall - busy))
 
 
