@@ -1,9 +1,11 @@
-"""The night as the morning reads it: everything a workspace holds about it, read once into one model that the
-report page, its JSON beside it and `status --json` all draw from."""
+"""The night as the morning reads it: one model of everything a workspace holds about it, which the report page,
+its JSON beside it, `status`, `status --json` and the end-of-night notification all draw from. What is costly to
+read (transcripts, logs' loss curves, the git diff) is read once, when first asked for, so a view that refreshes
+every few seconds pays only for what it shows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from agent.judging.keep_rule import KeepRule, stored_keep_rule
@@ -24,54 +26,90 @@ from agent.running.run_progress import describe, last_step_line, read_phases
 from agent.workspace import Workspace
 
 
-@dataclass
 class Night:
-    tag: str
-    track: dict
-    records: list[ExperimentRecord]
-    unreadable_lines: int
-    headline: Headline
-    events: dict[str, list[dict]]             # experiment id -> its transcript's events
-    failures: list[FailedProposal]
-    in_flight: list[ExperimentRecord]
-    doing: dict[str, list[str]]               # experiment id -> the lines `status` shows for it now
-    keep_rule: KeepRule
-    tolerances: Tolerances | None
-    confirmation: Confirmation | None
-    notes: str
-    imported: dict | None
-    cumulative_diff: str                      # train.py, the baseline's commit (the first keep) to the best
-    curves: dict[str, Curve]
-    spans: list[Span]
-    time_went: TimeWent | None
-    returns: Returns
-    best: ExperimentRecord | None = field(default=None)
+    def __init__(self, workspace: Workspace):
+        self.workspace = workspace
+        self.tag, self.track = workspace.tag, workspace.track
+        self.records, bad = read_ledger(workspace.dir)
+        self.bad_lines = bad
+        history = History(self.records)
+        self.best: ExperimentRecord | None = history.best() if self.records else None
+        self.baseline: ExperimentRecord | None = next(iter(history.kept()), None)
+
+    @property
+    def unreadable_lines(self) -> int:
+        return len(self.bad_lines)
+
+    @cached_property
+    def headline(self) -> Headline:
+        w = self.workspace
+        return headline(self.records, night_calibration(w.dir, w.track, self.records), stored_gpu_price(w))
+
+    @cached_property
+    def events(self) -> dict[str, list[dict]]:
+        """experiment id -> its transcript's events."""
+        return {r.id: Transcript(self.workspace.dir / r.transcript).events() for r in self.records if r.transcript}
+
+    @cached_property
+    def failures(self) -> list[FailedProposal]:
+        return read_failures(self.workspace.dir)
+
+    @cached_property
+    def in_flight(self) -> list[ExperimentRecord]:
+        return read_in_flight(self.workspace.dir)
+
+    @cached_property
+    def doing(self) -> dict[str, list[str]]:
+        """experiment id -> the lines `status` shows for it now (a loop running elsewhere wrote them)."""
+        lines: dict[str, list[str]] = {}
+        for phase in read_phases(self.workspace.dir):
+            step = last_step_line(self.workspace.dir / "logs" / Path(phase.log).name) if phase.log else None
+            lines.setdefault(phase.experiment_id, []).append(describe(phase, step))
+        return lines
+
+    @cached_property
+    def keep_rule(self) -> KeepRule:
+        return stored_keep_rule(self.workspace)
+
+    @cached_property
+    def tolerances(self) -> Tolerances | None:
+        return stored_tolerances(self.workspace)
+
+    @cached_property
+    def confirmation(self) -> Confirmation | None:
+        return read_confirmation(self.workspace.dir)
+
+    @cached_property
+    def notes(self) -> str:
+        return read_notes(self.workspace.dir).text
+
+    @property
+    def imported(self) -> dict | None:
+        return self.workspace.settings.get("imported")
+
+    @cached_property
+    def cumulative_diff(self) -> str:
+        """train.py, from the baseline's commit (the first keep) to the best's."""
+        if self.best is None or self.baseline is None:
+            return ""
+        return self.workspace.repo.git.diff(self.baseline.commit, self.best.commit, "--", "train.py")
+
+    @cached_property
+    def curves(self) -> dict[str, Curve]:
+        return curves(self.records, self.workspace.dir)
+
+    @cached_property
+    def spans(self) -> list[Span]:
+        return spans(self.events)
+
+    @cached_property
+    def time_went(self) -> TimeWent | None:
+        return time_went(self.spans, self.events)
+
+    @cached_property
+    def returns(self) -> Returns:
+        return returns(self.records)
 
 
 def read_night(workspace: Workspace) -> Night:
-    records, bad = read_ledger(workspace.dir)
-    events = {r.id: Transcript(workspace.dir / r.transcript).events() for r in records if r.transcript}
-    history = History(records)
-    best, baseline = (history.best(), next(iter(history.kept()), None)) if records else (None, None)
-    found = spans(events)
-    return Night(
-        tag=workspace.tag, track=workspace.track, records=records, unreadable_lines=len(bad),
-        headline=headline(records, night_calibration(workspace.dir, workspace.track, records),
-                          stored_gpu_price(workspace)),
-        events=events, failures=read_failures(workspace.dir), in_flight=read_in_flight(workspace.dir),
-        doing=doing(workspace.dir), keep_rule=stored_keep_rule(workspace), tolerances=stored_tolerances(workspace),
-        confirmation=read_confirmation(workspace.dir), notes=read_notes(workspace.dir).text,
-        imported=workspace.settings.get("imported"),
-        cumulative_diff=workspace.repo.git.diff(baseline.commit, best.commit, "--", "train.py") if best and baseline
-        else "",
-        curves=curves(records, workspace.dir), spans=found, time_went=time_went(found, events),
-        returns=returns(records), best=best)
-
-
-def doing(workspace_dir: Path) -> dict[str, list[str]]:
-    """experiment id -> the lines `status` shows for it now (a loop running elsewhere wrote them)."""
-    lines: dict[str, list[str]] = {}
-    for phase in read_phases(workspace_dir):
-        step = last_step_line(workspace_dir / "logs" / Path(phase.log).name) if phase.log else None
-        lines.setdefault(phase.experiment_id, []).append(describe(phase, step))
-    return lines
+    return Night(workspace)

@@ -13,14 +13,13 @@ from agent.judging.drift import control_words, flagged_controls
 from agent.judging.keep_rule import stored_keep_rule
 from agent.judging.noise import inflated_floor
 from agent.judging.plateau import plateau_lines
-from agent.recording.gpu_cost import stored_gpu_price
 from agent.recording.history import History
-from agent.recording.ledger import read_in_flight, read_ledger
+from agent.recording.ledger import read_in_flight
 from agent.recording.novelty_share import tally
-from agent.recording.proposal_failures import read_failures
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import lessons_by_id, reasoning
-from agent.report.summary import Headline, commit_mean, headline, night_calibration, parse_time, where_ran
+from agent.report.night import read_night
+from agent.report.summary import Headline, commit_mean, parse_time, where_ran
 from agent.report.verdict import record_verdict
 from agent.running.run_progress import Phase, describe, last_step_line, read_phases
 from agent.untrusted import bounded, shown
@@ -31,18 +30,19 @@ def status_view(workspace: Workspace) -> Group:
     """What `autoresearch status` shows: the headline numbers, the noise floor (flagged when it is far above the
     track's usual), the control runs of the best (drift flagged), failed proposals, the experiments running now
     and their phases, and the last experiments (with what ran each)."""
-    records, bad = read_ledger(workspace.dir)
+    night = read_night(workspace)
+    records = night.records
     lines: list = [shown(line.describe(workspace.dir / "experiments.jsonl", moved=False), style="yellow")
-                   for line in bad]
+                   for line in night.bad_lines]
     if not records:
         lines.append(Text(f"{workspace.tag}: no experiments yet"))
     else:
-        h = headline(records, night_calibration(workspace.dir, workspace.track, records), stored_gpu_price(workspace))
+        h = night.headline
         lines += headline_lines(workspace, records, h)
         lines += noise_lines(workspace, records, h)
         lines.extend(control_lines(records))
         lines += spend_lines(records, h, imported=bool(workspace.settings.get("imported")))
-    failed = read_failures(workspace.dir)
+    failed = night.failures
     if failed:
         spent = sum(f.usage.cost_usd for f in failed)
         lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
