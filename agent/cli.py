@@ -262,7 +262,7 @@ def run(settings: RunSettings) -> None:
         with ProgressObserver(workspace.dir, console) as observer:
             _confirm(workspace, ObservedRunner(trainer, observer))
     _where(workspace)
-    _finish(workspace, tracking, notifier, settings.gpu_usd_per_hour)
+    _finish(workspace, tracking, notifier)
 
 
 def _night_workspace(settings: RunSettings, workspace, track: str):
@@ -326,7 +326,7 @@ def _prepared_proposer(settings: RunSettings):
         fail(str(err))
 
 
-def _finish(workspace, tracking, notifier=None, gpu_usd_per_hour: float | None = None) -> None:
+def _finish(workspace, tracking, notifier=None) -> None:
     """The report written and its path said; the MLflow mirror's last sync; the night's end notified."""
     from agent.report.build import write_report
     report = write_report(workspace)
@@ -335,7 +335,7 @@ def _finish(workspace, tracking, notifier=None, gpu_usd_per_hour: float | None =
         say(f"MLflow: some records are not in {tracking.uri} yet; the next `run --tag {workspace.tag} --mlflow "
             f"{tracking.uri}` sends them")
     if notifier is not None:
-        notifier.night_ended(report, gpu_usd_per_hour)
+        notifier.night_ended(report)
         notifier.close()
 
 
@@ -462,6 +462,7 @@ def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.
     from agent.recording.transcript import Transcript
     from agent.report.transcript_view import follow as follow_transcripts
     from agent.report.transcript_view import render
+    from agent.running.run_progress import PROGRESS_FILE
     workspace = open_workspace(tag, workspaces)
     if follow and not as_json:
         known = {p.stem for p in (workspace.dir / "transcripts").glob("*.jsonl")}
@@ -469,7 +470,8 @@ def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.
             fail(f"no transcript for experiment {shown_repr(experiment)}: give an id such as 0012, or none")
         try:
             follow_transcripts(workspace.dir / "transcripts", experiment,
-                               lambda panel: console.print(panel, soft_wrap=False))
+                               lambda panel: console.print(panel, soft_wrap=False),
+                               running=lambda: (workspace.dir / PROGRESS_FILE).exists())
         except KeyboardInterrupt:
             pass
         return
@@ -562,6 +564,8 @@ def export(tag: TagOption = "demo", workspaces: WorkspacesOption = None,
         fail(str(err))
     say(f"best {bundle.best_id}: val_bpb {bundle.best_val_bpb:.6f}, {bundle.gain:+.6f} from the baseline's "
         f"{bundle.baseline_val_bpb:.6f} over {len(bundle.keeps)} keep(s)")
+    for warning in bundle.confirmation.warnings if bundle.confirmation else []:
+        console.print(f"warning: {warning}", style="yellow", markup=False)
     say(f"train.py: {destination / BEST_TRAIN}\npatch against the baseline: {destination / PATCH}\n"
         f"bundle: {destination} (check it anywhere with `autoresearch verify {destination}`)")
 
@@ -571,15 +575,17 @@ def verify(bundle: Annotated[Path, typer.Argument(help="A folder `autoresearch e
            runs: Annotated[int, typer.Option(help="Runs of each side, fresh seeds.", min=2, max=20)] = 3,
            cache: CacheOption = None) -> None:
     """Re-train a bundle's baseline and best on this machine, as any run is run (sandbox, trusted evaluator, this
-    machine's frozen track), and say with Welch's t-test whether its gain reproduces."""
+    machine's frozen track), and say with Welch's t-test whether its gain reproduces. Exit 0: it does, against the
+    track's own baseline; 3: only against a baseline of the bundle's own; 1: it does not."""
     from agent.bundle.manifest import BundleRefused, read_bundle
-    from agent.bundle.reproduce import reproduce
+    from agent.bundle.reproduce import reproduce, screen
     from agent.running.runner import LocalRunner
     from trainer.hardware import this_machine
     from trainer.profiles import GPU_TRACKS
     _use_cache(cache)
     try:
         manifest, baseline, best = read_bundle(bundle.expanduser())
+        screen(baseline, best)
     except BundleRefused as err:
         fail(str(err))
     if manifest.track not in TRACKS:
@@ -596,6 +602,8 @@ def verify(bundle: Annotated[Path, typer.Argument(help="A folder `autoresearch e
     say(found.words())
     if not found.reproduces:
         raise typer.Exit(1)
+    if found.baseline_changed:
+        raise typer.Exit(3)  # the gain holds against a baseline the bundle chose: for a person to read, not a script
 
 
 def checked_optional_tag(tag: str | None) -> str | None:

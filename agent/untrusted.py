@@ -51,10 +51,11 @@ def plain_file(path: Path, limit: int) -> bytes | None:
         return None
     except OSError:  # ELOOP: a link; anything else that cannot be opened as a file
         raise NotPlainFile(f"{path.name} is not a plain file (a link, or nothing to read)") from None
+    info = os.fstat(descriptor)  # before fdopen, which refuses a directory with an error of its own
+    if not stat.S_ISREG(info.st_mode):
+        os.close(descriptor)
+        raise NotPlainFile(f"{path.name} is not a plain file")
     with os.fdopen(descriptor, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise NotPlainFile(f"{path.name} is not a plain file")
         if info.st_size > limit:
             raise NotPlainFile(f"{path.name} is {info.st_size} bytes, over the limit of {limit}")
         content = file.read(limit + 1)

@@ -14,9 +14,11 @@ from pathlib import Path
 
 from agent.bundle.manifest import BASELINE_TRAIN, BEST_TRAIN, MANIFEST, PATCH, Bundle, BundleKeep, BundleRun
 from agent.bundle.scrub import Scrubber
+from agent.recording.history import History
 from agent.recording.record import ExperimentRecord
 from agent.report.night import Night, read_night
 from agent.workspace import PROJECT, Workspace
+from trainer.prepare import cache_root
 
 
 class NothingToExport(Exception):
@@ -30,21 +32,26 @@ def write_bundle(workspace: Workspace, destination: Path) -> Bundle:
     if not kept or night.best is None or night.best is kept[0]:
         raise NothingToExport(f"{workspace.tag} has no keep beyond its baseline: there is nothing to take home")
     baseline, best = kept[0], night.best
-    scrub = Scrubber({"<workspace>": workspace.dir, "<checkout>": PROJECT, "<home>": Path.home()})
+    scrub = Scrubber({"<workspace>": workspace.dir, "<workspaces>": workspace.dir.parent, "<cache>": cache_root(),
+                      "<runs>": workspace.runs_dir.parent, "<checkout>": PROJECT, "<home>": Path.home()})
     staging = destination.with_name(f".{destination.name}.writing")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    (staging / BEST_TRAIN).write_text(workspace.file_at("train.py", best.commit))
-    (staging / BASELINE_TRAIN).write_text(workspace.file_at("train.py", baseline.commit))
-    (staging / PATCH).write_text(_patch(night.cumulative_diff))
+    # the code as well: a key a proposer wrote into a comment goes no further; the patch, scrubbed alike, still applies
+    (staging / BEST_TRAIN).write_text(scrub(workspace.file_at("train.py", best.commit)))
+    (staging / BASELINE_TRAIN).write_text(scrub(workspace.file_at("train.py", baseline.commit)))
+    (staging / PATCH).write_text(scrub(_patch(night.cumulative_diff)))
     for folder in ("keeps", "logs", "transcripts"):
         (staging / folder).mkdir()
     keeps = [_keep(record, workspace, staging, scrub) for record in kept[1:]]
+    baseline_runs = [run for record in night.records if record.commit == baseline.commit
+                     for run in _runs(record, workspace, staging, scrub)]  # its noise floor's and controls' too
     for record in night.records:
         if record.transcript and (workspace.dir / record.transcript).is_file():
             text = (workspace.dir / record.transcript).read_text(errors="replace")
             (staging / "transcripts" / f"{record.id}.jsonl").write_text(scrub(text))
-    manifest = _manifest(workspace, night, baseline, best, keeps, scrub)
+    manifest = _manifest(workspace, night, baseline, best, keeps, baseline_runs, scrub)
+    manifest = Bundle.model_validate_json(scrub(manifest.model_dump_json()))  # descriptions are a model's words
     (staging / MANIFEST).write_text(manifest.model_dump_json(indent=1))
     staging.rename(destination)
     return manifest
@@ -52,11 +59,18 @@ def write_bundle(workspace: Workspace, destination: Path) -> Bundle:
 
 def _keep(record: ExperimentRecord, workspace: Workspace, staging: Path, scrub: Scrubber) -> BundleKeep:
     diff = f"keeps/{record.id}.diff"
-    (staging / diff).write_text(_patch(record.diff))
+    (staging / diff).write_text(scrub(_patch(record.diff)))
+    return BundleKeep(id=record.id, description=record.description, gain=record.evidence.gain,
+                      implausible_fall=record.evidence.implausible_fall, diff=diff,
+                      runs=_runs(record, workspace, staging, scrub))
+
+
+def _runs(record: ExperimentRecord, workspace: Workspace, staging: Path, scrub: Scrubber) -> list[BundleRun]:
+    """The record's runs, each with what it printed up to its seal (a record without the mark: none of it)."""
     runs = []
     for n, run in enumerate(record.runs):
         log = None
-        if run.log and run.log_shown_bytes:  # what it printed up to its seal; a record without the mark: nothing
+        if run.log and run.log_shown_bytes:
             path = workspace.dir / "logs" / Path(run.log).name
             if path.is_file():
                 with open(path, "rb") as handle:
@@ -65,8 +79,7 @@ def _keep(record: ExperimentRecord, workspace: Workspace, staging: Path, scrub: 
                 (staging / log).write_text(scrub(head))
         runs.append(BundleRun(seed=run.seed, val_bpb=run.val_bpb, trusted=run.trusted, holdout_bpb=run.holdout_bpb,
                               log=log))
-    return BundleKeep(id=record.id, description=record.description, gain=record.evidence.gain,
-                      implausible_fall=record.evidence.implausible_fall, diff=diff, runs=runs)
+    return runs
 
 
 def _patch(diff: str) -> str:
@@ -74,13 +87,14 @@ def _patch(diff: str) -> str:
     return diff if not diff or diff.endswith("\n") else diff + "\n"
 
 
-def _mean(record: ExperimentRecord) -> float:
-    values = [run.val_bpb for run in record.runs if run.val_bpb is not None]
+def _mean(records: list[ExperimentRecord], record: ExperimentRecord) -> float:
+    """The commit's val_bpb of record: the mean of all its runs, its noise floor's and controls' included."""
+    values = History(records).runs_of(record.commit)
     return statistics.fmean(values) if values else float(record.val_bpb)
 
 
 def _manifest(workspace: Workspace, night: Night, baseline: ExperimentRecord, best: ExperimentRecord,
-              keeps: list[BundleKeep], scrub: Scrubber) -> Bundle:
+              keeps: list[BundleKeep], baseline_runs: list[BundleRun], scrub: Scrubber) -> Bundle:
     models: dict[str, int] = {}
     for events in night.events.values():
         for event in events:
@@ -90,7 +104,9 @@ def _manifest(workspace: Workspace, night: Night, baseline: ExperimentRecord, be
     h = night.headline
     return Bundle(tag=workspace.tag, track=str(night.track.get("track")), data=str(night.track.get("fingerprint")),
                   frozen=workspace.frozen_hashes(), baseline_id=baseline.id, best_id=best.id,
-                  baseline_val_bpb=_mean(baseline), best_val_bpb=_mean(best), gain=_mean(baseline) - _mean(best),
+                  baseline_val_bpb=_mean(night.records, baseline), best_val_bpb=_mean(night.records, best),
+                  gain=_mean(night.records, baseline) - _mean(night.records, best),
+                  baseline_runs=baseline_runs, confirmation=night.confirmation,
                   keeps=keeps, models=models, llm_usd=h.cost_usd, device_hours=h.gpu_hours, device=h.device,
                   hardware=[scrub(line) for line in h.hardware],
                   tolerances=night.tolerances.words() if night.tolerances else None,

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, StringConstraints
 
+from agent.recording.confirmation import Confirmation
 from agent.untrusted import NotPlainFile, plain_file
 
 FORMAT = 1
@@ -15,6 +17,7 @@ MANIFEST = "manifest.json"
 BEST_TRAIN, BASELINE_TRAIN, PATCH = "train.py", "baseline_train.py", "best.patch"
 MAX_MANIFEST_BYTES = 4 << 20
 MAX_TRAIN_BYTES = 1 << 20
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]  # a tag or an experiment id
 
 
 class BundleRun(BaseModel):
@@ -26,7 +29,7 @@ class BundleRun(BaseModel):
 
 
 class BundleKeep(BaseModel):
-    id: str
+    id: Name
     description: str
     gain: float | None              # what its keep rule compared: its runs' mean against the best's mean then
     implausible_fall: str | None = None
@@ -35,17 +38,19 @@ class BundleKeep(BaseModel):
 
 
 class Bundle(BaseModel):
-    format: int = FORMAT
-    tag: str
-    track: str
+    format: int = Field(default=FORMAT, strict=True)
+    tag: Name
+    track: Name
     data: str                       # the track's data fingerprint
     frozen: dict[str, str]          # FROZEN file -> sha256, as the night's workspace froze them
-    baseline_id: str
-    best_id: str
+    baseline_id: Name
+    best_id: Name
     baseline_val_bpb: float
     best_val_bpb: float
     gain: float                     # the baseline's val_bpb less the best's, each the mean of its runs
     keeps: list[BundleKeep]
+    baseline_runs: list[BundleRun] = Field(default_factory=list)   # the baseline's, its noise floor's included
+    confirmation: Confirmation | None = None   # `confirm`'s scores of every keep on val and holdout, and warnings
     models: dict[str, int] = Field(default_factory=dict)  # model id as the service named it -> replies
     llm_usd: float
     device_hours: float
@@ -72,7 +77,7 @@ def read_bundle(directory: Path) -> tuple[Bundle, str, str]:
         sources = [plain_file(directory / name, MAX_TRAIN_BYTES) for name in (BASELINE_TRAIN, BEST_TRAIN)]
     except NotPlainFile as err:
         raise BundleRefused(f"the bundle's {err}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as err:
+    except (ValueError, RecursionError) as err:  # bad JSON or UTF-8, a number past the digit limit, deep nesting
         first = str(err).splitlines()[0]
         raise BundleRefused(f"{directory / MANIFEST} is not a bundle's manifest ({first})") from None
     if bundle.format != FORMAT:

@@ -11,6 +11,7 @@ the best is lower at ALPHA.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import math
@@ -63,7 +64,8 @@ class Reproduction(BaseModel):
         test = (f"Welch's t-test, one-sided: p {self.p:.3g} on {self.df:.1f} df, gain 95% CI [{self.low:+.6f}, "
                 f"{self.high:+.6f}]" if self.p is not None else "no spread between seeds on either side: the "
                 "difference is exact")
-        verdict = "reproduces" if self.reproduces else "does not reproduce"
+        verdict = ("does not reproduce" if not self.reproduces else "reproduces" if not self.baseline_changed
+                   else "reproduces against the bundle's own baseline only")
         against = ("the track's own baseline" if not self.baseline_changed else
                    f"the bundle's own baseline, which differs from this track's train.py in {self.baseline_changed} "
                    "line(s): read baseline_train.py before trusting the gain")
@@ -78,11 +80,7 @@ def reproduce(bundle: Bundle, baseline_source: str, best_source: str, track_spec
         raise BundleRefused(f"the bundle was made on track {bundle.track} with data {bundle.data[:12]}; this "
                             f"machine's {track_spec['track']} track has data {str(track_spec['fingerprint'])[:12]}: "
                             f"verify it where `autoresearch prepare --track {bundle.track}` made the same data")
-    try:
-        check_policy(baseline_source)
-        check_policy(best_source, parent=baseline_source)
-    except EditRejected as err:
-        raise BundleRefused(f"the bundle's train.py is refused as an edit would be: {err}") from None
+    screen(baseline_source, best_source)
     with tempfile.TemporaryDirectory(prefix="autoresearch-verify-") as scratch:
         workspace = Workspace.create("verify", track_spec, Path(os.devnull), Path(scratch),
                                      baseline=(baseline_source, f"baseline of bundle {bundle.tag}"))
@@ -105,8 +103,8 @@ def reproduce(bundle: Bundle, baseline_source: str, best_source: str, track_spec
 
 
 def changed_from_stock(source: str, track: str) -> int:
-    """The lines source differs by from the track's own train.py, with the least of its hardware profiles' values
-    (a baseline a night started from on any machine of the same track changes none)."""
+    """0 where source is, as Python reads it (comments and layout aside), the track's own train.py with one of its
+    hardware profiles' values; else the lines it differs by from the nearest of them (at least 1)."""
     stock = (TRAINER_DIR / "train.py").read_text()
     candidates: list[dict | None] = [None]
     for hardware in [this_machine(), *KNOWN_DEVICES.values()]:
@@ -114,9 +112,23 @@ def changed_from_stock(source: str, track: str) -> int:
             candidates.append(profile_for(track, hardware).hyperparameters)
         except ProfileError:
             continue
-    return min(sum(1 for line in difflib.ndiff(train_source_for_track(stock, track, values).splitlines(),
-                                               source.splitlines()) if line[:1] in "+-")
-               for values in candidates)
+    own = ast.dump(ast.parse(source))
+    stocks = [train_source_for_track(stock, track, values) for values in candidates]
+    if any(ast.dump(ast.parse(candidate)) == own for candidate in stocks):
+        return 0
+    return max(1, min(sum(1 for line in difflib.ndiff(candidate.split("\n"), source.split("\n")) if line[:1] in "+-")
+                      for candidate in stocks))
+
+
+def screen(baseline_source: str, best_source: str) -> None:
+    """The bundle's two train.py files through the sandbox policy, as an edit's (BundleRefused where refused)."""
+    try:
+        check_policy(baseline_source)
+        check_policy(best_source, parent=baseline_source)
+    except EditRejected as err:
+        raise BundleRefused(f"the bundle's train.py is refused as an edit would be: {err}") from None
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as err:  # what Python's parser raises
+        raise BundleRefused(f"the bundle's train.py files do not parse as Python: {type(err).__name__}") from None
 
 
 def _run(workspace: Workspace, runner: Runner, side: str, n: int, commit: str, timeout: float,

@@ -10,7 +10,6 @@ from agent.report.night import read_night
 from agent.report.page import comparison_page, page
 from agent.report.plot import PLOT_STYLES, comparison_png
 from agent.report.report_json import report_data
-from agent.report.summary import headline, night_calibration
 from agent.report.timeline import timeline_png
 from agent.workspace import Workspace
 
@@ -34,6 +33,6 @@ def write_comparison(workspaces: list[Workspace], destination: Path) -> Path:
     destination.mkdir(parents=True, exist_ok=True)
     (destination / "progress.png").write_bytes(png)
     index = destination / "index.html"
-    headlines = {w.tag: headline(runs[w.tag], night_calibration(w.dir, w.track, runs[w.tag])) for w in workspaces}
+    headlines = {w.tag: read_night(w).headline for w in workspaces}  # each tag's own, its GPU price included
     index.write_text(comparison_page(headlines, png))
     return index

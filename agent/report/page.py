@@ -72,15 +72,22 @@ def _value(v) -> str:
     return f"{v:.6f}" if isinstance(v, (int, float)) else "-"
 
 
-def cards(h: Headline) -> str:
+def cards(h: Headline, confirmation: Confirmation | None = None) -> str:
     unrecorded = "not recorded by the night"
+    held = "not confirmed yet: `autoresearch confirm`"
+    if confirmation is not None:
+        kept = f" ({100 * confirmation.retention:.0f}%)" if confirmation.retention is not None else ""
+        held = (f"gain on the holdout split no decision read, against {confirmation.search_gain:+.6f} searched{kept}"
+                + (f"; {len(confirmation.warnings)} warning(s) below" if confirmation.warnings else ""))
     items = [
+        (f"{confirmation.holdout_gain:+.6f}" if confirmation else "-", held),
         (f"{_value(h.baseline)} → {_value(h.best)}", f"val_bpb, baseline → best ({h.gain_percent:.2f}% better)"),
         (f"{h.experiments}", "experiments"),
         (f"{100 * h.keep_rate:.0f}%", f"keep rate ({h.keeps} kept besides the baseline)"),
         (", ".join(f"{k} {100 * v:.0f}%" for k, v in h.crash_rates.items()) or "none", "crash rate by class"),
         (f"{h.hours:.2f} h", "wall clock"),
-        (unrecorded if h.imported else f"{100 * h.duty_cycle:.0f}%", "duty cycle (training / wall seconds)"),
+        (unrecorded if h.imported else f"{100 * h.duty_cycle:.0f}%",
+         "duty cycle (the runs' counted training seconds over the wall clock; start-up and evaluation not counted)"),
         (unrecorded if h.imported and not h.tokens else f"{h.tokens:,} / ${h.cost_usd:.2f}", "LLM tokens / cost"),
         (f"{h.gain_per_gpu_hour:.4g}" if h.gain_per_gpu_hour is not None else "no GPU time recorded",
          f"val_bpb gained per {h.device}-hour ({h.gpu_hours:.2f} {h.device}-hours: every run's wall clock, one "
@@ -202,7 +209,7 @@ def noise_and_holdout(records: list[ExperimentRecord], confirmation: Confirmatio
                       f"<td>{_value(c.val)}</td><td>{_value(c.holdout)}</td></tr>" for c in chain)
             + f"<tr><td>gain</td><td>{confirmation.search_gain:+.6f}</td><td></td>"
               f"<td>{confirmation.holdout_gain:+.6f}</td></tr></table>"
-            f"<p class='small'>holdout: text no decision read, scored from the saved weights "
+            f"<p class='small'>holdout: text that no decision ever read, scored from the saved weights "
             f"({escape(confirmation.time)}).</p>"
             + "".join(f'<p class="warning">{escape(warning)}</p>' for warning in confirmation.warnings))
     else:
@@ -360,7 +367,9 @@ def time_html(went: TimeWent | None, png: bytes | None) -> str:
     """The time line of slots and phases, and the share of the wall clock each phase (and nothing) took."""
     if went is None:
         return "<p>No stamped event was recorded.</p>"
-    rows = "".join(f"<tr><td>{escape(phase)}</td><td>{seconds:,.0f}</td><td>{100 * went.share(seconds):.0f}%</td></tr>"
+    named = {"training": "training (a run in at least one slot, start-up and evaluation included)"}
+    rows = "".join(f"<tr><td>{escape(named.get(phase, phase))}</td><td>{seconds:,.0f}</td>"
+                   f"<td>{100 * went.share(seconds):.0f}%</td></tr>"
                    for phase, seconds in [*went.phases.items(), ("nothing running", went.idle_s)])
     image = (f"<img class='plot' alt='time line' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
              if png else "")
@@ -504,7 +513,7 @@ def page(night: Night, plot_png: bytes, timeline: bytes | None) -> str:
 <h1>{escape(tag)}</h1>
 <div class="meta">track {escape(str(track.get('track')))} · data {escape(data_said(track))}
  · generated {generated} · <a href="report.json">the data as JSON</a></div>{imported_html(night.imported)}
-{cards(h)}{failed_proposals(night.failures)}{in_flight_section(night.in_flight, night.doing)}
+{cards(h, night.confirmation)}{failed_proposals(night.failures)}{in_flight_section(night.in_flight, night.doing)}
 <img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">
 <h2>Kept changes</h2>{kept_changes(records)}
 <h2>What the night bought and what it cost</h2>{returns_html(night.returns, h.device)}
@@ -530,7 +539,9 @@ def comparison_page(headlines: dict[str, Headline], plot_png: bytes) -> str:
                    f"<td>{_value(h.calibration.mean if h.calibration else None)}</td>"
                    f"<td>{f'{h.offset:+.6f}' if h.offset is not None else '-'}</td>"
                    f"<td>{h.gain_percent:.2f}%</td><td>{h.experiments}</td><td>{100 * h.keep_rate:.0f}%</td>"
-                   f"<td>${h.cost_usd:.2f}</td></tr>" for tag, h in headlines.items())
+                   f"<td>${h.spent_usd:.2f}</td>"
+                   f"<td>{f'{h.gain_per_usd:.4g}' if h.gain_per_usd is not None else '-'}</td></tr>"
+                   for tag, h in headlines.items())
     plot = base64.b64encode(plot_png).decode()
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>autoresearch: runs compared</title><style>{STYLE}</style>
@@ -539,5 +550,6 @@ def comparison_page(headlines: dict[str, Headline], plot_png: bytes) -> str:
 <p>Machines compare by offset: each best less the calibrated baseline of the machine it trained on
 (`autoresearch calibrate`), not by val_bpb itself.</p>
 <table><tr><th>tag</th><th>hardware</th><th>baseline</th><th>best</th><th>calibrated baseline</th><th>offset</th>
-<th>gain</th><th>experiments</th><th>keep rate</th><th>LLM $</th></tr>{rows}</table></body></html>
+<th>gain</th><th>experiments</th><th>keep rate</th><th>spent $ (LLM, and GPU where priced)</th>
+<th>val_bpb per $</th></tr>{rows}</table></body></html>
 """

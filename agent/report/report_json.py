@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from agent.recording.confirmation import Confirmation
 from agent.recording.record import ExperimentRecord
 from agent.report.curves import Curve
 from agent.report.night import Night
@@ -22,8 +23,10 @@ class ReportData(BaseModel):
     time_went: TimeWent | None
     spans: list[Span]
     loss_curves: dict[str, Curve]     # experiment id -> (percent of the budget, training loss), from its log
+    confirmation: Confirmation | None  # every keep scored on val and on the holdout split, and the warnings
 
 
 def report_data(night: Night) -> ReportData:
     return ReportData(status=status_of(night), experiments=night.records, returns=night.returns, returns_model=MODEL,
-                      time_went=night.time_went, spans=night.spans, loss_curves=night.curves)
+                      time_went=night.time_went, spans=night.spans, loss_curves=night.curves,
+                      confirmation=night.confirmation)

@@ -11,12 +11,14 @@ fit and it says so.
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 from pydantic import BaseModel
 from scipy.optimize import curve_fit
 
 from agent.recording.gpu_cost import gpu_hours
+from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 
 MIN_KEEPS = 3
@@ -56,7 +58,15 @@ def _saturating(hours, ceiling, tau):
 
 
 def returns(records: list[ExperimentRecord]) -> Returns:
-    baseline = next((r.val_bpb for r in records if r.status == ExperimentStatus.KEEP and r.val_bpb is not None), None)
+    """Each keep's val_bpb is its commit's mean over all its runs (its noise floor's and controls' included), as the
+    headline's baseline and best are."""
+    history = History(records)
+
+    def mean(record: ExperimentRecord) -> float:
+        values = history.runs_of(record.commit)
+        return statistics.fmean(values) if values else record.val_bpb
+
+    baseline = next((mean(r) for r in records if r.status == ExperimentStatus.KEEP and r.val_bpb is not None), None)
     keeps, points = [], []
     best = baseline
     last_hours = last_usd = 0.0
@@ -65,11 +75,11 @@ def returns(records: list[ExperimentRecord]) -> Returns:
         landed = records[: i + 1]
         hours, usd = gpu_hours(landed), sum(r.llm.cost_usd for r in landed)
         is_keep = record.status == ExperimentStatus.KEEP and record.val_bpb is not None and best is not None
-        if is_keep and record.val_bpb < best and record.proposer != "baseline":
-            keeps.append(KeepCost(id=record.id, moved=best - record.val_bpb, gain_so_far=baseline - record.val_bpb,
+        if is_keep and mean(record) < best and record.proposer != "baseline":
+            keeps.append(KeepCost(id=record.id, moved=best - mean(record), gain_so_far=baseline - mean(record),
                                   device_hours=hours, usd=usd, device_hours_since=hours - last_hours,
                                   usd_since=usd - last_usd))
-            best, last_hours, last_usd = record.val_bpb, hours, usd
+            best, last_hours, last_usd = mean(record), hours, usd
         if baseline is not None:
             start = hours if start is None else start   # the curve starts where the baseline landed, at no gain
             points.append((hours - start, baseline - best))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 
@@ -47,6 +48,8 @@ def status_view(workspace: Workspace) -> Group:
         spent = sum(f.usage.cost_usd for f in failed)
         lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
                           f"for {failed[-1].experiment_id}: {failed[-1].reason[:200]}"))
+    if night.confirmation is not None:
+        lines += holdout_lines(night.confirmation)
     lines.extend(in_flight_lines(workspace))
     if records:
         lines.append(last_experiments(records))
@@ -75,6 +78,14 @@ def headline_lines(workspace: Workspace, records: list[ExperimentRecord], h: Hea
     return lines
 
 
+def holdout_lines(confirmation) -> list[Text]:
+    """What the holdout split, which no decision read, kept of the searched gain, and its warnings."""
+    kept = f" ({100 * confirmation.retention:.0f}%)" if confirmation.retention is not None else ""
+    return [Text(f"held out: gain {confirmation.holdout_gain:+.6f} on the holdout split against "
+                 f"{confirmation.search_gain:+.6f} searched{kept}")] + [
+        Text(f"warning: {warning}", style="yellow") for warning in confirmation.warnings]
+
+
 def noise_lines(workspace: Workspace, records: list[ExperimentRecord], h: Headline) -> list[Text]:
     """The latest noise floor, flagged when it is far above the track's usual."""
     floors = [r for r in records if r.status == ExperimentStatus.NOISE]
@@ -82,6 +93,9 @@ def noise_lines(workspace: Workspace, records: list[ExperimentRecord], h: Headli
         return []
     floor = floors[-1]
     measured = f"sigma {floor.sigma:.6f}" if floor.sigma is not None else "sigma not measured"
+    spread = statistics.stdev(floor.values) if len(floor.values or []) > 1 else None
+    if floor.sigma is not None and spread is not None and floor.sigma > 1.5 * spread:
+        measured += f" (the runs spread {spread:.6f}; raised to a quarter of the track's usual sigma)"
     lines = [Text(f"noise: {measured} from {len(floor.values or [])} runs of {floor.of} (val_bpb "
                   + ", ".join(f"{v:.6f}" for v in floor.values or []) + f"); {h.confirmed} keep(s) confirmed by a "
                   "re-run")]

@@ -133,8 +133,8 @@ def gains_by_program(records: list[ExperimentRecord]) -> dict[str, tuple[int, in
         count, kept, gain = out.get(name, (0, 0, 0.0))
         if r.status == ExperimentStatus.KEEP:
             if best is not None and r.proposer != "baseline":
-                kept, gain = kept + 1, gain + best - r.val_bpb
-            best = r.val_bpb
+                kept, gain = kept + 1, gain + best - commit_mean(records, r)
+            best = commit_mean(records, r)
         out[name] = (count + 1, kept, gain)
     return out
 

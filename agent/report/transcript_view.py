@@ -76,10 +76,10 @@ def panels(events: list[dict], settled: bool = False) -> list[RenderableType]:
 
 
 def follow(transcripts: Path, experiment: str | None, show: Callable[[RenderableType], None],
-           interval: float = 1.0) -> None:
+           interval: float = 1.0, running: Callable[[], bool] = lambda: True) -> None:
     """Shows an experiment's panels as its transcript grows, until its decision; without an id, the latest
-    experiment's, then each newer one's as it starts, until interrupted."""
-    path, count, ended = None, 0, False
+    experiment's, then each newer one's as it starts, until the night is not running (or the reader stops it)."""
+    path, count, ended, waiting = None, 0, False, False
     while True:
         named = {p.stem: p for p in sorted(transcripts.glob("*.jsonl"))}
         if experiment is not None:
@@ -100,6 +100,15 @@ def follow(transcripts: Path, experiment: str | None, show: Callable[[Renderable
             count = len(shown)
             if ended and experiment is not None:
                 return
+        if (path is None or ended) and experiment is None:
+            if not running():
+                show(Text("the night is not running: nothing more to follow", style="dim"))
+                return
+            if not waiting:
+                show(Text("waiting for the next experiment (Ctrl-C to stop)", style="dim"))
+                waiting = True
+        else:
+            waiting = False
         time.sleep(interval)
 
 

@@ -35,7 +35,9 @@ def exported(test_track, tmp_path_factory):
     frozen = set_hyperparameters(source, dict.fromkeys(RATES, 0.0))
     workspace.advance_to(workspace.commit_train(frozen, "every learning rate 0"))
     restore = [(line_of(frozen, name), line_of(source, name)) for name in RATES]
-    run_loop(workspace, ScriptedChanges(("learn again", restore)), LocalRunner(),
+    warmdown = line_of(frozen, "WARMDOWN_RATIO")  # and a comment a careless proposer wrote: a key, a path
+    restore.append((warmdown, warmdown.rstrip("\n") + f"  # {SECRET} {workspace.dir}/notes\n"))
+    run_loop(workspace, ScriptedChanges((f"learn again ({SECRET})", restore)), LocalRunner(),
              LoopSettings(max_experiments=2, noise_seeds=0), say=lambda _: None)
     records = Ledger(workspace.dir).records
     assert records[-1].status == "keep", records[-1].reason
@@ -52,7 +54,9 @@ def exported(test_track, tmp_path_factory):
 def test_export_writes_the_best_its_patch_and_a_scrubbed_bundle(exported, tmp_path):
     workspace, records, bundle = exported
     baseline, best = records[0], records[-1]
-    assert (bundle / "train.py").read_text() == workspace.file_at("train.py", best.commit)
+    trained = workspace.file_at("train.py", best.commit)
+    assert SECRET in trained and (bundle / "train.py").read_text() == trained.replace(SECRET, "<secret>").replace(
+        str(workspace.dir), "<workspace>")  # the code as it trained, but for what must not leave the machine
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(bundle / "baseline_train.py", home / "train.py")
@@ -73,8 +77,9 @@ def test_export_writes_the_best_its_patch_and_a_scrubbed_bundle(exported, tmp_pa
 def test_verify_re_trains_both_sides_and_the_gain_reproduces(exported):
     _, _, bundle = exported
     said = CliRunner().invoke(cli.app, ["verify", str(bundle), "--runs", "2"])
-    assert said.exit_code == 0, said.output
-    assert said.output.count("(trusted)") == 4 and "the gain reproduces" in said.output
+    assert said.exit_code == 3, said.output  # it reproduces, against a baseline the bundle chose: a person reads it
+    assert said.output.count("(trusted)") == 4
+    assert "the gain reproduces against the bundle's own baseline only" in " ".join(said.output.split())
     assert "Welch's t-test, one-sided: p" in said.output
     # its baseline cannot learn: the gain is real against it, and the verdict says what it was measured against
     assert f"differs from this track's train.py in {2 * len(RATES)} line(s)" in " ".join(said.output.split())
@@ -88,6 +93,12 @@ def test_verify_re_trains_both_sides_and_the_gain_reproduces(exported):
     (lambda b: _manifest(b, format=9), "of format 9"),
     (lambda b: (b / "manifest.json").write_text("{"), "is not a bundle's manifest"),
     (lambda b: ((b / "train.py").unlink(), (b / "train.py").symlink_to("/etc/passwd")), "not a plain file"),
+    (lambda b: ((b / "manifest.json").unlink(), (b / "manifest.json").mkdir()), "not a plain file"),
+    (lambda b: (b / "manifest.json").write_text("[" * 100_000 + "]" * 100_000), "is not a bundle's manifest"),
+    (lambda b: _manifest(b, tag="\ud800"), "is not a bundle's manifest"),
+    (lambda b: _manifest(b, format=1.0), "is not a bundle's manifest"),
+    (lambda b: (b / "train.py").write_text("def (:\n"), "do not parse as Python"),
+    (lambda b: (b / "baseline_train.py").write_text("x = " + "-" * 200_000 + "1\n"), "do not parse as Python"),
 ])
 def test_a_tampered_bundle_is_refused_before_anything_trains(exported, tmp_path, tamper, refused):
     _, _, bundle = exported
@@ -97,6 +108,8 @@ def test_a_tampered_bundle_is_refused_before_anything_trains(exported, tmp_path,
     said = CliRunner().invoke(cli.app, ["verify", str(copy), "--runs", "2"])
     assert said.exit_code == 2 and refused in " ".join(said.output.split()), said.output
     assert "(trusted)" not in said.output and "Traceback" not in said.output
+    if "differ" not in refused and "was made on" not in refused:  # what needs no track is refused before one
+        assert "verifying" not in said.output
 
 
 def _manifest(bundle, **changed):

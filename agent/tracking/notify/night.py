@@ -17,7 +17,6 @@ from agent.recording.ledger import read_records
 from agent.recording.proposal_failures import failures_cost
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.report.attention import attention_fallback
-from agent.report.summary import headline
 from agent.tracking.notify import events
 from agent.tracking.notify.events import Notification
 from agent.tracking.notify.formats import webhook
@@ -119,9 +118,9 @@ class NightNotifier:
         self.check()
         self.send(events.stopped(self.workspace.tag, why, self.watch.best))
 
-    def night_ended(self, report: Path, gpu_usd_per_hour: float | None = None) -> None:
-        records = read_records(self.workspace.dir)
-        numbers = headline(records, gpu_usd_per_hour=gpu_usd_per_hour)
+    def night_ended(self, report: Path) -> None:
+        from agent.report.night import read_night  # the report's own read model: the same numbers as its page
+        numbers = read_night(self.workspace).headline
         cost = numbers.spent_usd + failures_cost(self.workspace.dir)
         self.send(events.night_ended(self.workspace.tag, numbers.experiments, numbers.keeps, numbers.best,
                                      numbers.gain, cost, str(report)))

@@ -1,6 +1,8 @@
 """`confirm` scores every keep of the night in order through the runner's evaluator, so a keep that undid an
 earlier gain shows, and flags a searched gain the holdout split does not keep; the report and the CLI say both."""
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +74,15 @@ def test_a_searched_gain_the_holdout_does_not_keep_is_flagged_and_said_by_the_cl
                             str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT)
     assert shown.returncode == 0, shown.stderr
     assert "part of the night" in (workspace.dir / "report" / "index.html").read_text()
+    # the morning's first screens say it too: status, and the report's headline and JSON
+    status = subprocess.run([sys.executable, "-m", "agent.cli", "status", "--tag", workspace.tag, "--workspaces",
+                             str(workspace.dir.parent)], capture_output=True, text=True, cwd=ROOT,
+                            env=os.environ | {"COLUMNS": "400"})
+    said = " ".join(status.stdout.split())
+    assert f"held out: gain {confirmation.holdout_gain:+.6f} on the holdout split against" in said
+    assert f"({100 * confirmation.retention:.0f}%)" in said and "part of the night's gain is val" in said
+    data = json.loads((workspace.dir / "report" / "report.json").read_text())
+    assert data["confirmation"]["warnings"] == confirmation.warnings
 
 
 def test_an_honest_night_gets_no_warning(workspace):

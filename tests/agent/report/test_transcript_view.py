@@ -133,3 +133,24 @@ def test_follow_shows_each_panel_once_as_the_transcript_grows_and_stops_at_the_d
     assert len(texts) == 4 and "warmdown 0.3" in texts[1] and "run, seed 7" in texts[2] and "a clear win" in texts[3]
     assert "printed val_bpb 2.5" in texts[2]  # the run's panel waited for its end: one panel, not a half and a whole
     assert not out[1][0]  # the proposal was shown while the night went on, not read back at its end
+
+
+def test_follow_without_an_id_stops_when_the_night_is_not_running(tmp_path):
+    transcripts = tmp_path / "transcripts"
+    transcripts.mkdir()
+    for name in ("0001", "0002"):
+        (transcripts / f"{name}.jsonl").write_text(json.dumps(
+            {"t": "", "type": "decision", "status": "discard", "triage": "ok", "reason": f"no gain {name}"}) + "\n")
+    checks = []
+
+    def running():
+        checks.append(1)
+        return len(checks) < 3  # the loop stops while the reader waits
+
+    shown = []
+    follow(transcripts, None, lambda panel: shown.append(panel), interval=0.01, running=running)
+    texts = [getattr(panel, "plain", "") or str(getattr(panel, "renderable", "")) for panel in shown]
+    assert texts[0] == "experiment 0002"  # the latest, not the first
+    assert any("no gain 0002" in t for t in texts) and not any("no gain 0001" in t for t in texts)
+    assert texts[-2:] == ["waiting for the next experiment (Ctrl-C to stop)",
+                          "the night is not running: nothing more to follow"]

@@ -82,6 +82,15 @@ def test_the_headline_prices_the_gain_per_gpu_hour_and_per_dollar(workspace):
     assert f"{gain / (gpu_hours * 2.5):.4g}" in html and f"GPU ${gpu_hours * 2.5:.2f}" in html
     assert "not priced" not in html
     assert f"{gain / (gpu_hours * 2.5):.4g} per dollar" in status_text(workspace)
+    # the comparison of tags states each tag's own gain per dollar, its price included, as the tag's report does
+    compared = CliRunner().invoke(cli.app, ["report", "--tag", workspace.tag, "--tag", workspace.tag,
+                                            "--workspaces", str(workspace.dir.parent)])
+    assert compared.exit_code == 0, compared.output
+    page = (workspace.dir.parent / f"compare-{workspace.tag}-{workspace.tag}" / "index.html").read_text()
+    said = json.loads(CliRunner().invoke(cli.app, ["status", "--tag", workspace.tag, "--json", "--workspaces",
+                                                   str(workspace.dir.parent)]).output)
+    assert said["gain_per_usd"] == pytest.approx(gain / (gpu_hours * 2.5), rel=1e-3)
+    assert f"<td>{said['gain_per_usd']:.4g}</td>" in page
 
 
 def test_max_cost_counts_gpu_time_when_it_is_priced(workspace):
