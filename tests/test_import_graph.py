@@ -145,7 +145,8 @@ def test_every_runner_runs_the_one_run_path_and_a_cluster_task_needs_no_agent():
 # are split: settings, untrusted and workspace lie under every folder, cli, loop and observe over all of them.
 LAYERS = (("agent.settings", "agent.untrusted", "agent.workspace"), ("agent.llm",), ("agent.recording",),
           ("agent.importing",), ("agent.running",), ("agent.judging",), ("agent.proposers",), ("agent.report",),
-          ("agent.tracking",), ("agent.steps",), ("agent.loop", "agent.observe", "agent.doctor", "agent.cli"))
+          ("agent.tracking",), ("agent.steps",), ("agent.bundle",),
+          ("agent.loop", "agent.observe", "agent.doctor", "agent.cli"))
 
 
 def layer_of(module: str) -> int | None:
