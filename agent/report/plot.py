@@ -55,9 +55,12 @@ def progress_png(records: list[ExperimentRecord], title: str) -> bytes:
     if keeps:
         ax.scatter([i for i, _ in keeps], [r.val_bpb for _, r in keeps], s=46, color="#1f9d55", zorder=3,
                    label="kept")
+        last = max(i for i, _ in valued)
         for i, r in keeps:
+            near_end = last > 0 and i > 0.75 * last  # a label there runs to the left, inside the axes
             ax.annotate(r.description[:LABEL_CHARS], (i, r.val_bpb), textcoords="offset points",
-                        xytext=(6, 6), fontsize=7.5, color="#1f6f43", rotation=12)
+                        xytext=(-6 if near_end else 6, 6), ha="right" if near_end else "left", fontsize=7.5,
+                        color="#1f6f43", rotation=12)
     xs, ys = _running_best(records)
     if xs:
         ax.step(xs, ys, where="post", color="#1f9d55", linewidth=1.6, label="best so far")
