@@ -38,28 +38,13 @@ ProfileOption = Annotated[str | None, typer.Option(
 
 def checked_tag(tag: str | list[str]) -> str | list[str]:
     """A tag is a directory name under the workspace root and part of a git branch name: it must be both."""
+    from agent.workspace import tag_problem
     for one in [tag] if isinstance(tag, str) else tag:
         problem = tag_problem(one)
         if problem:
             raise typer.BadParameter(f"{shown_repr(one)} {problem}; use letters, digits, '.', '_' or '-', "
                                      "e.g. --tag dec3-lr-sweep")
     return tag
-
-
-def tag_problem(tag: str) -> str | None:
-    import git
-    if not tag or len(tag) > 64:
-        return "must be 1 to 64 characters long"
-    if "/" in tag or "\\" in tag or tag in (".", ".."):
-        return "names a path, not a single workspace directory"
-    if tag.startswith("-"):
-        return "starts with '-'"
-    try:
-        git.Git().check_ref_format(f"refs/heads/autoresearch/{tag}")
-    except git.GitCommandError:
-        return "is not a valid git branch name (see `git check-ref-format`: no '..', no trailing '.' or '.lock', " \
-               "no control characters, spaces or any of ~^:?*[@{)"
-    return None
 
 
 def shown_repr(text: str) -> str:

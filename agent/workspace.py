@@ -39,7 +39,7 @@ UNTRACKED = ("results.tsv", "experiments.jsonl", "logs/", "transcripts/", "runs/
              "confirmation.json", "experiments.quarantine.jsonl", "proposal_failures.jsonl", "progress.json",
              ".progress.json.*", "mlflow.json", ".mlflow.json.*", "notes.md",
              "notes.md.lock", "calibration.json")  # .*: their atomic writes' temporary files
-TAG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+TAG_CHARS = re.compile(r"^[A-Za-z0-9._-]*$")
 # Every git call ignores what could make git execute something a run planted in .git or elsewhere: hooks,
 # an fsmonitor, system and global config, attributes files (filters); diffs skip external and textconv drivers.
 GIT_OPTIONS = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.attributesFile=/dev/null",
@@ -49,6 +49,23 @@ GIT_ENVIRONMENT = dict(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GI
 # What the workspace's own .git/config may hold (git init and create() write these); anything else is refused.
 GIT_CONFIG_ALLOWED = {"core": {"repositoryformatversion", "filemode", "bare", "logallrefupdates", "ignorecase",
                                "precomposeunicode", "symlinks"}, "user": {"name", "email"}}
+
+
+def tag_problem(tag: str) -> str | None:
+    """Why a tag cannot be one (None where it can): it is a directory under the workspace root and the last part of
+    the branch autoresearch/<tag>, so it must be a single plain directory name and what `git check-ref-format`
+    accepts there."""
+    if not tag or len(tag) > 64:
+        return "must be 1 to 64 characters long"
+    if "/" in tag or "\\" in tag or tag in (".", ".."):
+        return "names a path, not a single workspace directory"
+    if not TAG_CHARS.match(tag):
+        return "has a character other than letters, digits, '.', '_' or '-'"
+    if not tag[0].isalnum():
+        return "does not start with a letter or a digit"
+    if ".." in tag or tag.endswith((".", ".lock")):
+        return "is not a valid git branch name (no '..', no trailing '.' or '.lock')"
+    return None
 
 
 class WorkspaceError(Exception):
@@ -106,8 +123,8 @@ class Workspace:
         """The workspace of a new tag: train.py for the track (and the profile's hardware values, if given), or
         baseline's (train.py source, commit message) where given; settings: more keys for run.json;
         prepare_source: its frozen prepare.py where not the project's (the GPU check's shortened budget)."""
-        if not TAG_PATTERN.match(tag):
-            raise WorkspaceError(f"tag {tag!r} is not usable: use letters, digits, '.', '_' or '-' (max 64)")
+        if problem := tag_problem(tag):
+            raise WorkspaceError(f"tag {tag!r} {problem}: use letters, digits, '.', '_' or '-' (max 64)")
         directory = (root or default_root()) / tag
         if directory.exists():
             raise WorkspaceError(f"workspace {directory} already exists: `autoresearch run --tag {tag}` resumes "

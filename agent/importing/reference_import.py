@@ -32,7 +32,7 @@ from agent.importing.reference_night import ReferenceCommit, ReferenceImportErro
 from agent.importing.reference_results import BASELINE_COMMIT, status_mapping
 from agent.recording.ledger import Ledger
 from agent.recording.record import ExperimentRecord, ExperimentStatus, Imported
-from agent.workspace import TAG_PATTERN, TRAINER_DIR, Workspace, WorkspaceError, default_root
+from agent.workspace import TRAINER_DIR, Workspace, WorkspaceError, default_root, tag_problem
 from trainer.prepare import TRACKS, cache_root, track_dir
 from trainer.track_builder import prepared_spec
 
@@ -98,8 +98,8 @@ def import_reference(path: Path, program: Path, tag: str | None = None, branch: 
 
 
 def free_tag(tag: str, root: Path | None) -> None:
-    if not TAG_PATTERN.match(tag):
-        raise ReferenceImportError(f"tag {tag!r} is not usable: give --tag with letters, digits, '.', '_' or '-'")
+    if problem := tag_problem(tag):
+        raise ReferenceImportError(f"tag {tag!r} {problem}: give --tag with letters, digits, '.', '_' or '-'")
     directory = (root or default_root()) / tag
     if directory.exists():
         raise ReferenceImportError(f"workspace {directory} already exists: import under another --tag (the existing "

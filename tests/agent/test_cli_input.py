@@ -1,11 +1,14 @@
 """Bad input on the command line: refused with a clear message and exit code 2 by every command, never
 a traceback, never a path outside the workspace root."""
 
+import subprocess
+
 import pytest
 from typer.testing import CliRunner
 
 from agent import cli
 from agent.untrusted import bounded, shown
+from agent.workspace import tag_problem
 
 BAD_TAGS = ["x.lock", "a..b", "x.", "../x", "a/b", ".hidden", "-x", "a b", "a~1", "a:b", "x@{1}", ""]
 COMMANDS = [["status"], ["transcript"], ["report"], ["confirm"], ["steer", "program.md"], ["init"], ["run"]]
@@ -25,11 +28,20 @@ def test_a_bad_tag_is_refused_by_every_command(tag, tmp_path):
     assert not (tmp_path / "workspaces").exists()
 
 
-def test_git_ref_rules_decide_and_good_tags_pass():
-    for tag in ("dec3-lr", "run_2.1", "A1"):
-        assert cli.tag_problem(tag) is None
-    assert "git branch name" in cli.tag_problem("x.lock") and "git branch name" in cli.tag_problem("a..b")
-    assert "names a path" in cli.tag_problem("../x")
+@pytest.mark.parametrize("tag", ["dec3-lr", "run_2.1", "A1", "x" * 64, "a.b-c_d", "9", "x..", "a..b", "x.lock", "x.",
+                                 "-x", ".x", "_x", "a b", "a~b", "a^b", "a:b", "a?b", "a*b", "a[b", "a@{b", "a\tb",
+                                 "é", "x" * 65, "", "../x", "a/b"])
+def test_one_tag_rule_agrees_with_git_and_with_what_a_workspace_accepts(tag):
+    """The rule (agent/workspace.py) against git's own check of the branch the tag names, for every kind of tag."""
+    problem = tag_problem(tag)
+    by_git = subprocess.run(["git", "check-ref-format", f"refs/heads/autoresearch/{tag}"]).returncode == 0
+    plain = 0 < len(tag) <= 64 and tag[:1].isalnum() and tag.isascii() and all(c.isalnum() or c in "._-" for c in tag)
+    if problem is None:
+        assert by_git and plain  # what it accepts, git accepts, and it is a plain directory name
+    else:
+        assert not by_git or not plain  # it refuses only what git refuses or what is not a plain name
+    if plain and not by_git:
+        assert "git branch name" in problem
 
 
 def test_transcript_reads_only_the_workspace_s_own_transcripts(workspace):

@@ -32,7 +32,7 @@ def test_a_workspace_is_a_repo_with_the_three_files_for_its_track(workspace, tes
 def test_existing_and_bad_tags_are_refused(workspace, test_track):
     with pytest.raises(WorkspaceError, match="already exists: `autoresearch run --tag t` resumes it"):
         Workspace.create("t", test_track.spec, PROGRAM, root=workspace.dir.parent)
-    with pytest.raises(WorkspaceError, match="is not usable"):
+    with pytest.raises(WorkspaceError, match="names a path, not a single workspace directory"):
         Workspace.create("../escape", test_track.spec, PROGRAM, root=workspace.dir.parent)
     with pytest.raises(WorkspaceError, match="no workspace for tag 'nope'"):
         Workspace.open("nope", root=workspace.dir.parent)
