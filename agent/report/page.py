@@ -80,8 +80,8 @@ def cards(h: Headline, confirmation: Confirmation | None = None) -> str:
         held = (f"gain on the holdout split no decision read, against {confirmation.search_gain:+.6f} searched{kept}"
                 + (f"; {len(confirmation.warnings)} warning(s) below" if confirmation.warnings else ""))
     items = [
-        (f"{confirmation.holdout_gain:+.6f}" if confirmation else "-", held),
         (f"{_value(h.baseline)} → {_value(h.best)}", f"val_bpb, baseline → best ({h.gain_percent:.2f}% better)"),
+        (f"{confirmation.holdout_gain:+.6f}" if confirmation else "-", held),
         (f"{h.experiments}", "experiments"),
         (f"{100 * h.keep_rate:.0f}%", f"keep rate ({h.keeps} kept besides the baseline)"),
         (", ".join(f"{k} {100 * v:.0f}%" for k, v in h.crash_rates.items()) or "none", "crash rate by class"),
