@@ -87,7 +87,7 @@ def cards(h: Headline, confirmation: Confirmation | None = None) -> str:
         (", ".join(f"{k} {100 * v:.0f}%" for k, v in h.crash_rates.items()) or "none", "crash rate by class"),
         (f"{h.hours:.2f} h", "wall clock"),
         (unrecorded if h.imported else f"{100 * h.duty_cycle:.0f}%",
-         "duty cycle (the runs' counted training seconds over the wall clock; start-up and evaluation not counted)"),
+         "duty cycle (counted training seconds of all runs over the wall clock; start-up and evaluation left out)"),
         (unrecorded if h.imported and not h.tokens else f"{h.tokens:,} / ${h.cost_usd:.2f}", "LLM tokens / cost"),
         (f"{h.gain_per_gpu_hour:.4g}" if h.gain_per_gpu_hour is not None else "no GPU time recorded",
          f"val_bpb gained per {h.device}-hour ({h.gpu_hours:.2f} {h.device}-hours: every run's wall clock, one "

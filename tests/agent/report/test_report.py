@@ -111,7 +111,8 @@ def test_headline_numbers_match_an_independent_count(reported):
     assert flipped["experiments"] == "3"
     assert flipped[f"keep rate ({sum(r['status'] == 'keep' for r in proposed)} kept besides the baseline)"] == (
         f"{keep_rate}%")
-    assert flipped["duty cycle (training / wall seconds)"] == f"{duty}%"
+    assert flipped["duty cycle (counted training seconds of all runs over the wall clock; start-up and evaluation "
+                   "left out)"] == f"{duty}%"
     assert flipped["LLM tokens / cost"] == f"{tokens:,} / ${cost:.2f}" and tokens == 3600  # 3 calls
     assert cards[f"{floor['sigma']:.6f}"].startswith("sigma of val_bpb between seeds")
 
