@@ -425,7 +425,12 @@ scratch.restore()
 
 left = [p for p in ("/tmp/planted", "/dev/shm/planted", "/tmp/locked") if os.path.lexists(p)]
 left += [k for k in ("shm", "msg", "sem") if open(f"/proc/sysvipc/{{k}}").read().splitlines()[1:]]
-left += [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in ms.ancestors()]
+def alive(pid):  # a killed process that its parent (the sandbox's init) has not reaped yet runs nothing
+    try:
+        return open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
+        return False
+left += [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in ms.ancestors() and alive(p)]
 if {X86_64} and libc.syscall(250, 10, -4, b"user", b"planted", 0) >= 0:
     left.append("key")
 print(json.dumps(dict(planted=sorted(planted), left=left)))
