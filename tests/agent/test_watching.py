@@ -336,8 +336,11 @@ def test_two_runs_in_flight_each_have_their_line(workspace, terminal):
     else:
         assert "\x1b[" not in printed
         lines = printed.splitlines()
-        assert sum(line.startswith("0001 training seed 11") for line in lines) == 1  # said once, not redrawn
-        assert sum(line.startswith("0002 training seed 12") for line in lines) == 1
+        for said in ("0001 training seed 11", "0002 training seed 12"):
+            about = [line for line in lines if line.startswith(said)]
+            # said once, not redrawn: its start once, then a line only for a new step its log shows, if any
+            assert sum(line.startswith(f"{said}: starting") for line in about) == 1
+            assert len(about) == len(set(about)) and all(": step " in line for line in about[1:]), about
     assert not (workspace.dir / PROGRESS_FILE).exists()
 
 
