@@ -8,7 +8,6 @@ this machine's paths scrubbed from all of it. The sealed weights stay home; `aut
 from __future__ import annotations
 
 import shutil
-import statistics
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from agent.bundle.scrub import Scrubber
 from agent.recording.history import History
 from agent.recording.record import ExperimentRecord
 from agent.report.night import Night, read_night
+from agent.report.summary import commit_mean
 from agent.workspace import PROJECT, Workspace
 from trainer.prepare import cache_root
 
@@ -28,10 +28,10 @@ class NothingToExport(Exception):
 def write_bundle(workspace: Workspace, destination: Path) -> Bundle:
     """Writes the bundle into destination (a new folder) and returns its manifest."""
     night = read_night(workspace)
-    kept = [r for r in night.records if r.status == "keep"]
-    if not kept or night.best is None or night.best is kept[0]:
+    baseline, best = night.baseline, night.best
+    if baseline is None or best is None or best.id == baseline.id:
         raise NothingToExport(f"{workspace.tag} has no keep beyond its baseline: there is nothing to take home")
-    baseline, best = kept[0], night.best
+    kept = History(night.records).kept()
     scrub = Scrubber({"<workspace>": workspace.dir, "<workspaces>": workspace.dir.parent, "<cache>": cache_root(),
                       "<runs>": workspace.runs_dir.parent, "<checkout>": PROJECT, "<home>": Path.home()})
     staging = destination.with_name(f".{destination.name}.writing")
@@ -87,12 +87,6 @@ def _patch(diff: str) -> str:
     return diff if not diff or diff.endswith("\n") else diff + "\n"
 
 
-def _mean(records: list[ExperimentRecord], record: ExperimentRecord) -> float:
-    """The commit's val_bpb of record: the mean of all its runs, its noise floor's and controls' included."""
-    values = History(records).runs_of(record.commit)
-    return statistics.fmean(values) if values else float(record.val_bpb)
-
-
 def _manifest(workspace: Workspace, night: Night, baseline: ExperimentRecord, best: ExperimentRecord,
               keeps: list[BundleKeep], baseline_runs: list[BundleRun], scrub: Scrubber) -> Bundle:
     models: dict[str, int] = {}
@@ -104,8 +98,8 @@ def _manifest(workspace: Workspace, night: Night, baseline: ExperimentRecord, be
     h = night.headline
     return Bundle(tag=workspace.tag, track=str(night.track.get("track")), data=str(night.track.get("fingerprint")),
                   frozen=workspace.frozen_hashes(), baseline_id=baseline.id, best_id=best.id,
-                  baseline_val_bpb=_mean(night.records, baseline), best_val_bpb=_mean(night.records, best),
-                  gain=_mean(night.records, baseline) - _mean(night.records, best),
+                  baseline_val_bpb=commit_mean(night.records, baseline), best_val_bpb=commit_mean(night.records, best),
+                  gain=commit_mean(night.records, baseline) - commit_mean(night.records, best),
                   baseline_runs=baseline_runs, confirmation=night.confirmation,
                   keeps=keeps, models=models, llm_usd=h.cost_usd, device_hours=h.gpu_hours, device=h.device,
                   hardware=[scrub(line) for line in h.hardware],

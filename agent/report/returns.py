@@ -11,15 +11,14 @@ fit and it says so.
 from __future__ import annotations
 
 import math
-import statistics
 
 import numpy as np
 from pydantic import BaseModel
 from scipy.optimize import curve_fit
 
 from agent.recording.gpu_cost import gpu_hours
-from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.report.summary import commit_mean
 
 MIN_KEEPS = 3
 MODEL = ("gain(h) = a * (1 - exp(-h / tau)), h the device-hours after the baseline, least squares over the running "
@@ -60,11 +59,8 @@ def _saturating(hours, ceiling, tau):
 def returns(records: list[ExperimentRecord]) -> Returns:
     """Each keep's val_bpb is its commit's mean over all its runs (its noise floor's and controls' included), as the
     headline's baseline and best are."""
-    history = History(records)
-
     def mean(record: ExperimentRecord) -> float:
-        values = history.runs_of(record.commit)
-        return statistics.fmean(values) if values else record.val_bpb
+        return commit_mean(records, record)
 
     baseline = next((mean(r) for r in records if r.status == ExperimentStatus.KEEP and r.val_bpb is not None), None)
     keeps, points = [], []
