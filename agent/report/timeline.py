@@ -67,7 +67,8 @@ def spans(events_by_id: dict[str, list[dict]]) -> list[Span]:
                 ran = event.get("seconds")  # the runner's clock: from when the run had a slot, not when it asked
                 for seed in seeds:
                     if (since := training.pop(seed, None)) is not None:
-                        if isinstance(ran, int | float) and 0 <= ran <= at - since:
+                        # stamps are cut to the second, so a run may have lasted up to a second more than they say
+                        if isinstance(ran, int | float) and 0 <= ran <= at - since + 1:
                             since = at - ran
                         found.append(Span(experiment_id=experiment_id, phase="training", start=since, end=at,
                                           lane=str(event.get("where") or "training")))

@@ -55,3 +55,12 @@ def test_spans_pair_each_run_by_seed_and_the_union_counts_overlap_once():
     went = time_went(found, events)
     assert went.wall_s == 40 and went.phases == {"proposing": 6, "training": 20, "verifying": 5}
     assert went.idle_s == 40 - (4 + 20 + 5)  # the second proposal (10-12) fell inside the training
+
+
+def test_a_run_inside_one_stamped_second_still_spans_the_seconds_it_ran():
+    events = {"0001": [event(3, "run_started", seed=1), event(3, "run_finished", seed=1, where="slot 1", seconds=0.4),
+                       event(9, "run_started", seed=2), event(10, "run_finished", seed=2, where="slot 1", seconds=1.6),
+                       event(12, "run_started", seed=3), event(20, "run_finished", seed=3, where="slot 1",
+                                                                 seconds=30.0)]}
+    training = sorted(round(s.end - s.start, 3) for s in spans(events) if s.phase == "training")
+    assert training == [0.4, 1.6, 8]  # a runner's clock past what the stamps allow is not believed
