@@ -110,9 +110,9 @@ def doctor() -> None:
     """What this machine is, how runs are isolated on it, the profile each track would get here, and what a
     first night needs: keys, coding CLIs, prepared tracks, free disk, Docker."""
     from agent.doctor import answers
-    from trainer.hardware import this_machine
-    from trainer.profiles import KNOWN_DEVICES, ProfileError, profile_for
-    from trainer.sandbox import isolation
+    from trainer.sandbox.untrusted import isolation
+    from trainer.tracks.hardware import this_machine
+    from trainer.tracks.profiles import KNOWN_DEVICES, ProfileError, profile_for
     hardware = this_machine()
     say(f"device: {hardware.describe()}")
     say(f"runs: {isolation().note}")
@@ -136,9 +136,9 @@ def calibrate(track: TrackOption = None, seeds: Annotated[int, typer.Option(
     from agent.running.runner import LocalRunner
     from agent.steps.calibration import CalibrationError
     from agent.steps.calibration import calibrate as calibrate_here
-    from trainer.hardware import this_machine
     from trainer.prepare import cache_root
-    from trainer.profiles import GPU_TRACKS
+    from trainer.tracks.hardware import this_machine
+    from trainer.tracks.profiles import GPU_TRACKS
     _use_cache(cache)
     track = _new_track(track)
     if track in GPU_TRACKS and this_machine().backend == "cpu":
@@ -292,7 +292,7 @@ def _new_track(asked: str | None) -> str:
         if asked not in TRACKS:
             fail(f"unknown track {shown_repr(asked)}: use {', '.join(TRACKS)}" + did_you_mean(asked, TRACKS))
         return asked
-    from trainer.profiles import default_track
+    from trainer.tracks.profiles import default_track
     return default_track()
 
 
@@ -565,8 +565,8 @@ def verify(bundle: Annotated[Path, typer.Argument(help="A folder `autoresearch e
     from agent.bundle.manifest import BundleRefused, read_bundle
     from agent.bundle.reproduce import reproduce, screen
     from agent.running.runner import LocalRunner
-    from trainer.hardware import this_machine
-    from trainer.profiles import GPU_TRACKS
+    from trainer.tracks.hardware import this_machine
+    from trainer.tracks.profiles import GPU_TRACKS
     _use_cache(cache)
     try:
         manifest, baseline, best = read_bundle(bundle.expanduser())
@@ -641,7 +641,7 @@ def import_night(source: Annotated[Path, typer.Option("--from", help=FROM_HELP)]
 
 
 def _prepare(track: str, source: str | None, num_shards: int | None, cache: Path | None):
-    from trainer.track_builder import prepare_track
+    from trainer.tracks.builder import prepare_track
     try:
         return prepare_track(track, source=source, num_shards=num_shards, cache=cache)
     except PrepareError as err:
@@ -649,7 +649,7 @@ def _prepare(track: str, source: str | None, num_shards: int | None, cache: Path
 
 
 def _describe(prepared) -> str:
-    from trainer.track_builder import describe
+    from trainer.tracks.builder import describe
     return describe(prepared)
 
 
@@ -669,7 +669,7 @@ def _create(tag: str, track: str, program: Path, workspaces: Path | None, cache:
 
 def _profile(track: str, name: str | None):
     """The hardware profile for a track here (or the named one); a device none fits ends the command."""
-    from trainer.profiles import ProfileError, profile_for
+    from trainer.tracks.profiles import ProfileError, profile_for
     try:
         return profile_for(track, name=name or None)  # an empty name (an unset compose variable): this machine's
     except ProfileError as err:

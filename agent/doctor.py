@@ -12,8 +12,8 @@ from pathlib import Path
 
 from agent.workspace import default_root
 from trainer.prepare import TRACKS, cache_root, track_dir
-from trainer.profiles import default_track
-from trainer.track_builder import prepared_spec
+from trainer.tracks.builder import prepared_spec
+from trainer.tracks.profiles import default_track
 
 KEYS = {"ANTHROPIC_API_KEY": "anthropic:...", "OPENAI_API_KEY": "openai:..."}
 CODING_CLIS = {"claude": "claude-code", "codex": "codex"}

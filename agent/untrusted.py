@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from trainer.run_log import escape_controls
+from trainer.runs.run_log import escape_controls
 
 __all__ = ["NotPlainFile", "bounded", "clip", "escape_controls", "plain_file", "shown"]
 

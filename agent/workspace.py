@@ -25,12 +25,12 @@ from pathlib import Path
 import git
 from gitdb.base import IStream
 
-from trainer.atomic import write_text_atomic
-from trainer.hyperparameters import train_source_for_track
-from trainer.profiles import Profile
-from trainer.run_id import RunId, RunPaths
-from trainer.sandbox import runs_root
-from trainer.training_run import FROZEN, TRACKED
+from trainer.files.atomic import write_text_atomic
+from trainer.runs.run_id import RunId, RunPaths
+from trainer.runs.training_run import FROZEN, TRACKED
+from trainer.sandbox.untrusted import runs_root
+from trainer.tracks.hyperparameters import train_source_for_track
+from trainer.tracks.profiles import Profile
 
 PROJECT = Path(__file__).resolve().parent.parent
 TRAINER_DIR = PROJECT / "trainer"

@@ -19,8 +19,8 @@ from pathlib import Path
 from agent.running.jobs import Job
 from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
-from trainer.hyperparameters import set_hyperparameters
-from trainer.run_id import RunId
+from trainer.runs.run_id import RunId
+from trainer.tracks.hyperparameters import set_hyperparameters
 
 PROGRAM = Path(__file__).resolve().parents[1] / "prompts" / "program.md"
 COLUMNS = ("startup_seconds", "warmup_seconds", "training_seconds", "eval_seconds", "total_seconds",
@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=None)
     args = parser.parse_args()
-    from trainer.track_builder import prepare_track
+    from trainer.tracks.builder import prepare_track
     cache = (args.cache or Path(os.environ.get("AUTORESEARCH_CACHE", "~/.cache/autoresearch"))).expanduser()
     os.environ["AUTORESEARCH_CACHE"] = str(cache)
     spec = prepare_track(args.track, cache=cache, show_progress=False).spec

@@ -43,9 +43,9 @@ def main() -> None:
     from agent.running.jobs import Job
     from agent.running.runner import LocalRunner
     from benchmarks.warm_starts import screening_workspace
-    from trainer.hardware import this_machine
-    from trainer.hyperparameters import set_hyperparameters
-    from trainer.run_id import RunId
+    from trainer.runs.run_id import RunId
+    from trainer.tracks.hardware import this_machine
+    from trainer.tracks.hyperparameters import set_hyperparameters
 
     spec, workspace, baseline, source = screening_workspace(args.track, "compute-spread-")
     jobs = [("baseline", baseline)] * args.repeats

@@ -3,8 +3,9 @@
     python benchmarks/evaluator_cost.py [--tracks test,cpu] [--repeats 3] [--cache DIR]
                                         [--cuda-start 0.5,1,2] [--experiments 100] [--keeps 10]
 
-Measured here, for each CPU track: `python -m trainer.evaluate CHECKPOINT --splits val` on an untrained model of
-the track (the time of a forward pass does not depend on the weights), sandboxed as a night runs it, the median of
+Measured here, for each CPU track: `python -m trainer.evaluator.evaluate CHECKPOINT --splits val` on an untrained
+model of the track (the time of a forward pass does not depend on the weights), sandboxed as a night runs it, the
+median of
 --repeats after a warm-up; its batches (each a fresh model process) and the model process's start (fork, import
 train.py, build, load) timed alone. Projected for the gpu track: the same plan at its shapes (10,240 val rows of
 2,048 tokens; on CUDA 128 rows a batch, 16 of them probes, so 92 batches and the repeat), each batch's process
@@ -55,9 +56,9 @@ def scorings(experiments: int, keeps: int) -> float:
 
 
 def measure(tracks: list[str], repeats: int, cache_arg: Path | None) -> list[tuple]:
-    from trainer.evaluate import BATCH_ROWS, PROBES_PER_BATCH
+    from trainer.evaluator.evaluate import BATCH_ROWS, PROBES_PER_BATCH
     from trainer.prepare import TRACKS
-    from trainer.track_builder import prepare_track
+    from trainer.tracks.builder import prepare_track
     work = Path(tempfile.mkdtemp(prefix="evaluator-cost-"))
     work.chmod(0o755)  # the sandboxed server's uid must reach the commits
     cache = (cache_arg or Path(os.environ.get("AUTORESEARCH_CACHE") or work / "cache")).expanduser().resolve()
@@ -85,8 +86,8 @@ def measure(tracks: list[str], repeats: int, cache_arg: Path | None) -> list[tup
 
 def main() -> None:
     args = parse_args()
-    from trainer.evaluate import BATCH_ROWS, CUDA_BATCH_SCALE, PROBES_PER_BATCH
-    from trainer.isolation import isolation
+    from trainer.evaluator.evaluate import BATCH_ROWS, CUDA_BATCH_SCALE, PROBES_PER_BATCH
+    from trainer.sandbox.isolation import isolation
     measured = measure(args.tracks.split(","), args.repeats, args.cache)
     print(f"Machine: {cpu_model()}, {time.strftime('%Y-%m-%d')}; model server "
           f"{'sandboxed (bwrap)' if isolation().available else 'NOT sandboxed'}; median of {args.repeats}.\n")

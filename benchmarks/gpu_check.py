@@ -8,7 +8,7 @@
 2. data: the gpu track prepared offline from the standard library's sources (copies of each document under
    a numbered header, so that val and holdout hold the track's 20.97M evaluation tokens); val_bpb on it
    is not comparable with climbmix numbers, the timings and the tolerances are;
-3. hardware profiles (trainer/profiles.py), short budget, one compile cache for all (the first compiles cold,
+3. hardware profiles (trainer/tracks/profiles.py), short budget, one compile cache for all (the first compiles cold,
    the rest warm): this GPU held to 24 GB and to 16 GB (torch.cuda.set_per_process_memory_fraction) on the
    profiles chosen for those sizes, and this GPU's profile with SDPA instead of its kernel: does each train
    without OOM, tokens/s, peak memory, compile seconds;
@@ -157,7 +157,7 @@ def write_synthetic_source(folder: Path, constants: dict, margin: float = 1.1, t
     """A .jsonl source whose val and holdout splits each hold the track's evaluation tokens: the standard
     library's documents under numbered headers (each copy is a new document, split by its own hash);
     train keeps only the first copies, enough for the tokenizer. Returns characters per split."""
-    from trainer import corpus
+    from trainer.tracks import corpus
     documents = [doc for text, _ in corpus.stdlib_units() for doc in corpus.chunk_text(text, constants["doc_chars"])]
     needed = constants["eval_tokens"] * CHARS_PER_TOKEN_BOUND * margin
     chars = dict.fromkeys(("train", "val", "holdout"), 0)
@@ -178,7 +178,7 @@ def write_synthetic_source(folder: Path, constants: dict, margin: float = 1.1, t
 def workspace_for(track: str, prepared_dir: Path, workspace: Path, budget: int, source: str | None = None) -> Path:
     """train.py with the track's block and a shortened budget, beside the frozen prepare.py and track.json;
     on the test track compiled on CPU too, so that the compile cache and counters are exercised there."""
-    from trainer.hyperparameters import set_hyperparameters, train_source_for_track
+    from trainer.tracks.hyperparameters import set_hyperparameters, train_source_for_track
     source = train_source_for_track(source or (REPO / "trainer" / "train.py").read_text(), track)
     if track == "test":
         source = set_hyperparameters(source, {"COMPILE_ON_CPU": True})
@@ -249,8 +249,8 @@ def time_attention(train, torch, device, windows: list[int], probes: list[Kernel
 
 def profile_variants(torch, device, track: str) -> list[tuple[str, float | None, dict[str, int | str]]]:
     """(label, memory cap in GiB, block values): this device's profile at 24 and 16 GB, and with SDPA."""
-    from trainer.hardware import GIB, Hardware
-    from trainer.profiles import choose_profile
+    from trainer.tracks.hardware import GIB, Hardware
+    from trainer.tracks.profiles import choose_profile
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         here = Hardware(backend="cuda", name=props.name, memory_bytes=props.total_memory,
@@ -273,7 +273,7 @@ def run_profile(label: str, cap_gib: float | None, values: dict, workspace: Path
     before train.py starts."""
     import re
 
-    from trainer.hyperparameters import set_hyperparameters
+    from trainer.tracks.hyperparameters import set_hyperparameters
     variant = workspace.with_name(f"{workspace.name}-{label.split()[0]}")
     shutil.copytree(workspace, variant, dirs_exist_ok=True)
     source = set_hyperparameters((workspace / "train.py").read_text(), values)
@@ -341,7 +341,7 @@ def main() -> int:
         say(f"  {key}: {value}")
 
     from trainer.prepare import PrepareError, track_constants
-    from trainer.track_builder import describe, prepare_track
+    from trainer.tracks.builder import describe, prepare_track
     say(f"== data: track {track} from copies of the standard library's sources")
     start = time.perf_counter()
     for margin in (1.1, 2.5):  # the second time with more copies, should the text tokenize coarser than assumed
@@ -367,7 +367,7 @@ def main() -> int:
     for probe in report.kernels:
         say(f"  {probe.model_dump_json()}")
 
-    from trainer.training_run import compile_cache_env
+    from trainer.runs.training_run import compile_cache_env
     env = {**os.environ, "AUTORESEARCH_SEED": "42", **compile_cache_env(root)}
     profile_budget = 20 if not args.smoke else 0
     for label, cap, values in profile_variants(torch, device, track):

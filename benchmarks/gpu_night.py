@@ -61,12 +61,12 @@ def short_prepare(budget: int) -> str:
 def run_night(root: Path, spec: dict, track: str, budget: int, timeout: float, experiments: int = 2) -> Night:
     """`autoresearch run` on a workspace made here, stopped (as Ctrl-C or compose stop would) at timeout."""
     from agent.workspace import Workspace
-    from trainer.profiles import profile_for
+    from trainer.tracks.profiles import profile_for
     profile = profile_for(track)
     workspaces = root / "workspaces"
     baseline = None
     if track == "test":  # on CPU too every run then compiles, cold, as on a GPU
-        from trainer.hyperparameters import set_hyperparameters, train_source_for_track
+        from trainer.tracks.hyperparameters import set_hyperparameters, train_source_for_track
         source = train_source_for_track((REPO / "trainer" / "train.py").read_text(), track, profile.hyperparameters)
         baseline = (set_hyperparameters(source, {"COMPILE_ON_CPU": True}),
                     "baseline: train.py for track test, compiled on CPU (the GPU check's walk-through)")

@@ -39,7 +39,7 @@ def run_mode(overlap: bool, experiments: int, latency: float, spec: dict) -> tup
     from agent.workspace import Workspace
     from tests.helpers.llm_server import LLMServer, tool_call
     from tests.helpers.submissions import reasoned
-    from trainer.hyperparameters import set_hyperparameters
+    from trainer.tracks.hyperparameters import set_hyperparameters
 
     root = Path(tempfile.mkdtemp(prefix="loop-bench-"))
     workspace = Workspace.create("bench", spec, REPO / "prompts" / "program.md", root=root)

@@ -4,9 +4,9 @@
 
 For each track: its data prepared (in --cache, default $AUTORESEARCH_CACHE, else a temporary one), the track's
 train.py exported beside the frozen prepare.py and track.json as a commit is, and a checkpoint of its untrained
-model (the time of a forward pass does not depend on the weights). Then `python -m trainer.evaluate CHECKPOINT
+model (the time of a forward pass does not depend on the weights). Then `python -m trainer.evaluator.evaluate CHECKPOINT
 --splits val` is timed, wall clock, with this checkout's zygote server and with the last committed
-single-process server (--old-ref, by default the newest commit whose trainer/model_server.py has no zygote),
+single-process server (--old-ref, by default the newest commit whose model server has no zygote),
 whose model_server.py and evaluate.py are copied beside this checkout's other trainer modules in a temporary
 directory: a warm-up round, then --repeats rounds, the two servers taking turns (the median is shown). The
 model process's startup (fork, import train, build, load the weights) is timed on its own, from a process that
@@ -33,7 +33,8 @@ sys.path.insert(0, str(REPO))
 STARTUP = '''
 import os, statistics, sys, time
 import numpy, torch
-from trainer import model_process, model_server
+from trainer.evaluator.model_server import model_process
+from trainer.evaluator.model_server import server as model_server
 model_server.warm_torch()
 state = torch.load(sys.argv[1], map_location="cpu", weights_only=True)
 times = []
@@ -62,12 +63,12 @@ def parse_args() -> argparse.Namespace:
 
 def single_process_ref() -> str:
     """The newest commit whose model server imports train.py itself (no zygote)."""
-    commits = subprocess.run(["git", "log", "--format=%H", "--", "trainer/model_server.py"], cwd=REPO,
+    commits = subprocess.run(["git", "log", "--format=%H", "--", "trainer/evaluator/model_server/server.py"], cwd=REPO,
                              capture_output=True, text=True, check=True).stdout.split()
     for commit in commits:
-        if "zygote" not in git_show(commit, "trainer/model_server.py").lower():
+        if "zygote" not in git_show(commit, "trainer/evaluator/model_server/server.py").lower():
             return commit
-    raise SystemExit("no commit has a single-process trainer/model_server.py")
+    raise SystemExit("no commit has a single-process trainer/evaluator/model_server/server.py")
 
 
 def git_show(ref: str, path: str) -> str:
@@ -86,7 +87,7 @@ def old_tree(ref: str, root: Path) -> Path:
 
 def commit_for(track: str, prepared, root: Path, env: dict[str, str]) -> tuple[Path, Path]:
     """The exported commit (train.py with the track's block, prepare.py, track.json) and an untrained checkpoint."""
-    from trainer.hyperparameters import train_source_for_track
+    from trainer.tracks.hyperparameters import train_source_for_track
     commit = root / f"commit-{track}"
     commit.mkdir(parents=True)
     (commit / "train.py").write_text(train_source_for_track((REPO / "trainer" / "train.py").read_text(), track))
@@ -103,7 +104,8 @@ def commit_for(track: str, prepared, root: Path, env: dict[str, str]) -> tuple[P
 
 def evaluation_seconds(commit: Path, checkpoint: Path, env: dict[str, str], pythonpath: Path) -> float:
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "trainer.evaluate", str(checkpoint), "--splits", "val"], cwd=commit,
+    done = subprocess.run([sys.executable, "-m", "trainer.evaluator.evaluate", str(checkpoint), "--splits", "val"],
+                          cwd=commit,
                           env={**env, "PYTHONPATH": str(pythonpath)}, capture_output=True, text=True, timeout=3600)
     seconds = time.perf_counter() - start
     if done.returncode != 0 or "EVALUATION " not in done.stdout:
@@ -128,10 +130,10 @@ def cpu_model() -> str:
 
 def main() -> None:
     args = parse_args()
-    from trainer.evaluate import BATCH_ROWS, PROBES_PER_BATCH
-    from trainer.isolation import isolation
+    from trainer.evaluator.evaluate import BATCH_ROWS, PROBES_PER_BATCH
     from trainer.prepare import TRACKS
-    from trainer.track_builder import prepare_track
+    from trainer.sandbox.isolation import isolation
+    from trainer.tracks.builder import prepare_track
 
     work = Path(tempfile.mkdtemp(prefix="model-server-fork-"))
     work.chmod(0o755)  # the sandboxed server's uid must reach the commits

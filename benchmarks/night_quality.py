@@ -31,7 +31,7 @@ from agent.running.runner import Runner
 from agent.settings import LoopSettings
 from agent.steps.training import hard_timeout
 from agent.workspace import Workspace
-from trainer.run_id import RunId, RunKind
+from trainer.runs.run_id import RunId, RunKind
 
 # Re-check runs are numbered from here, clear of the loop's own re-runs of an experiment (0003.rerun1, ...).
 RECHECK_RUN_NUMBER = 100

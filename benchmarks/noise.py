@@ -45,8 +45,8 @@ def main() -> None:
     from agent.running.jobs import Job
     from agent.running.runner import LocalRunner
     from agent.workspace import Workspace
-    from trainer.run_id import RunId
-    from trainer.track_builder import prepare_track
+    from trainer.runs.run_id import RunId
+    from trainer.tracks.builder import prepare_track
 
     spec = prepare_track(args.track, cache=args.cache, show_progress=False).spec
     workspace = Workspace.create("noise", spec, REPO / "prompts" / "program.md",
@@ -101,7 +101,7 @@ def main() -> None:
 
 def write_usual_sigma(track: str, sigma: float, seeds: list[int]) -> None:
     from agent.judging.usual_sigma import TABLE, UsualSigma, record_measurement
-    from trainer.hardware import this_machine
+    from trainer.tracks.hardware import this_machine
 
     measured = UsualSigma(sigma=round(sigma, 6), seeds=seeds, date=time.strftime("%Y-%m-%d"),
                           machine=this_machine().describe(),

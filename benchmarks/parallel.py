@@ -63,7 +63,7 @@ from agent.recording.ledger import read_records  # noqa: E402
 from agent.workspace import Workspace  # noqa: E402
 from tests.helpers.llm_responders import SETTINGS  # noqa: E402  # the float settings both proposers change
 from tests.helpers.synthetic_runner import SyntheticRunner  # noqa: E402
-from trainer.hyperparameters import set_hyperparameters  # noqa: E402
+from trainer.tracks.hyperparameters import set_hyperparameters  # noqa: E402
 
 BASE_BPB = 1.5
 SETTING_GAIN = 0.01  # the most one setting's value can lower val_bpb

@@ -51,7 +51,7 @@ def main() -> None:
     from rich.table import Table
 
     from trainer.prepare import ENCODE_THREADS, BestFitPacker, Tokenizer, iter_documents, make_dataloader, split_files
-    from trainer.track_builder import _tokenizer_training_texts, prepare_track, train_tokenizer
+    from trainer.tracks.builder import _tokenizer_training_texts, prepare_track, train_tokenizer
 
     console = Console(width=120)
     cores = os.cpu_count() or 1

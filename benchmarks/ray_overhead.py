@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 def timed_runs(runner, workspace, runs: int, label: str) -> tuple[list[float], list[float], object]:
     walls, own, result = [], [], None
     from agent.running.jobs import Job
-    from trainer.run_id import RunId
+    from trainer.runs.run_id import RunId
 
     for number in range(runs):
         started = time.perf_counter()
@@ -49,8 +49,8 @@ def main() -> None:
     from agent.running.ray_runner import RayRunner
     from agent.running.runner import LocalRunner
     from agent.workspace import Workspace
-    from trainer.run_id import RunId
-    from trainer.track_builder import prepare_track
+    from trainer.runs.run_id import RunId
+    from trainer.tracks.builder import prepare_track
 
     root = Path(tempfile.mkdtemp(prefix="ray-overhead-"))
     os.environ["AUTORESEARCH_CACHE"] = str(root / "cache")

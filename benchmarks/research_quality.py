@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     from agent.loop import LoopStopped
     from benchmarks.night_quality import NightFailed
     from benchmarks.quality_summary import goals, verdict
-    from trainer.track_builder import prepare_track
+    from trainer.tracks.builder import prepare_track
 
     console = Console(width=160)
     spec = prepare_track(args.track, cache=args.cache, show_progress=False).spec

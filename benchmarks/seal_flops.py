@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/seal_flops.py
 
 Saves the untrained test-track model and the gpu track's reference model (50.3M parameters, ~200 MB in fp32)
-as prepare.save_checkpoint does, then times trainer.seal.sealed_flops_per_token on each (cold: the file just
+as prepare.save_checkpoint does, then times trainer.sandbox.seal.sealed_flops_per_token on each (cold: the file just
 written, so in the page cache; the seal reads a file the run wrote moments before, too) and prints a table.
 """
 
@@ -29,7 +29,7 @@ def sealed_model(track: str, vocab: int, directory: Path) -> tuple[Path, int]:
     import torch
     import train
 
-    from trainer.hyperparameters import TRACK_HYPERPARAMETERS
+    from trainer.tracks.hyperparameters import TRACK_HYPERPARAMETERS
     saved = {name: getattr(train, name) for name in TRACK_HYPERPARAMETERS[track]}
     for name, value in TRACK_HYPERPARAMETERS[track].items():
         setattr(train, name, value)
@@ -50,8 +50,8 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from trainer.seal import sealed_flops_per_token
-    table = Table(title="FLOPs counted at the seal (trainer.seal.sealed_flops_per_token)")
+    from trainer.sandbox.seal import sealed_flops_per_token
+    table = Table(title="FLOPs counted at the seal (trainer.sandbox.seal.sealed_flops_per_token)")
     for column in ("model", "parameters", "file MB", "FLOPs/token", "ms (median of 5)"):
         table.add_column(column, justify="right")
     with tempfile.TemporaryDirectory() as scratch:

@@ -21,7 +21,7 @@ from agent.proposers.night_state import STATE_TOKEN_BUDGET, night_state, state_m
 from agent.proposers.night_summary import estimate_tokens
 from agent.recording.notes import NOTES_LIMIT, Notes
 from agent.recording.record import Evidence, ExperimentRecord, ExperimentStatus, RunEntry
-from trainer.hyperparameters import train_source_for_track
+from trainer.tracks.hyperparameters import train_source_for_track
 
 PARAMETERS = ["DEPTH", "ASPECT_RATIO", "HEAD_DIM", "WINDOW_PATTERN", "TOTAL_BATCH_SIZE", "DEVICE_BATCH_SIZE",
               "UNEMBEDDING_LR", "EMBEDDING_LR", "VALUE_EMBEDDING_LR", "RESID_LAMBDA_LR", "X0_LAMBDA_LR", "ADAM_BETAS",

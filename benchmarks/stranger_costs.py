@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainer.sandbox import View, isolation, run_untrusted
+from trainer.sandbox.untrusted import View, isolation, run_untrusted
 
 FLOOD = """
 import sys

@@ -8,7 +8,7 @@ from pathlib import Path
 
 def prepared_test_track(cache: Path | None) -> dict:
     """The test track's spec, prepared once in the cache, which the runs then read (AUTORESEARCH_CACHE)."""
-    from trainer.track_builder import prepare_track
+    from trainer.tracks.builder import prepare_track
 
     cache = (cache or Path(os.environ.get("AUTORESEARCH_CACHE", "~/.cache/autoresearch"))).expanduser()
     os.environ["AUTORESEARCH_CACHE"] = str(cache)

@@ -39,10 +39,10 @@ LOGIT_POSITIONS = 8  # per row, the same for every variant
 
 def train_once(track: str, cache: Path, work: Path) -> tuple[Path, Path]:
     """The track's train.py trained through the run path; (the commit's directory, the sealed weights)."""
-    from trainer.hyperparameters import train_source_for_track
-    from trainer.sandbox import runs_root
-    from trainer.track_builder import prepare_track
-    from trainer.training_run import FROZEN, RunRequest, run_commit
+    from trainer.runs.training_run import FROZEN, RunRequest, run_commit
+    from trainer.sandbox.untrusted import runs_root
+    from trainer.tracks.builder import prepare_track
+    from trainer.tracks.hyperparameters import train_source_for_track
     prepared = prepare_track(track, cache=cache, show_progress=False)
     commit = work / "commit"
     commit.mkdir()
@@ -66,8 +66,8 @@ def measure(checkpoint: Path) -> dict:
     import torch
     sys.path.insert(0, str(Path.cwd()))  # the commit's frozen prepare.py and its train.py
 
-    from trainer.evaluate import bits_per_byte, packed_rows
-    from trainer.model_process import build
+    from trainer.evaluator.evaluate import bits_per_byte, packed_rows
+    from trainer.evaluator.model_server.model_process import build
 
     import prepare
     torch.manual_seed(0)

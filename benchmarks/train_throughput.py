@@ -45,7 +45,7 @@ def machine(torch) -> str:
 
 
 def load_workspace_train(track: str, cache: Path, workspace: Path):
-    from trainer.hyperparameters import train_source_for_track
+    from trainer.tracks.hyperparameters import train_source_for_track
     source = (REPO / "trainer" / "train.py").read_text()
     (workspace / "train.py").write_text(train_source_for_track(source, track))
     shutil.copy2(REPO / "trainer" / "prepare.py", workspace / "prepare.py")
@@ -106,7 +106,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from trainer.track_builder import prepare_track
+    from trainer.tracks.builder import prepare_track
 
     console = Console(width=120, soft_wrap=True)
     console.print(machine(torch))

@@ -37,7 +37,7 @@ def parsed(change: str) -> tuple[str, object, int]:
 def screening_workspace(track: str, prefix: str):
     """(the track's spec, a fresh workspace of it in a temporary directory, its baseline commit, its train.py)."""
     from agent.workspace import Workspace
-    from trainer.track_builder import prepare_track
+    from trainer.tracks.builder import prepare_track
 
     spec = prepare_track(track, show_progress=False).spec
     workspace = Workspace.create("screen", spec, REPO / "prompts" / "program.md",
@@ -55,9 +55,9 @@ def main() -> None:
     from agent.judging.decisions import IMPLAUSIBLE_FALL
     from agent.running.jobs import Job
     from agent.running.runner import LocalRunner
-    from trainer.hardware import this_machine
-    from trainer.hyperparameters import set_hyperparameters
-    from trainer.run_id import RunId
+    from trainer.runs.run_id import RunId
+    from trainer.tracks.hardware import this_machine
+    from trainer.tracks.hyperparameters import set_hyperparameters
 
     spec, workspace, baseline, source = screening_workspace(args.track, "warm-starts-")
     jobs = [("baseline", baseline, seed) for seed in (42, 43, 44)]

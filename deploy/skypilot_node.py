@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from trainer.sandbox import SECRET_NAME
+from trainer.sandbox.untrusted import SECRET_NAME
 
 DEFAULT_PORT = 6379
 POLL = 5.0               # seconds between a worker's looks at the head

@@ -1,6 +1,6 @@
 # The trainer service: PyTorch, the trainer's dependencies and the FA3 kernels, serving training
 # jobs from the spool. It runs with no network and no API keys, the data cache and workspaces
-# read-only (see compose.yaml). Each run is a stranger under bubblewrap (trainer/sandbox.py):
+# read-only (see compose.yaml). Each run is a stranger under bubblewrap (trainer/sandbox/untrusted.py):
 # the worker runs as root in the container so that it can make the run's mounts, and every run
 # drops to uid 65534 with no capabilities.
 #
@@ -41,4 +41,4 @@ RUN pip install --no-cache-dir --no-deps -e .
 RUN mkdir -p /data /workspaces /spool /scratch && chown 1000:1000 /data /workspaces /spool
 ENV HF_HUB_OFFLINE=1 AUTORESEARCH_CACHE=/data \
     GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0=*
-ENTRYPOINT ["python", "-m", "trainer.worker", "--spool", "/spool", "--scratch", "/scratch"]
+ENTRYPOINT ["python", "-m", "trainer.remote.worker", "--spool", "/spool", "--scratch", "/scratch"]

@@ -27,7 +27,7 @@ def pytest_runtest_protocol(item, nextitem):
 @pytest.fixture(scope="session")
 def test_track(tmp_path_factory):
     """The prepared test track (PreparedTrack); AUTORESEARCH_CACHE points at its cache."""
-    from trainer.track_builder import prepare_track
+    from trainer.tracks.builder import prepare_track
     cache = tmp_path_factory.mktemp("cache")
     os.environ["AUTORESEARCH_CACHE"] = str(cache)
     return prepare_track("test", cache=cache, show_progress=False)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("agent", "trainer")
-# What decides whether a run is trusted: it must not pull in the downloader's network and terminal stack.
-SECURITY_PATH = ("trainer.seal", "trainer.sandbox", "trainer.hashing", "trainer.training_run", "trainer.worker",
+# The boundary: what decides whether a run is trusted. It must not pull in the downloader's network and terminal stack.
+BOUNDARY = ("trainer.sandbox", "trainer.evaluator")
+SECURITY_PATH = (*BOUNDARY, "trainer.files.hashing", "trainer.runs.training_run", "trainer.remote.worker",
                  "agent.judging.verify")
 NOT_ON_THE_SECURITY_PATH = {"httpx", "rich", "tenacity"}
 
@@ -92,8 +93,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_walk_sees_every_kind_of_import():
     graph = import_graph(project_modules())
-    assert "trainer.prepare" in graph["trainer.corpus"]            # from trainer.prepare import ...
-    assert "trainer.spool" in graph["trainer.worker"]               # from trainer import spool as ...
+    assert "trainer.prepare" in graph["trainer.tracks.corpus"]            # from trainer.prepare import ...
+    assert "trainer.remote.spool" in graph["trainer.remote.worker"]               # from trainer import spool as ...
     assert "agent.running.evaluator" in graph["agent.running.runner"]               # an import inside a function
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
@@ -119,26 +120,39 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
+def members(modules: dict[str, Path], names: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if any(m == name or m.startswith(name + ".") for name in names)]
+
+
 def test_the_security_path_imports_no_network_or_terminal_library():
     modules = project_modules()
     graph = import_graph(modules)
     pulled = {}
-    for start in SECURITY_PATH:
+    for start in members(modules, SECURITY_PATH):
         for module in reachable(graph, start):
             outside = {name.split(".")[0] for name in imported_names(module, modules[module])}
             if found := outside & NOT_ON_THE_SECURITY_PATH:
                 pulled[f"{start} -> {module}"] = sorted(found)
     assert pulled == {}
-    assert "trainer.download" in reachable(graph, "trainer.track_builder")  # the walk does reach it where it is
+    assert "trainer.tracks.download" in reachable(graph, "trainer.tracks.builder")  # the walk does reach it
+    assert "trainer.sandbox.seal" in members(modules, BOUNDARY) and len(members(modules, BOUNDARY)) > 10
 
+
+def test_the_model_server_s_package_imports_only_itself():
+    """The model server's sandbox shows it that package alone: an import of anything beside it would fail there."""
+    graph = import_graph(project_modules())
+    package = "trainer.evaluator.model_server"
+    outside = {module: sorted(t for t in targets if not t.startswith(package))
+               for module, targets in graph.items() if module.startswith(package)}
+    assert len(outside) >= 5 and {module: found for module, found in outside.items() if found} == {}
 
 
 def test_every_runner_runs_the_one_run_path_and_a_cluster_task_needs_no_agent():
     graph = import_graph(project_modules())
-    for runs_commits in ("agent.running.runner", "trainer.worker", "trainer.ray_task"):
-        assert "trainer.training_run" in graph[runs_commits], runs_commits
-    assert "trainer.ray_task" in graph["agent.running.ray_runner"]
-    assert not any(module.startswith("agent") for module in reachable(graph, "trainer.ray_task"))
+    for runs_commits in ("agent.running.runner", "trainer.remote.worker", "trainer.remote.ray_task"):
+        assert "trainer.runs.training_run" in graph[runs_commits], runs_commits
+    assert "trainer.remote.ray_task" in graph["agent.running.ray_runner"]
+    assert not any(module.startswith("agent") for module in reachable(graph, "trainer.remote.ray_task"))
 
 
 # agent/ in layers, lowest first: a module imports only from its own layer or below. The modules at agent/'s root
@@ -147,19 +161,26 @@ LAYERS = (("agent.settings", "agent.untrusted", "agent.workspace"), ("agent.llm"
           ("agent.importing",), ("agent.running",), ("agent.judging",), ("agent.proposers",), ("agent.report",),
           ("agent.tracking",), ("agent.steps",), ("agent.bundle",),
           ("agent.loop", "agent.observe", "agent.doctor", "agent.cli"))
+# trainer/ in wings, lowest first: train.py and prepare.py at the top import nothing of the harness; the model
+# server's package imports only itself; the boundary (sandbox, evaluator) lies under the tracks, the run path and
+# the remote transports.
+TRAINER_LAYERS = (("trainer.prepare", "trainer.train", "trainer.files"), ("trainer.evaluator.model_server",),
+                  ("trainer.sandbox",), ("trainer.evaluator",), ("trainer.tracks",), ("trainer.runs",),
+                  ("trainer.remote",))
 
 
-def layer_of(module: str) -> int | None:
-    for level, members in enumerate(LAYERS):
+def layer_of(module: str, layers: tuple[tuple[str, ...], ...] = LAYERS) -> int | None:
+    for level, members in enumerate(layers):
         if any(module == member or module.startswith(member + ".") for member in members):
             return level
     return None
 
 
-def upward_arrows(graph: dict[str, set[str]]) -> list[str]:
+def upward_arrows(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...] = LAYERS) -> list[str]:
+    def level(module: str) -> int | None:
+        return layer_of(module, layers)
     return sorted(f"{module} -> {target}" for module, targets in graph.items() for target in targets
-                  if (layer_of(module) is not None and layer_of(target) is not None
-                      and layer_of(target) > layer_of(module)))
+                  if level(module) is not None and level(target) is not None and level(target) > level(module))
 
 
 def test_every_agent_module_has_a_layer():
@@ -170,3 +191,16 @@ def test_no_arrow_runs_up_between_the_layers_of_agent():
     assert upward_arrows(import_graph(project_modules())) == []
     assert upward_arrows({"agent.recording.ledger": {"agent.report.page"}}) == [
         "agent.recording.ledger -> agent.report.page"]
+
+
+def test_every_trainer_module_has_a_wing_and_only_train_py_and_prepare_py_lie_at_the_top():
+    modules = [m for m in project_modules() if m.startswith("trainer.")]
+    assert [m for m in modules if layer_of(m, TRAINER_LAYERS) is None] == []
+    assert sorted(m for m in modules if m.count(".") == 1 and not (ROOT / m.replace(".", "/")).is_dir()) == [
+        "trainer.prepare", "trainer.train"]
+
+
+def test_no_arrow_runs_up_between_the_wings_of_trainer():
+    assert upward_arrows(import_graph(project_modules()), TRAINER_LAYERS) == []
+    assert upward_arrows({"trainer.sandbox.seal": {"trainer.runs.triage"}}, TRAINER_LAYERS) == [
+        "trainer.sandbox.seal -> trainer.runs.triage"]

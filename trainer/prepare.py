@@ -16,7 +16,7 @@ When the harness sets ``AUTORESEARCH_CHECKPOINT`` (a file name in the run direct
 evaluate_bpb first saves the weights and config of the model it is about to score there.
 When it also sets ``AUTORESEARCH_SEAL_FD``, the run's cache holds the training split only:
 evaluate_bpb hands the saved weights over through that socket and is answered with a
-directory holding the val split (trainer/seal.py). Until then val and holdout are sealed.
+directory holding the val split (trainer/sandbox/seal.py). Until then val and holdout are sealed.
 The seal request also reports the training tokens make_dataloader handed out; the harness
 refuses to open val for a run that went over the track's budget. Once the metric is computed,
 evaluate_bpb says ``evaluated`` on the same socket: the run has a few seconds to print its
@@ -28,7 +28,7 @@ Which track is in force: ``track.json`` beside this file (a workspace), else the
 Building a track (corpus, downloads, tokenizer training) is not needed by experiments
 and lives in the project's trainer package, which imports this file and never the reverse:
 
-    python -m trainer.track_builder --track cpu [--source stdlib|climbmix|DIR] [--num-shards N] [--cache DIR]
+    python -m trainer.tracks.builder --track cpu [--source stdlib|climbmix|DIR] [--num-shards N] [--cache DIR]
 
 torch, pyarrow and tiktoken are imported where they are used, so that the agent side
 can read the track table without them.

@@ -36,12 +36,12 @@ from agent.running.runner import Runner
 from agent.settings import LoopSettings
 from agent.steps.training import hard_timeout
 from agent.workspace import TRAINER_DIR, Workspace
-from trainer.hardware import this_machine
-from trainer.hyperparameters import train_source_for_track
-from trainer.profiles import KNOWN_DEVICES, ProfileError, profile_for
-from trainer.run_id import RunId
-from trainer.seal import declared_batch_tokens
-from trainer.triage import Triage
+from trainer.runs.run_id import RunId
+from trainer.runs.triage import Triage
+from trainer.sandbox.seal import declared_batch_tokens
+from trainer.tracks.hardware import this_machine
+from trainer.tracks.hyperparameters import train_source_for_track
+from trainer.tracks.profiles import KNOWN_DEVICES, ProfileError, profile_for
 
 ALPHA = 0.05
 

@@ -34,9 +34,10 @@ from agent.recording.ledger import Ledger
 from agent.recording.record import ExperimentRecord, ExperimentStatus, Imported
 from agent.workspace import TRAINER_DIR, Workspace, WorkspaceError, default_root, tag_problem
 from trainer.prepare import TRACKS, cache_root, track_dir
-from trainer.track_builder import prepared_spec
+from trainer.tracks.builder import prepared_spec
 
-# What the trusted evaluator imports from train.py to rebuild a scored model (trainer/model_process.py).
+# What the trusted evaluator imports from train.py to rebuild a scored model
+# (trainer/evaluator/model_server/model_process.py).
 EVALUATOR_NEEDS = ("GPTConfig", "build_model")
 STATUS = {"keep": ExperimentStatus.KEEP, "discard": ExperimentStatus.DISCARD, "crash": ExperimentStatus.CRASH}
 IMPORTED_TRACK = "imported"  # the track of a night under constants no track here has

@@ -1,7 +1,7 @@
 """Held-out confirmation: does the searched gain survive on text no decision ever read?
 
 Every keep of the night was scored on the val split, which every keep/discard decision read. Their saved
-weights are scored again, on val and on the holdout split, by trainer/evaluate.py in a sandboxed process of
+weights are scored again, on val and on the holdout split, by trainer/evaluator/evaluate.py in a sandboxed process of
 its own (agent/running/evaluator.py); confirmation.json records each keep's scores in order and the baseline's
 and the best's gains. Two things are flagged: a keep that got worse on holdout than the keep before it by more
 than REGRESSION_SIGMAS sigma (a change that undid an earlier gain and was kept against a bar that had moved),
@@ -26,8 +26,8 @@ from agent.running.evaluator import EvaluationFailed
 from agent.running.jobs import EvaluationJob
 from agent.running.runner import LocalRunner, Runner
 from agent.workspace import Workspace
-from trainer.evaluation import Evaluation
-from trainer.run_id import RunId
+from trainer.evaluator.evaluation import Evaluation
+from trainer.runs.run_id import RunId
 
 
 class ConfirmError(Exception):

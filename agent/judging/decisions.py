@@ -12,7 +12,7 @@ from agent.judging.standing import Standing
 from agent.judging.verify import verification_evidence
 from agent.recording.record import ExperimentRecord, RunEntry
 from agent.running.runner import RunResult
-from trainer.triage import Triage
+from trainer.runs.triage import Triage
 
 
 def decide(result: RunResult, standing: Standing, runs: list[RunEntry], rule: KeepRule) -> Judgement:

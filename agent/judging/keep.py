@@ -31,8 +31,8 @@ from agent.running.evaluator import EvaluationFailed
 from agent.running.jobs import EvaluationJob
 from agent.running.runner import Runner, RunResult
 from agent.workspace import Workspace
-from trainer.run_id import RunId
-from trainer.triage import Triage
+from trainer.runs.run_id import RunId
+from trainer.runs.triage import Triage
 
 HOLDOUT_SPLITS = ("val", "holdout")
 

@@ -1,9 +1,10 @@
 """Salvage: a run that died after it sealed its weights is scored from them instead of being lost.
 
-A run trains, hands its weights over at the seal (trainer/seal.py), then evaluates them itself. If it dies there
+A run trains, hands its weights over at the seal (trainer/sandbox/seal.py), then evaluates them itself. If it dies there
 (its evaluation ran out of memory or raised, it hung until the harness ended it, or its process was killed), the
-weights it sealed are still the weights of record: the trusted evaluator (trainer/evaluate.py, the one verification
-uses) scores them, with a smaller batch where the run ran out of memory, and the run is judged on that number, flagged
+weights it sealed are still the weights of record: the trusted evaluator (trainer/evaluator/evaluate.py, the one
+verification uses) scores them, with a smaller batch where the run ran out of memory, and the run is judged on
+that number, flagged
 salvaged. What the run printed before it died stands for nothing. Where the weights cannot be scored the run stays the
 crash it was; where the model's answers fail the evaluator's checks it is tamper.
 
@@ -24,11 +25,11 @@ from agent.running.evaluator import EvaluationFailed
 from agent.running.jobs import EvaluationJob
 from agent.running.runner import Runner, RunResult
 from agent.workspace import Workspace
-from trainer.evaluate import MIN_BATCH_ROWS, batch_layout
-from trainer.hashing import file_sha256
-from trainer.run_id import RunKind
-from trainer.run_result import Salvage
-from trainer.triage import Triage, Verdict
+from trainer.evaluator.evaluate import MIN_BATCH_ROWS, batch_layout
+from trainer.files.hashing import file_sha256
+from trainer.runs.run_id import RunKind
+from trainer.runs.run_result import Salvage
+from trainer.runs.triage import Triage, Verdict
 
 SALVAGEABLE = frozenset({Triage.FIXABLE, Triage.OOM, Triage.TIMEOUT})
 OOM_BATCH_SHARE = 0.5  # of the evaluator's own batch rows, for the weights of a run that ran out of memory

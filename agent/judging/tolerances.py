@@ -15,7 +15,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from agent.workspace import Workspace
-from trainer.evaluation import Evaluation
+from trainer.evaluator.evaluation import Evaluation
 
 STORED_AS = "tolerances"  # its key in run.json
 MARGIN = 4.0  # later models' weights differ from the baseline's; one measurement of each worst case is not a bound

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
-from trainer.atomic import write_text_atomic
+from trainer.files.atomic import write_text_atomic
 from trainer.prepare import TRACKS
 
 TABLE = Path(__file__).with_name("usual_sigma.json")

@@ -2,10 +2,10 @@
 
 train.py prints its own score, and the code that prints it is what the proposer edits. So every
 run whose number could keep a commit (a would-be keep, a close call, a simplification, the
-baseline, the runs of a noise floor) is scored again by trainer/evaluate.py in a fresh process
-from the weights the run sealed (trainer/seal.py: handed over before any validation text reached
+baseline, the runs of a noise floor) is scored again by trainer/evaluator/evaluate.py in a fresh process
+from the weights the run sealed (trainer/sandbox/seal.py: handed over before any validation text reached
 the run), with its own implementation of the metric, probing the model for lookahead in every
-batch and serving each batch from a fresh process (trainer/model_server.py). That score becomes
+batch and serving each batch from a fresh process (trainer/evaluator/model_server/server.py). That score becomes
 the run's val_bpb of record; decisions are taken on it. What the run printed is a consistency
 check: a gap wider than the night's tolerance (agent/judging/tolerances.py: measured on its baseline,
 for the device the harness let the run reach and the evaluator's, never from the run's log) is tamper,
@@ -35,9 +35,9 @@ from agent.running.evaluator import EvaluationFailed
 from agent.running.jobs import EvaluationJob
 from agent.running.runner import Runner
 from agent.workspace import Workspace
-from trainer.evaluation import Evaluation
-from trainer.hashing import file_sha256
-from trainer.run_id import RunKind
+from trainer.evaluator.evaluation import Evaluation
+from trainer.files.hashing import file_sha256
+from trainer.runs.run_id import RunKind
 
 
 class Untrusted(Exception):

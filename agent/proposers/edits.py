@@ -13,7 +13,7 @@ import textwrap
 from dataclasses import dataclass
 
 from agent.llm.types import Usage
-from trainer import parsing
+from trainer.files import parsing
 
 EDITABLE_FILE = "train.py"
 

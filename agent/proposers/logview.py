@@ -2,13 +2,13 @@
 the run printed before it asked for its validation seal. What it printed after can hold validation text (its
 own forward ran on the scored rows), so it reaches no proposer: not the tools, not a CLI's scratch, not a fix
 prompt; humans read the whole log in the report. Reading the log itself (bounded, whatever its size) is
-trainer/run_log.py's."""
+trainer/runs/run_log.py's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from trainer.run_log import LogView, escape_controls, read_log
+from trainer.runs.run_log import LogView, escape_controls, read_log
 
 __all__ = ["LogView", "last_lines", "log_seals", "prompt_tail", "read_log"]
 

@@ -26,8 +26,8 @@ from agent.proposers.base import Proposal, ProposalContext, ProposerError
 from agent.proposers.edits import Edit
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.transcript import Transcript
-from trainer import parsing
-from trainer.hyperparameters import BLOCK_END, BLOCK_START, set_hyperparameters
+from trainer.files import parsing
+from trainer.tracks.hyperparameters import BLOCK_END, BLOCK_START, set_hyperparameters
 
 # Single changes a new study on a track tries first, in this order, each with what was measured of it
 # (benchmarks/warm_starts.py, BENCHMARKS.md "The demo"): on the cpu track the first beats the baseline by
@@ -42,7 +42,7 @@ KNOWN_GOOD = "a value known to do well on this track (measured to beat its basel
 
 WARM_START = "warm_start"  # the user attribute that marks a trial of WARM_STARTS
 
-# Set by the hardware profile (trainer/profiles.py): how the work is laid out, never what is learnt.
+# Set by the hardware profile (trainer/tracks/profiles.py): how the work is laid out, never what is learnt.
 LAYOUT_ONLY = {"DEVICE_BATCH_SIZE"}
 
 

@@ -4,7 +4,7 @@ train.py is written by a model that is rewarded for a lower number. The rules cl
 obvious ways to move the number without a better model: no network or process modules,
 no dynamic code, no access to the validation or holdout data, no writes outside the run
 directory (agent/proposers/file_writers.py knows the writers), and no touching what it imports
-from prepare.py. It is the outer layer: the run's sandbox (trainer/sandbox.py: an allowlisted view,
+from prepare.py. It is the outer layer: the run's sandbox (trainer/sandbox/untrusted.py: an allowlisted view,
 no network, limits, nothing of it outliving it), the seal and the trusted evaluator stand behind it.
 """
 
@@ -29,7 +29,7 @@ from agent.proposers.file_writers import (
     path_method_write,
     shortened,
 )
-from trainer import parsing
+from trainer.files import parsing
 
 ESCAPES = "no network, processes or dynamic loading"
 DATA_AND_FILES = ("train.py gets its data only through prepare.py and writes files only with open, torch.save or "
@@ -61,7 +61,7 @@ FORBIDDEN_OS_CALLS = {
     "closerange",
 }
 # How the weights are saved and loaded is torch's own: the harness counts and checks the sealed weights in that
-# form (trainer/seal.py), and the trusted evaluator loads them with it.
+# form (trainer/sandbox/seal.py), and the trusted evaluator loads them with it.
 SAVED_FORM = {"state_dict", "load_state_dict", "_save_to_state_dict", "_load_from_state_dict", "get_extra_state",
               "set_extra_state", "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__"}
 STATE_HOOKS = ("state_dict_hook", "state_dict_pre_hook", "state_dict_post_hook")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from trainer.atomic import write_text_atomic
-from trainer.hardware import Hardware
+from trainer.files.atomic import write_text_atomic
+from trainer.tracks.hardware import Hardware
 
 CALIBRATION_DIR = "calibration"      # under the cache
 WORKSPACE_FILE = "calibration.json"  # in a workspace: the calibration its report uses

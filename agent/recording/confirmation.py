@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from trainer.atomic import read_json, write_json_atomic
+from trainer.files.atomic import read_json, write_json_atomic
 
 FILE = "confirmation.json"
 

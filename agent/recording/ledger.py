@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus
-from trainer.atomic import write_text_atomic
+from trainer.files.atomic import write_text_atomic
 
 TSV_HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
 QUARANTINE = "experiments.quarantine.jsonl"  # lines of experiments.jsonl that were not records, with their numbers

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from trainer.atomic import write_text_atomic
+from trainer.files.atomic import write_text_atomic
 
 NOTES_FILE = "notes.md"
 NOTES_LOCK = "notes.md.lock"

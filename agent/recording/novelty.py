@@ -13,7 +13,7 @@ import ast
 import re
 from typing import Literal
 
-from trainer import parsing
+from trainer.files import parsing
 
 Novelty = Literal["hyperparameter", "algorithmic"]
 HYPERPARAMETER: Novelty = "hyperparameter"

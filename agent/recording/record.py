@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent.llm.types import Usage
 from agent.recording.novelty import Novelty
-from trainer.hardware import Hardware
-from trainer.run_id import RunId
+from trainer.runs.run_id import RunId
+from trainer.tracks.hardware import Hardware
 
 SIMPLIFY = "simplify"  # how a keep won by removing code is shown (its status stays keep)
 
@@ -48,7 +48,7 @@ class _Part(BaseModel):
 
 class Check(_Part):
     """What the trusted evaluator found scoring one run's sealed weights (agent/judging/verify.py): its score
-    against the printed one and the worst of each check of the model's answers (trainer/evaluation.py)."""
+    against the printed one and the worst of each check of the model's answers (trainer/evaluator/evaluation.py)."""
     seed: int | None = None
     printed: float | None = None          # what the run printed
     trusted: float | None = None          # the evaluator's val score
@@ -88,9 +88,9 @@ class RunEntry(_Part):
     seconds: float | None = None          # the runner's wall clock for the run
     log: str | None = None
     where: str | None = None              # what ran it (local slot and GPU, spool worker, cluster node)
-    limits: str | None = None             # what it was allowed to consume (trainer/run_limits.py)
+    limits: str | None = None             # what it was allowed to consume (trainer/sandbox/limits.py)
     ended: str | None = None              # why the harness ended it after its seal, before it exited
-    hardware: Hardware | None = None      # the machine that ran it (trainer/hardware.py)
+    hardware: Hardware | None = None      # the machine that ran it (trainer/tracks/hardware.py)
     salvaged: bool | None = None          # it died after its seal; val_bpb is the trusted evaluator's score of
     salvaged_from: str | None = None      # its sealed weights, and this the crash it died of (agent/judging/salvage.py)
     log_shown_bytes: int | None = None    # the start of its log printed before it asked for its seal: all a proposer

@@ -13,7 +13,7 @@ from agent.recording.ledger import Ledger
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.transcript import Transcript
 from agent.workspace import Workspace
-from trainer.triage import Triage
+from trainer.runs.triage import Triage
 
 
 def settle_interrupted(workspace: Workspace, ledger: Ledger, say=print) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from trainer.run_limits import DISK_RESERVE, free_bytes
+from trainer.sandbox.limits import DISK_RESERVE, free_bytes
 
 MIN_FREE_BYTES = DISK_RESERVE + (256 << 20)  # the agent's reserve, and room for one more run of a small track
 FULL = (errno.ENOSPC, errno.EDQUOT)

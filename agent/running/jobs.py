@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from trainer.run_id import RunId
+from trainer.runs.run_id import RunId
 
 
 class Job(BaseModel):
@@ -21,7 +21,7 @@ class Job(BaseModel):
 
 
 class EvaluationJob(BaseModel):
-    """trainer/evaluate.py on the weights at `checkpoint` (sealed by a run of `commit`), on `splits`."""
+    """trainer/evaluator/evaluate.py on the weights at `checkpoint` (sealed by a run of `commit`), on `splits`."""
     model_config = ConfigDict(frozen=True)
 
     run: RunId

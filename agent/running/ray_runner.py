@@ -1,5 +1,5 @@
 """RayRunner: runs on a Ray cluster, one task with one GPU per run, through the one run path on the node
-that takes it (trainer/ray_task.py).
+that takes it (trainer/remote/ray_task.py).
 
 The commit's files travel with the task; nothing else of the agent does: no runtime_env, no environment
 variables, so API keys stay in this process. The run's RunResult, log (capped) and sealed weights come
@@ -19,14 +19,14 @@ import threading
 import time
 from pathlib import Path
 
-from agent.running.evaluator import EvaluationFailed, parse_evaluation
+from agent.running.evaluator import EvaluationFailed, evaluation_of
 from agent.running.jobs import EvaluationJob, Job
 from agent.running.runner import RunResult
 from agent.untrusted import bounded
 from agent.workspace import Workspace
-from trainer.evaluation import Evaluation
-from trainer.ray_task import LOG_LIMIT, NodeEvaluation, NodeRun, evaluate_on_node, run_on_node
-from trainer.training_run import TRACKED
+from trainer.evaluator.evaluation import Evaluation
+from trainer.remote.ray_task import LOG_LIMIT, NodeEvaluation, NodeRun, evaluate_on_node, run_on_node
+from trainer.runs.training_run import TRACKED
 
 REPORT_GRACE = 120.0     # seconds past twice the timeout before a task that has not reported is given up
 NO_GPU_PATIENCE = 120.0  # seconds a task may wait on a cluster with no GPU left before it is given up
@@ -109,7 +109,7 @@ class RayRunner:
                                    where=node_run.place.where)
 
     def evaluate(self, workspace: Workspace, job: EvaluationJob) -> Evaluation:
-        """trainer/evaluate.py on a node with a GPU, the weights sent with the task."""
+        """trainer/evaluator/evaluate.py on a node with a GPU, the weights sent with the task."""
         files, _ = self._files(workspace, job.commit)
         task = self._evaluate_task.remote(files, job.checkpoint.read_bytes(), tuple(job.splits), probe=job.probe,
                                           timeout=job.timeout, run_id=self._run_id(workspace, job.run.name),
@@ -121,7 +121,7 @@ class RayRunner:
                                    f"{err}") from err
         log_path = workspace.paths(job.run).log
         self._write_log(log_path, log, 0)
-        return parse_evaluation(log_path, NodeEvaluation.model_validate_json(message), job.checkpoint)
+        return evaluation_of(NodeEvaluation.model_validate_json(message), log_path, job.checkpoint)
 
     def cancel_all(self) -> None:
         """Cancels every task in flight (their runs are killed on their nodes); no run is submitted after."""

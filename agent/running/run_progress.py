@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from trainer.atomic import read_json, write_json_atomic
+from trainer.files.atomic import read_json, write_json_atomic
 
 PROGRESS_FILE = "progress.json"
 TAIL_BYTES = 8192          # of the log, read from its end

@@ -1,11 +1,11 @@
 """Runners execute one commit of a workspace and report what happened.
 
 LocalRunner runs it on this machine through the run path every runner shares
-(trainer/training_run.py): the commit's files in a fresh run directory outside the workspace,
-`python train.py` as a stranger where the machine allows (trainer/sandbox.py), an allowlisted
+(trainer/runs/training_run.py): the commit's files in a fresh run directory outside the workspace,
+`python train.py` as a stranger where the machine allows (trainer/sandbox/untrusted.py), an allowlisted
 environment (no API keys), its output capped into logs/<id>.log, a hard timeout, val only through
-the seal (trainer/seal.py), and the frozen files hashed against the workspace's root commit
-afterwards. RunResult (trainer/run_result.py) is what every runner returns.
+the seal (trainer/sandbox/seal.py), and the frozen files hashed against the workspace's root commit
+afterwards. RunResult (trainer/runs/run_result.py) is what every runner returns.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Protocol
 
 from agent.running.jobs import EvaluationJob, Job
 from agent.workspace import Workspace
-from trainer.evaluation import Evaluation
-from trainer.run_limits import RunLimits
-from trainer.run_result import RunResult
-from trainer.sandbox import isolation
-from trainer.training_run import TRACKED, RunRequest, run_commit
+from trainer.evaluator.evaluation import Evaluation
+from trainer.runs.run_result import RunResult
+from trainer.runs.training_run import TRACKED, RunRequest, run_commit
+from trainer.sandbox.limits import RunLimits
+from trainer.sandbox.untrusted import isolation
 
 __all__ = ["LocalRunner", "RunResult", "Runner"]
 
@@ -45,7 +45,7 @@ class Runner(Protocol):
     def cancel_all(self) -> None: ...
 
     def evaluate(self, workspace: Workspace, job: EvaluationJob) -> Evaluation:
-        """trainer/evaluate.py on saved weights, where the runs run (the GPU for the spool); its log where
+        """trainer/evaluator/evaluate.py on saved weights, where the runs run (the GPU for the spool); its log where
         workspace.paths(job.run) says. EvaluationFailed when it cannot score them."""
         ...
 

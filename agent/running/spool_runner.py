@@ -4,7 +4,7 @@ result, and tells a dead worker (infra) from a long run by the workers' heartbea
 A loop keeps as many runs in flight as there are alive workers (one per GPU), each submitted from
 its own thread; a job whose worker dies is retried once by the loop's infra rule, on whichever
 worker claims it next. The worker runs the commit through the same run path as LocalRunner
-(trainer/training_run.py) and sends back its RunResult; here its log and weights move into the
+(trainer/runs/training_run.py) and sends back its RunResult; here its log and weights move into the
 workspace, and the result says which worker ran it.
 """
 
@@ -17,13 +17,13 @@ import threading
 import time
 from pathlib import Path
 
-from agent.running.evaluator import EvaluationFailed, parse_evaluation
+from agent.running.evaluator import EvaluationFailed, evaluation_of
 from agent.running.jobs import EvaluationJob, Job
 from agent.running.runner import RunResult
 from agent.workspace import Workspace
-from trainer import spool as spoolfs
-from trainer.evaluation import Evaluation
-from trainer.spool import SpoolJob, SpoolMessageError, SpoolResult
+from trainer.evaluator.evaluation import Evaluation
+from trainer.remote import spool as spoolfs
+from trainer.remote.spool import SpoolJob, SpoolMessageError, SpoolResult
 
 REPORT_GRACE = 60.0  # seconds past the job's timeout before a silent worker counts as gone
 
@@ -74,7 +74,7 @@ class SpoolRunner:
             self._cancel(job_id)
 
     def evaluate(self, workspace: Workspace, asked: EvaluationJob) -> Evaluation:
-        """trainer/evaluate.py on a GPU worker (the checkpoint is read through the shared workspaces)."""
+        """trainer/evaluator/evaluate.py on a GPU worker (the checkpoint is read through the shared workspaces)."""
         job = self._job(workspace, asked.commit, asked.timeout, asked.run.name, kind="evaluate",
                         checkpoint=asked.checkpoint, splits=asked.splits, probe=asked.probe,
                         batch_rows=asked.batch_rows)
@@ -83,7 +83,7 @@ class SpoolRunner:
         if result.infra is not None or result.evaluation is None:
             raise EvaluationFailed(f"the evaluation job for {asked.checkpoint.name} did not finish: "
                                    f"{result.infra or 'it came back without an outcome'}")
-        return parse_evaluation(log_path, result.evaluation, asked.checkpoint)
+        return evaluation_of(result.evaluation, log_path, asked.checkpoint)
 
     def _job(self, workspace: Workspace, commit: str, timeout: float, name: str, **fields) -> SpoolJob:
         return SpoolJob(id=f"{workspace.tag}-{name}-{secrets.token_hex(3)}", workspace=workspace.dir, commit=commit,
@@ -136,7 +136,7 @@ class SpoolRunner:
             elif not alive and now - submitted > self.dead_after:
                 if self._withdraw(job.id):
                     return gone(f"no trainer worker is alive on spool {self.spool}: start one "
-                                "(python -m trainer.worker)")
+                                "(python -m trainer.remote.worker)")
             time.sleep(self.poll)
 
     def _withdraw(self, job_id: str) -> bool:

@@ -16,9 +16,9 @@ from agent.running.runner import Runner
 from agent.settings import LoopSettings
 from agent.steps.training import hard_timeout
 from agent.workspace import Workspace
-from trainer.profiles import Profile
-from trainer.run_id import RunId
-from trainer.triage import Triage
+from trainer.runs.run_id import RunId
+from trainer.runs.triage import Triage
+from trainer.tracks.profiles import Profile
 
 
 class CalibrationError(Exception):

@@ -13,8 +13,8 @@ from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, now
 from agent.recording.transcript import Transcript
 from agent.steps.training import LoopStopped, Training
-from trainer.run_id import RunId
-from trainer.triage import Triage
+from trainer.runs.run_id import RunId
+from trainer.runs.triage import Triage
 
 
 def run_control(training: Training, best: ExperimentRecord, seed: int, say=print) -> ExperimentRecord:

@@ -50,8 +50,8 @@ from agent.steps.sharing import Shared, Stopping
 from agent.steps.training import LoopStopped, Training
 from agent.untrusted import bounded
 from agent.workspace import Workspace
-from trainer.run_id import RunId, RunKind
-from trainer.triage import Triage
+from trainer.runs.run_id import RunId, RunKind
+from trainer.runs.triage import Triage
 
 MAX_REBASES = 3  # re-applications on a newer best before an experiment is recorded as superseded
 

@@ -14,8 +14,8 @@ from agent.steps.in_flight import Experiment
 from agent.steps.sharing import Shared
 from agent.steps.training import Training
 from agent.untrusted import bounded
-from trainer.run_id import RunId, RunKind
-from trainer.triage import Triage
+from trainer.runs.run_id import RunId, RunKind
+from trainer.runs.triage import Triage
 
 
 class Fixing:

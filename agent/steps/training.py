@@ -23,9 +23,9 @@ from agent.running.runner import Runner, RunResult
 from agent.settings import LoopSettings
 from agent.steps.sharing import Shared
 from agent.workspace import Workspace
-from trainer.run_id import RunId, RunKind
-from trainer.seal import declared_batch_tokens
-from trainer.triage import Triage, Verdict
+from trainer.runs.run_id import RunId, RunKind
+from trainer.runs.triage import Triage, Verdict
+from trainer.sandbox.seal import declared_batch_tokens
 
 # The hard timeout of a track whose budget the machine's load does not change (steps, FLOPs; CPU seconds in a cpu
 # workspace made before that track counted FLOPs) only catches a hang: such a run takes longer on a busy machine

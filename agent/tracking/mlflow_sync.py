@@ -25,9 +25,9 @@ from agent.recording.ledger import read_records
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.report.summary import parse_time
 from agent.untrusted import bounded
-from trainer import parsing
-from trainer.atomic import read_json, write_json_atomic
-from trainer.hyperparameters import BLOCK_END, BLOCK_START
+from trainer.files import parsing
+from trainer.files.atomic import read_json, write_json_atomic
+from trainer.tracks.hyperparameters import BLOCK_END, BLOCK_START
 
 STATE_FILE = "mlflow.json"
 EXPERIMENT = "autoresearch"

@@ -19,7 +19,7 @@ from agent.recording.ledger import Ledger
 from agent.running.runner import LocalRunner
 from tests.agent.judging.test_holdout_gate import RATES, line_of
 from tests.helpers.scripted import ScriptedChanges
-from trainer.hyperparameters import set_hyperparameters
+from trainer.tracks.hyperparameters import set_hyperparameters
 
 SECRET = "sk-ant-api03-not-a-real-key-0123456789"
 

@@ -17,7 +17,7 @@ from agent import cli
 from agent.recording.calibration import calibration_path, read_calibration
 from agent.settings import LoopSettings, RunSettings, internal
 from tests.helpers.processes import interruptible
-from trainer.hardware import this_machine
+from trainer.tracks.hardware import this_machine
 
 
 @pytest.mark.parametrize("command", [["status"], ["steer", "--tag", "nope", "prompts/program.md"], ["transcript"],

@@ -11,7 +11,7 @@ from agent.recording.ledger import Ledger
 from agent.running.runner import LocalRunner
 from tests.helpers.llm_server import LLMServer, tool_call
 from tests.helpers.submissions import reasoned
-from trainer.hyperparameters import set_hyperparameters
+from trainer.tracks.hyperparameters import set_hyperparameters
 
 MATRIX = "MATRIX_LR = 0.0            # times sqrt(max(1, rows / cols))"
 WARMDOWN = "WARMDOWN_RATIO = 0.5       # linear decay over the last half"

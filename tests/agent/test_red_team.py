@@ -32,11 +32,11 @@ from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.scripted import ScriptedChanges
 from tests.helpers.unprivileged import STRANGER, unprivileged_python, unreachable_by_others
-from trainer.hyperparameters import set_hyperparameters
-from trainer.isolation import isolation
 from trainer.prepare import cache_root
-from trainer.run_limits import RUN_TASKS, free_bytes
-from trainer.seal import SUMMARY_GRACE_S
+from trainer.sandbox.isolation import isolation
+from trainer.sandbox.limits import RUN_TASKS, free_bytes
+from trainer.sandbox.seal import SUMMARY_GRACE_S
+from trainer.tracks.hyperparameters import set_hyperparameters
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "prompts" / "program.md"

@@ -14,8 +14,9 @@ import pytest
 
 from agent.workspace import TRACKED
 from trainer import prepare
-from trainer.sandbox import View, isolation_available, private_directory, run_untrusted
-from trainer.seal import (
+from trainer.runs.training_run import CHECKPOINT
+from trainer.runs.triage import Triage, classify
+from trainer.sandbox.seal import (
     MAX_REQUEST_BYTES,
     OVER_BUDGET,
     RunBudget,
@@ -27,8 +28,7 @@ from trainer.seal import (
     process_tree_cpu_seconds,
     training_view,
 )
-from trainer.training_run import CHECKPOINT
-from trainer.triage import Triage, classify
+from trainer.sandbox.untrusted import View, isolation_available, private_directory, run_untrusted
 
 # A model that evaluate_bpb can score: the same logits at every position (zeros: the uniform distribution).
 RUN = textwrap.dedent('''

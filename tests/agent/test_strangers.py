@@ -32,8 +32,15 @@ from agent.workspace import Workspace
 from tests.helpers.processes import alive
 from tests.helpers.scripted import ScriptedEdits
 from tests.helpers.unprivileged import STRANGER, unprivileged_python, unreachable_by_others
-from trainer.hyperparameters import set_hyperparameters
-from trainer.sandbox import CUT_MARK, LOG_HEAD_BYTES, LOG_TAIL_BYTES, dies_with_caller, isolation, run_untrusted
+from trainer.sandbox.untrusted import (
+    CUT_MARK,
+    LOG_HEAD_BYTES,
+    LOG_TAIL_BYTES,
+    dies_with_caller,
+    isolation,
+    run_untrusted,
+)
+from trainer.tracks.hyperparameters import set_hyperparameters
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "prompts" / "program.md"
@@ -78,7 +85,7 @@ def stranger_attacks():
                 os._exit(1)
         return pid
 
-    attempts = dict(evaluator=lambda: write("{project}/trainer/evaluate.py", "\\n# rewritten by a run\\n"),
+    attempts = dict(evaluator=lambda: write("{project}/trainer/evaluator/evaluate.py", "\\n# rewritten by a run\\n"),
                     project=lambda: open("{project}/pyproject.toml").read(20),
                     hook=lambda: write("{workspace}/.git/hooks/pre-commit", hook, "w"),
                     ledger=lambda: write("{workspace}/experiments.jsonl", json.dumps(forged) + "\\n"),
@@ -311,7 +318,7 @@ def test_a_flood_of_output_costs_a_capped_log(tmp_path):
 CALLER = """
 import sys, threading
 from pathlib import Path
-from trainer.sandbox import run_untrusted
+from trainer.sandbox.untrusted import run_untrusted
 
 def busy():
     while True:

@@ -46,9 +46,9 @@ from agent.workspace import Workspace
 from tests.agent.conftest import PROGRAM
 from tests.helpers.jobs import job
 from tests.helpers.synthetic_runner import SyntheticRunner
-from trainer.atomic import read_json, write_json_atomic
-from trainer.hardware import this_machine
-from trainer.run_id import RunId, RunKind
+from trainer.files.atomic import read_json, write_json_atomic
+from trainer.runs.run_id import RunId, RunKind
+from trainer.tracks.hardware import this_machine
 
 mlflow = pytest.importorskip("mlflow")
 

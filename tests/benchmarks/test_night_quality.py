@@ -11,7 +11,7 @@ from agent.workspace import Workspace
 from benchmarks.night_quality import RECHECK_RUN_NUMBER, measure_night
 from tests.helpers.scripted import ScriptedEdits
 from tests.helpers.synthetic_runner import SyntheticRunner
-from trainer.run_id import RunKind
+from trainer.runs.run_id import RunKind
 
 PROGRAM = Path(__file__).resolve().parents[2] / "prompts" / "program.md"
 BASE = 3.0

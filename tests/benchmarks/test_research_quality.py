@@ -13,7 +13,7 @@ from benchmarks.night_quality import NightFailed, NightQuality, check_keeps, kee
 from benchmarks.quality_summary import goals, summarize, verdict
 from benchmarks.research_quality import loop_settings, parse_arguments
 from tests.helpers.random_changes import RandomChanges, draw
-from trainer.hyperparameters import BLOCK_END, BLOCK_START
+from trainer.tracks.hyperparameters import BLOCK_END, BLOCK_START
 
 TRAIN = (Path(__file__).resolve().parents[2] / "trainer" / "train.py").read_text()
 

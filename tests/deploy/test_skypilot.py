@@ -20,7 +20,7 @@ import yaml
 
 from agent.recording.ledger import Ledger
 from tests.helpers.processes import alive
-from trainer.sandbox import SECRET_NAME
+from trainer.sandbox.untrusted import SECRET_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "deploy" / "skypilot.yaml"
@@ -154,7 +154,7 @@ def test_the_setup_installs_the_project_with_ray_and_torch_into_the_nodes_enviro
                            timeout=300)
     assert setup.returncode == 0, setup.stdout + setup.stderr
     assert "node ready: ray 2.60.0, torch" in setup.stdout
-    installed = subprocess.run([str(venv / "bin" / "python"), "-c", "import agent, trainer.ray_task; "
+    installed = subprocess.run([str(venv / "bin" / "python"), "-c", "import agent, trainer.remote.ray_task; "
                                 "print(agent.__file__)"], env=env, capture_output=True, text=True, timeout=60)
     assert Path(installed.stdout.strip()).is_relative_to(ROOT), installed.stderr
     assert (venv / "bin" / "autoresearch").exists()

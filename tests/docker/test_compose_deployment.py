@@ -22,7 +22,7 @@ from tests.docker.conftest import ROOT, Engine
 from tests.helpers.llm_server import LLMServer, text, tool_call
 from tests.helpers.submissions import reasoned
 from tests.test_readme_commands import commands
-from trainer.spool import SpoolResult, read_message
+from trainer.remote.spool import SpoolResult, read_message
 
 PROJECT = "autoresearch-test"
 TAG = "e2e"

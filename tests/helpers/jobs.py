@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from agent.running.jobs import EvaluationJob, Job
-from trainer.run_id import RunId
+from trainer.runs.run_id import RunId
 
 
 def job(commit: str, name: str = "0000", timeout: float = 600.0, seed: int = 42) -> Job:

@@ -14,7 +14,7 @@ from agent.proposers.edits import Edit
 from agent.proposers.optuna_search import SearchDimension, search_space
 from agent.recording.record import ExperimentRecord
 from agent.recording.transcript import Transcript
-from trainer.hyperparameters import set_hyperparameters
+from trainer.tracks.hyperparameters import set_hyperparameters
 
 DRAWS = 20  # draws of a value before giving up on finding one that differs from the current one
 

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from trainer.download import DATASET
+from trainer.tracks.download import DATASET
 
 PREFIX = f"/datasets/{DATASET}/resolve/main/"
 RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from agent.running.jobs import EvaluationJob, Job
 from agent.workspace import Workspace
-from trainer.evaluation import Evaluation
-from trainer.run_result import RunResult
-from trainer.seal import declared_batch_tokens
-from trainer.triage import classify
+from trainer.evaluator.evaluation import Evaluation
+from trainer.runs.run_result import RunResult
+from trainer.runs.triage import classify
+from trainer.sandbox.seal import declared_batch_tokens
 
 SUMMARY = dict(training_seconds="30.0", total_seconds="41.5", startup_seconds="3.1", eval_seconds="8.4",
                peak_vram_mb="1843.7", mfu_percent="38.25", tokens_per_second="218453", total_tokens_M="6.6",

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.sandbox import runs_root
+from trainer.sandbox.untrusted import runs_root
 
 TRAINER = Path(__file__).resolve().parents[2] / "trainer"
 

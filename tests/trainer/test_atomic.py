@@ -2,7 +2,7 @@
 
 import threading
 
-from trainer.atomic import read_json, write_json_atomic
+from trainer.files.atomic import read_json, write_json_atomic
 
 
 def test_concurrent_writes_of_one_file_from_one_process_never_collide(tmp_path):

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from trainer.sandbox import CappedLog
+from trainer.sandbox.untrusted import CappedLog
 
 
 def written_through(path, chunks, seal_after: int | None, head=100, tail=50) -> tuple[bytes, CappedLog]:

@@ -1,4 +1,4 @@
-"""trainer.download against a real loopback HTTP server serving real parquet shards."""
+"""trainer.tracks.download against a real loopback HTTP server serving real parquet shards."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from itertools import pairwise
 import pytest
 
 from tests.helpers.shard_server import ShardServer, parquet_shard, sha256_hex
-from trainer.download import download_shards, shard_name, shard_url
 from trainer.prepare import PrepareError
+from trainer.tracks.download import download_shards, shard_name, shard_url
 
 FAST = dict(backoff_seconds=0.01, show_progress=False)
 
@@ -118,7 +118,7 @@ def test_hf_endpoint_is_used_when_no_endpoint_is_given(tmp_path, server, shards,
 
 
 def test_prepare_track_from_climbmix_served_over_http(tmp_path, server, monkeypatch):
-    from trainer.track_builder import prepare_track
+    from trainer.tracks.builder import prepare_track
 
     splits = {"train": [shard_name(0), shard_name(1)], "val": ["shard_06542.parquet"],
               "holdout": ["shard_06541.parquet"]}

@@ -6,7 +6,7 @@ import secrets
 import numpy as np
 import pytest
 
-from trainer.evaluate import BATCH_ROWS, PROBES_PER_BATCH, batch_layout, main, plan_batches
+from trainer.evaluator.evaluate import BATCH_ROWS, PROBES_PER_BATCH, batch_layout, main, plan_batches
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])

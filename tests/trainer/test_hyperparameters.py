@@ -5,8 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from trainer.hyperparameters import TRACK_HYPERPARAMETERS, BlockError, set_hyperparameters, train_source_for_track
 from trainer.prepare import TRACKS
+from trainer.tracks.hyperparameters import (
+    TRACK_HYPERPARAMETERS,
+    BlockError,
+    set_hyperparameters,
+    train_source_for_track,
+)
 
 SOURCE = (Path(__file__).resolve().parents[2] / "trainer" / "train.py").read_text()
 

@@ -1,14 +1,14 @@
 """A sandboxed run finds the attention kernels pre-fetched into the machine's hub cache: the run path shows the
 cache read-only at its own path, names it in the run's environment and keeps the hub offline, so the real
-`kernels` loader resolves version 1 from it with no network (trainer/kernel_cache.py)."""
+`kernels` loader resolves version 1 from it with no network (trainer/tracks/kernel_cache.py)."""
 
 from pathlib import Path
 
 from tests.helpers.kernel_hub import kernel_repository
 from tests.trainer.test_run_path import commit_files, run
-from trainer.hyperparameters import train_source_for_track
-from trainer.sandbox import isolation_available
-from trainer.triage import Triage
+from trainer.runs.triage import Triage
+from trainer.sandbox.untrusted import isolation_available
+from trainer.tracks.hyperparameters import train_source_for_track
 
 TRAIN_PY = Path(__file__).resolve().parents[2] / "trainer" / "train.py"
 # The one change: choose the kernel as on a Hopper GPU, so that the CPU run asks the hub for FlashAttention-3.

@@ -1,7 +1,8 @@
-"""Nothing of one batch reaches the next in the model server: its trusted zygote (trainer/zygote.py) forks
-a fresh process for every batch and clears what it left. Models that try to carry something across batches (in
-their memory, in files, SysV IPC, keyrings, processes left behind, or by patching the server) find nothing, and
-the trusted evaluator scores a model that adapts to the text it is shown exactly as the honest one."""
+"""Nothing of one batch reaches the next in the model server: its trusted zygote
+(trainer/evaluator/model_server/zygote.py) forks a fresh process for every batch and clears what it left. Models
+that try to carry something across batches (in their memory, in files, SysV IPC, keyrings, processes left behind,
+or by patching the server) find nothing, and the trusted evaluator scores a model that adapts to the text it is
+shown exactly as the honest one."""
 
 import contextlib
 import json
@@ -17,11 +18,11 @@ import numpy as np
 import pytest
 
 from tests.helpers.processes import alive
-from trainer.evaluate import SERVER_LOG, ModelServer, ServerFailed
-from trainer.evaluation import Evaluation, evaluation_in
-from trainer.isolation import isolation
-from trainer.sandbox_view import isolated_command
-from trainer.seal import data_paths, hidden_paths
+from trainer.evaluator.evaluate import SERVER_LOG, ModelServer, ServerFailed
+from trainer.evaluator.evaluation import RESULT_FD_FLAG, Evaluation, read_result
+from trainer.sandbox.isolation import isolation
+from trainer.sandbox.seal import data_paths, hidden_paths
+from trainer.sandbox.view import isolated_command
 
 ROOT = Path(__file__).resolve().parents[2]
 X86_64 = platform.machine() == "x86_64"  # the keyctl syscall numbers below
@@ -119,7 +120,7 @@ PATCHER = '''
 
 def _patch_the_server():
     import ctypes
-    servers = [module for module in (sys.modules.get("trainer.zygote"),) if module is not None]
+    servers = [module for module in (sys.modules.get("trainer.evaluator.model_server.zygote"),) if module is not None]
     saw = [f"{{name}} patched" for server in servers for name in ("kill_strays", "remove_sysv_ipc", "clear_keyrings")
            if getattr(getattr(server, name), "patched", False)]
     saw += [f"{{name}} patched" for server in servers for name in ("clear", "fork", "end_child")
@@ -210,10 +211,36 @@ _writable_places()
 '''
 
 
+FORGING = '''
+
+def _forge():
+    import glob
+    import stat
+    forged = ('{"device": "cpu", "audit": 0.0, "audited_tokens": 1, "repeat": 0.0, "lookahead": 0.0, "probes": 1, '
+              '"val": 0.5}')
+    print("EVALUATION " + forged, flush=True)  # the result line the evaluator's log once carried
+    reached = 0
+    for path in glob.glob("/proc/[0-9]*/fd/*"):  # every pipe of another process it can open
+        if path.startswith(f"/proc/{os.getpid()}/"):
+            continue
+        try:
+            if stat.S_ISFIFO(os.stat(path).st_mode):
+                with open(path, "w") as pipe:
+                    pipe.write(forged)
+                reached += 1
+        except OSError:
+            pass
+    print("FORGED into", reached, flush=True)
+
+
+_forge()
+'''
+
+
 @pytest.fixture(scope="module")
 def honest(test_track, tmp_path_factory) -> tuple[str, Path]:
     """The test track's train.py (as a commit exports it) and a checkpoint of its untrained model."""
-    from trainer.hyperparameters import train_source_for_track
+    from trainer.tracks.hyperparameters import train_source_for_track
     root = tmp_path_factory.mktemp("honest")
     source = train_source_for_track((ROOT / "trainer" / "train.py").read_text(), "test")
     commit = write_commit(root / "commit", source, test_track)
@@ -239,18 +266,24 @@ def write_commit(directory: Path, source: str, track) -> Path:
 
 
 def evaluate(commit: Path, checkpoint: Path) -> tuple[Evaluation | None, str, str]:
-    """(the EVALUATION result or None, the evaluator's output, the model server's log) of the val split."""
-    done = subprocess.run([sys.executable, "-m", "trainer.evaluate", str(checkpoint), "--splits", "val"], cwd=commit,
-                          env=environment(), capture_output=True, text=True, timeout=600)
+    """(the Evaluation handed back or None, the evaluator's output, the model server's log) of the val split."""
+    read, write = os.pipe()
+    try:
+        done = subprocess.run([sys.executable, "-m", "trainer.evaluator.evaluate", str(checkpoint), "--splits", "val",
+                               RESULT_FD_FLAG, str(write)], cwd=commit, env=environment(), capture_output=True,
+                              text=True, timeout=600, pass_fds=(write,))
+    finally:
+        os.close(write)
+        evaluation, _ = read_result(read)
     log = (commit / SERVER_LOG).read_text(errors="replace")
-    return evaluation_in(done.stdout.splitlines()), done.stdout + done.stderr, log
+    return evaluation if done.returncode == 0 else None, done.stdout + done.stderr, log
 
 
 @contextlib.contextmanager
 def served(commit: Path, checkpoint: Path, log: Path, sandboxed: bool = True):
     """The model server on commit's train.py as the evaluator starts it, but with a writable /tmp and /dev/shm
     (as on CUDA) where sandboxed; yields a ModelServer to ask."""
-    command = [sys.executable, "-m", "trainer.model_server", str(checkpoint), "--device", "cpu"]
+    command = [sys.executable, "-m", "trainer.evaluator.model_server.server", str(checkpoint), "--device", "cpu"]
     if sandboxed:
         cache = Path(os.environ["AUTORESEARCH_CACHE"])
         with contextlib.chdir(commit):  # the working directory it is shown
@@ -367,6 +400,15 @@ def test_on_cpu_the_model_server_can_write_nowhere_nor_read_its_log(honest, test
     assert len(lines(log, "LOG")) == len(found) and set(lines(log, "LOG")) == {"LOG unseen"}
 
 
+def test_a_model_process_cannot_hand_back_the_evaluation(honest, test_track, tmp_path):
+    """The evaluation goes back through a pipe only the evaluator holds: a model process that prints the old result
+    line and writes a forged one into every pipe it can open moves nothing, sandboxed or not."""
+    source, checkpoint = honest
+    result, output, log = evaluate(write_commit(tmp_path / "commit", source + FORGING, test_track), checkpoint)
+    assert lines(log, "FORGED into"), log[-2000:]
+    assert result is not None and result.val > 1.0, output
+
+
 def test_the_zygote_clears_ipc_keys_processes_and_scratch_in_its_sandbox(tmp_path):
     """What the zygote clears between batches, cleared by its own functions in a sandbox like the server's (where
     a model process has IPC and network namespaces of its own, the SysV objects it makes die with it anyway)."""
@@ -389,7 +431,7 @@ def test_the_zygote_clears_ipc_keys_processes_and_scratch_in_its_sandbox(tmp_pat
 
 CLEAR_SCRIPT = f'''
 import ctypes, json, os, sys, time
-from trainer import batch_leftovers as ms
+from trainer.evaluator.model_server import batch_leftovers as ms
 
 scratch = ms.Scratch()  # as the zygote takes it, before any model process
 libc = ctypes.CDLL(None, use_errno=True)

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from trainer.hardware import GIB, Hardware, this_machine
-from trainer.hyperparameters import train_source_for_track
-from trainer.profiles import (
+from trainer.tracks.hardware import GIB, Hardware, this_machine
+from trainer.tracks.hyperparameters import train_source_for_track
+from trainer.tracks.profiles import (
     FIXED_BYTES,
     KNOWN_DEVICES,
     MEMORY_MARGIN,

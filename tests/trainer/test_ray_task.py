@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from trainer import ray_task
-from trainer.ray_task import NodePlace, TrackUnavailable, ensure_track, private_results
-from trainer.sandbox import runs_root
+from trainer.remote import ray_task
+from trainer.remote.ray_task import NodePlace, TrackUnavailable, ensure_track, private_results
+from trainer.sandbox.untrusted import runs_root
 
 PLACE = NodePlace(ip="10.0.0.7", node_id="ab12cd34" * 7)
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import git
 import pytest
 
-from trainer import spool as spoolfs
-from trainer.run_result import RunResult
-from trainer.sandbox import isolation_available
-from trainer.spool import SpoolJob, SpoolMessageError, SpoolResult
-from trainer.training_run import FROZEN, RunRequest, run_commit
-from trainer.triage import Triage
-from trainer.worker import Worker
+from trainer.remote import spool as spoolfs
+from trainer.remote.spool import SpoolJob, SpoolMessageError, SpoolResult
+from trainer.remote.worker import Worker
+from trainer.runs.run_result import RunResult
+from trainer.runs.training_run import FROZEN, RunRequest, run_commit
+from trainer.runs.triage import Triage
+from trainer.sandbox.untrusted import isolation_available
 
 TRAINER = Path(__file__).resolve().parents[2] / "trainer"
 PRINTS_A_RESULT = b"""

@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from trainer import corpus
 from trainer.prepare import SPLITS, PrepareError, Tokenizer
-from trainer.track_builder import prepare_track
-from trainer.track_spec import TrackSpec
+from trainer.tracks import corpus
+from trainer.tracks.builder import prepare_track
+from trainer.tracks.spec import TrackSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -198,6 +198,6 @@ def test_cli_prepare_reports_and_fails_clearly(test_track, tmp_path):
                             capture_output=True, text=True)
     assert failed.returncode == 2
     assert "holds no .txt, .jsonl or .parquet files" in failed.stdout
-    script = subprocess.run([sys.executable, "-m", "trainer.track_builder", "--track", "nope"], cwd=ROOT,
+    script = subprocess.run([sys.executable, "-m", "trainer.tracks.builder", "--track", "nope"], cwd=ROOT,
                             capture_output=True, text=True)
     assert script.returncode == 2 and "unknown track 'nope'" in script.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.hyperparameters import set_hyperparameters, train_source_for_track
+from trainer.tracks.hyperparameters import set_hyperparameters, train_source_for_track
 
 TRAINER = Path(__file__).resolve().parents[2] / "trainer"
 SUMMARY_KEYS = ["val_bpb", "training_seconds", "total_seconds", "startup_seconds", "eval_seconds",
@@ -239,9 +239,9 @@ def test_gpu_check_workspace_shortens_the_budget_and_fails_loudly_when_it_cannot
 
 
 def test_gpu_check_source_holds_enough_evaluation_text(gpu_check, tmp_path):
-    from trainer import corpus
     from trainer.prepare import track_constants
-    from trainer.track_builder import prepare_track
+    from trainer.tracks import corpus
+    from trainer.tracks.builder import prepare_track
     constants = track_constants("test")
     chars = gpu_check.write_synthetic_source(tmp_path / "source", constants)
     needed = constants["eval_tokens"] * gpu_check.CHARS_PER_TOKEN_BOUND

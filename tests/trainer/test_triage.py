@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainer.triage import AFTER_SEAL, Triage, classify, parse_summary
+from trainer.runs.triage import AFTER_SEAL, Triage, classify, parse_summary
 
 PROGRESS = "step 00000 (  0.0%) | loss 10.8000 | lr x1.00 | 900 ms | 1,000 tok/s | mfu n/a | epoch 1\n"
 GOOD_LOG = PROGRESS + "---\nval_bpb: 1.234567\ntraining_seconds: 300.1\ndepth: 8\n"

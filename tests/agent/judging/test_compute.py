@@ -23,7 +23,7 @@ from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.agent.conftest import PROGRAM
 from tests.helpers.scripted import ScriptedChanges
-from trainer.hardware import Hardware
+from trainer.tracks.hardware import Hardware
 
 HERE = Hardware(backend="cpu", name="CPU here", memory_bytes=1 << 30, cores=2)
 ELSEWHERE = Hardware(backend="cpu", name="CPU elsewhere", memory_bytes=1 << 30, cores=2)
@@ -94,7 +94,7 @@ def clock_workspace(test_track, tmp_path):
     import os
     from pathlib import Path
 
-    from trainer.track_builder import prepare_track
+    from trainer.tracks.builder import prepare_track
     prepared = prepare_track("test-clock", cache=Path(os.environ["AUTORESEARCH_CACHE"]), show_progress=False)
     return Workspace.create("clock", prepared.spec, PROGRAM, root=tmp_path / "workspaces")
 

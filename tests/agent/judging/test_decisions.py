@@ -11,7 +11,7 @@ from agent.judging.standing import Standing
 from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry
 from agent.running.runner import RunResult
-from trainer.triage import Triage, Verdict
+from trainer.runs.triage import Triage, Verdict
 
 BEST = ExperimentRecord(id="0000", status="keep", commit="a" * 40, val_bpb=2.0,
                         runs=[RunEntry(seed=42, val_bpb=2.0)])

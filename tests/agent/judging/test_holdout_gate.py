@@ -19,9 +19,9 @@ from agent.running.runner import LocalRunner
 from tests.helpers.jobs import evaluation_job
 from tests.helpers.scripted import ScriptedChanges
 from tests.helpers.synthetic_runner import SyntheticRunner
-from trainer.hashing import file_sha256
-from trainer.hyperparameters import set_hyperparameters
-from trainer.run_id import RunId
+from trainer.files.hashing import file_sha256
+from trainer.runs.run_id import RunId
+from trainer.tracks.hyperparameters import set_hyperparameters
 
 RATES = ("UNEMBEDDING_LR", "EMBEDDING_LR", "VALUE_EMBEDDING_LR", "RESID_LAMBDA_LR", "X0_LAMBDA_LR", "MATRIX_LR")
 

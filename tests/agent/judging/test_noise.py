@@ -25,7 +25,7 @@ from agent.recording.ledger import Ledger
 from agent.recording.record import ExperimentRecord, RunEntry
 from agent.running.runner import LocalRunner
 from tests.helpers.scripted import ScriptedEdits
-from trainer.hyperparameters import set_hyperparameters
+from trainer.tracks.hyperparameters import set_hyperparameters
 
 ROOT = Path(__file__).resolve().parents[3]
 TRAIN = (ROOT / "trainer" / "train.py").read_text()

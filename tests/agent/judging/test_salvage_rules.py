@@ -11,11 +11,11 @@ from agent.judging.salvage import salvage, salvageable, smaller_batch
 from agent.recording.record import RunEntry
 from agent.recording.transcript import Transcript
 from agent.running.evaluator import EvaluationFailed
-from trainer.evaluate import BATCH_ROWS, CUDA_BATCH_SCALE
-from trainer.evaluation import Evaluation
-from trainer.run_id import RunId, RunKind
-from trainer.run_result import RunResult
-from trainer.triage import Triage, Verdict
+from trainer.evaluator.evaluate import BATCH_ROWS, CUDA_BATCH_SCALE
+from trainer.evaluator.evaluation import Evaluation
+from trainer.runs.run_id import RunId, RunKind
+from trainer.runs.run_result import RunResult
+from trainer.runs.triage import Triage, Verdict
 
 PRINTED = {"val_bpb": "0.010000"}  # what a run may print before it dies: never its number
 

@@ -15,7 +15,7 @@ from agent.report.build import write_report
 from agent.running.runner import LocalRunner
 from agent.steps.training import LoopStopped
 from tests.helpers.scripted import ScriptedChanges
-from trainer.hyperparameters import set_hyperparameters
+from trainer.tracks.hyperparameters import set_hyperparameters
 
 MATRIX = "MATRIX_LR = 0.0            # times sqrt(max(1, rows / cols))"
 WIN = (MATRIX, MATRIX.replace("0.0 ", "0.04"))  # the handicapped baseline cannot train its block matrices

@@ -1,53 +1,90 @@
-"""The evaluator's result, typed on its way from the EVALUATION line of its log to a run's check: the line keeps
-its format, a result that does not parse is no result, and verify.py writes the keys it always wrote."""
+"""The evaluator's result, typed from the pipe it is handed back through to a run's check: what comes back is the
+Evaluation or nothing, a result that does not parse is no result, nothing is read out of the evaluator's log, and
+verify.py writes the keys it always wrote."""
 
 import json
+import os
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from agent.judging.verify import Untrusted, score_run, verification_evidence
 from agent.recording.record import RunEntry
-from agent.running.evaluator import EvaluationFailed, parse_evaluation
-from trainer.evaluation import RESULT_PREFIX, Evaluation, EvaluationOutcome, evaluation_in
-from trainer.hashing import file_sha256
-from trainer.run_id import RunId
+from agent.running.evaluator import EvaluationFailed, evaluation_of
+from trainer.evaluator.evaluation import Evaluation, EvaluationOutcome, read_result
+from trainer.files.hashing import file_sha256
+from trainer.runs.run_id import RunId
+from trainer.runs.training_run import TRACKED, evaluate_commit
 
 FOUND = dict(device="cpu", audit=2.384185791015625e-07, audited_tokens=2048, repeat=0.0, lookahead=0.0, probes=24)
-CLEAN = EvaluationOutcome(returncode=0, timed_out=False, seconds=3.5, isolated=True)
+ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_the_result_line_is_the_one_evaluate_py_always_printed():
+def handed_back(text: bytes) -> tuple[Evaluation | None, str | None]:
+    read, write = os.pipe()
+    os.write(write, text)
+    os.close(write)
+    return read_result(read)
+
+
+def test_what_the_pipe_carries_is_the_evaluation():
     both = Evaluation(**FOUND, val=1.2101, holdout=1.2845)
-    assert both.log_line() == RESULT_PREFIX + json.dumps({**FOUND, "val": 1.2101, "holdout": 1.2845})
-    assert Evaluation(**FOUND, val=1.2101).log_line() == RESULT_PREFIX + json.dumps({**FOUND, "val": 1.2101})
-    assert evaluation_in(["val: 1.2", both.log_line(), "done"]) == both
-    assert evaluation_in(["val: 1.2"]) is None
+    assert handed_back(both.model_dump_json().encode()) == (both, None)
+    assert handed_back(b"") == (None, "it handed back no result")
 
 
-def test_the_last_result_line_of_a_clean_exit_is_the_evaluation(tmp_path):
-    log = tmp_path / "verify-0001.log"
-    earlier = Evaluation(**FOUND, val=9.0).log_line()
-    log.write_text(f"{earlier}\nval: 1.210100\n{Evaluation(**FOUND, val=1.2101).log_line()}\n")
-    assert parse_evaluation(log, CLEAN, tmp_path / "0001.pt") == Evaluation(**FOUND, val=1.2101)
-    with pytest.raises(EvaluationFailed, match="exited 1 on 0001.pt"):
-        parse_evaluation(log, CLEAN.model_copy(update={"returncode": 1}), tmp_path / "0001.pt")
-
-
-@pytest.mark.parametrize("line", [
-    RESULT_PREFIX + "{not json",
-    RESULT_PREFIX + json.dumps({**FOUND}),                                  # no val
-    RESULT_PREFIX + json.dumps({**FOUND, "val": 1.0, "audit": "none"}),
-    RESULT_PREFIX + json.dumps({**FOUND, "val": 1.0, "trusted": True}),     # a key the evaluator never writes
-    RESULT_PREFIX + json.dumps({**FOUND, "val": float("nan")}),              # NaN compares false with any limit
-    RESULT_PREFIX + json.dumps({**FOUND, "val": 1.0, "audit": float("nan")}),
-    RESULT_PREFIX + json.dumps({**FOUND, "val": float("-inf")}),
+@pytest.mark.parametrize("text", [
+    "{not json",
+    json.dumps({**FOUND}),                                  # no val
+    json.dumps({**FOUND, "val": 1.0, "audit": "none"}),
+    json.dumps({**FOUND, "val": 1.0, "trusted": True}),     # a key the evaluator never writes
+    json.dumps({**FOUND, "val": float("nan")}),              # NaN compares false with any limit
+    json.dumps({**FOUND, "val": 1.0, "audit": float("nan")}),
+    json.dumps({**FOUND, "val": float("-inf")}),
 ])
-def test_a_result_line_that_does_not_parse_fails_the_evaluation(tmp_path, line):
-    log = tmp_path / "verify-0001.log"
-    log.write_text(line + "\n")
-    with pytest.raises(EvaluationFailed, match="does not parse"):
-        parse_evaluation(log, CLEAN, tmp_path / "0001.pt")
+def test_a_result_that_does_not_parse_is_no_result(text):
+    assert handed_back(text.encode()) == (None, "the result it handed back does not parse")
+
+
+def stand_in_evaluator(tmp_path: Path, body: str) -> str:
+    """An interpreter in python's place for `python -m trainer.evaluator.evaluate ...`: body runs with `fd`, the
+    result pipe."""
+    script = tmp_path / "python"
+    script.write_text(f"#!{sys.executable}\nimport os, sys\nfd = int(sys.argv[sys.argv.index('--result-fd') + 1])\n"
+                      f"{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def evaluated(tmp_path: Path, body: str) -> EvaluationOutcome:
+    files = {name: (ROOT / "trainer" / name).read_bytes() if name != "track.json" else b"{}" for name in TRACKED}
+    return evaluate_commit(files, tmp_path / "0001.pt", ("val",), probe=True, timeout=60,
+                           run_dir=tmp_path / "run", log_path=tmp_path / "verify-0001.log",
+                           python=stand_in_evaluator(tmp_path, body))
+
+
+def test_an_evaluation_comes_back_through_the_pipe_and_never_out_of_the_log(tmp_path):
+    found = Evaluation(**FOUND, val=1.2101)
+    outcome = evaluated(tmp_path, f"os.write(fd, {found.model_dump_json()!r}.encode())")
+    assert outcome.returncode == 0 and outcome.evaluation == found
+    assert evaluation_of(outcome, tmp_path / "verify-0001.log", tmp_path / "0001.pt") == found
+    # what a model process could print: the old result line in the log, and a clean exit
+    line = "EVALUATION " + Evaluation(**FOUND, val=0.5).model_dump_json()
+    forged = evaluated(tmp_path, f"print({line!r})")
+    assert line in (tmp_path / "verify-0001.log").read_text()
+    assert forged.returncode == 0 and forged.evaluation is None
+    with pytest.raises(EvaluationFailed, match=r"exited 0 on 0001.pt \(it handed back no result\).*verify-0001.log"):
+        evaluation_of(forged, tmp_path / "verify-0001.log", tmp_path / "0001.pt")
+
+
+def test_a_result_from_an_evaluator_that_then_failed_is_no_result(tmp_path):
+    found = Evaluation(**FOUND, val=1.2101).model_dump_json()
+    outcome = evaluated(tmp_path, f"os.write(fd, {found!r}.encode()); sys.exit(1)")
+    assert outcome.returncode == 1 and outcome.evaluation is None
+    with pytest.raises(EvaluationFailed, match=r"exited 1 on 0001.pt \(see its log\)"):
+        evaluation_of(outcome, tmp_path / "verify-0001.log", tmp_path / "0001.pt")
 
 
 class ScoresWith:

@@ -13,8 +13,8 @@ from agent.recording.ledger import Ledger
 from agent.recording.record import RunEntry
 from agent.running.runner import LocalRunner
 from tests.helpers.scripted import ScriptedEdits
-from trainer.hyperparameters import set_hyperparameters
-from trainer.run_id import RunId
+from trainer.runs.run_id import RunId
+from trainer.tracks.hyperparameters import set_hyperparameters
 
 MATRIX = "MATRIX_LR = 0.0            # times sqrt(max(1, rows / cols))"
 MAIN = "def main() -> None:\n"

@@ -10,7 +10,7 @@ from agent.recording.novelty import ALGORITHMIC, HYPERPARAMETER, changed_setting
 from agent.recording.novelty_share import recent_algorithmic_share, tally
 from agent.recording.record import Evidence, ExperimentRecord
 from agent.settings import RunSettings
-from trainer.hyperparameters import set_hyperparameters, train_source_for_track
+from trainer.tracks.hyperparameters import set_hyperparameters, train_source_for_track
 
 TRAIN = train_source_for_track((Path(__file__).resolve().parents[3] / "trainer" / "train.py").read_text(), "test")
 SCHEDULE = "    remaining = (1 - progress) / WARMDOWN_RATIO"

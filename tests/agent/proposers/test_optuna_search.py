@@ -7,7 +7,7 @@ from agent.proposers.edits import apply_edits
 from agent.proposers.optuna_search import OptunaProposer, search_space
 from agent.recording.record import ExperimentRecord
 from agent.recording.transcript import Transcript
-from trainer.hyperparameters import set_hyperparameters, train_source_for_track
+from trainer.tracks.hyperparameters import set_hyperparameters, train_source_for_track
 
 SOURCE = (Path(__file__).resolve().parents[3] / "trainer" / "train.py").read_text()
 

@@ -23,8 +23,8 @@ from agent.recording.record import ExperimentStatus
 from agent.workspace import Workspace
 from tests.helpers.reference_checkout import HEADER, PROGRAM, REFERENCE_PREPARE, TRAINER, Checkout, reference_night
 from tests.helpers.synthetic_runner import SyntheticRunner
-from trainer.hyperparameters import train_source_for_track
 from trainer.prepare import TRACKS
+from trainer.tracks.hyperparameters import train_source_for_track
 
 
 @pytest.fixture

@@ -30,8 +30,8 @@ from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.helpers.llm_server import LLMServer, tool_call
 from tests.helpers.submissions import reasoned
-from trainer.hardware import this_machine
 from trainer.prepare import cache_root
+from trainer.tracks.hardware import this_machine
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEDULE = "    remaining = (1 - progress) / WARMDOWN_RATIO"

@@ -1,7 +1,7 @@
 """The trusted evaluator takes a device the way runs do: on LocalRunner it holds a slot, so it sees that slot's GPU
 (CUDA_VISIBLE_DEVICES) and never one a budgeted run trains on, and waits while every slot trains. The device map is
 the test's (GPUs 3 and 5 of a machine without CUDA: the variable is only a name there); the runs are real ones in
-the sandbox, the evaluator the real trainer/evaluate.py, which says in its log where its model server runs."""
+the sandbox, the evaluator the real trainer/evaluator/evaluate.py, which says in its log where its model server runs."""
 
 import re
 import threading
@@ -12,7 +12,7 @@ import pytest
 from agent.running.evaluator import EvaluationFailed
 from agent.running.jobs import EvaluationJob, Job
 from agent.running.runner import LocalRunner
-from trainer.run_id import RunId, RunKind
+from trainer.runs.run_id import RunId, RunKind
 
 SLEEPS = "import time\ntime.sleep({seconds})\n"  # a run that holds its slot and trains nothing
 

@@ -14,13 +14,13 @@ import pytest
 from agent.running.jobs import Job
 from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
-from trainer.hardware import this_machine
-from trainer.hyperparameters import train_source_for_track
 from trainer.prepare import TRACKS, training_flops_per_token
-from trainer.run_id import RunId
-from trainer.seal import RunBudget, Seal, Sealed
-from trainer.training_run import CHECKPOINT
-from trainer.triage import Triage, classify
+from trainer.runs.run_id import RunId
+from trainer.runs.training_run import CHECKPOINT
+from trainer.runs.triage import Triage, classify
+from trainer.sandbox.seal import RunBudget, Seal, Sealed
+from trainer.tracks.hardware import this_machine
+from trainer.tracks.hyperparameters import train_source_for_track
 
 BUDGET_LINE = ("    STEP_BUDGET = budget_steps(num_params, config.n_layer, config.n_embd, TOTAL_BATCH_SIZE, "
                "rows * MAX_SEQ_LEN)\n")
@@ -28,7 +28,7 @@ BUDGET_LINE = ("    STEP_BUDGET = budget_steps(num_params, config.n_layer, confi
 
 @pytest.fixture(scope="module")
 def flops_workspace(test_track, tmp_path_factory):
-    from trainer.track_builder import prepare_track
+    from trainer.tracks.builder import prepare_track
     prepared = prepare_track("test-flops", cache=Path(os.environ["AUTORESEARCH_CACHE"]), show_progress=False)
     return Workspace.create("flops", prepared.spec, Path(os.devnull), tmp_path_factory.mktemp("workspaces"))
 

@@ -28,10 +28,10 @@ from tests.helpers import jobs  # noqa: E402
 from tests.helpers.processes import processes_under  # noqa: E402
 from tests.helpers.scripted import ScriptedEdits  # noqa: E402
 from trainer import ray_task  # noqa: E402
-from trainer.ray_task import OWNER, process_gone, sweep_abandoned  # noqa: E402
-from trainer.run_id import RunId  # noqa: E402
-from trainer.sandbox import runs_root  # noqa: E402
-from trainer.triage import Triage  # noqa: E402
+from trainer.remote.ray_task import OWNER, process_gone, sweep_abandoned  # noqa: E402
+from trainer.runs.run_id import RunId  # noqa: E402
+from trainer.runs.triage import Triage  # noqa: E402
+from trainer.sandbox.untrusted import runs_root  # noqa: E402
 
 KEYS = {"ANTHROPIC_API_KEY": "sk-ant-driver-only-0001", "OPENAI_API_KEY": "sk-driver-only-0002"}
 NODE = dict(num_cpus=1, num_gpus=1, object_store_memory=200 << 20, node_ip_address="127.0.0.1")

@@ -11,8 +11,8 @@ import pytest
 from agent.running.runner import LocalRunner
 from tests.helpers.jobs import job
 from tests.helpers.processes import alive, processes_under
-from trainer.sandbox import isolation
-from trainer.triage import Triage
+from trainer.runs.triage import Triage
+from trainer.sandbox.untrusted import isolation
 
 
 def run_script(workspace, body, timeout=60.0, experiment_id="0001"):

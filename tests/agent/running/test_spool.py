@@ -21,10 +21,10 @@ from agent.recording.ledger import Ledger
 from agent.running.spool_runner import SpoolRunner
 from tests.helpers import jobs
 from tests.helpers.processes import processes_under
-from trainer import spool as spoolfs
-from trainer.sandbox import isolation_available
-from trainer.spool import SpoolJob, SpoolResult
-from trainer.triage import Triage
+from trainer.remote import spool as spoolfs
+from trainer.remote.spool import SpoolJob, SpoolResult
+from trainer.runs.triage import Triage
+from trainer.sandbox.untrusted import isolation_available
 
 ROOT = Path(__file__).resolve().parents[3]
 ISOLATED = isolation_available()
@@ -42,8 +42,9 @@ class Workers:
         environment = dict(os.environ, AUTORESEARCH_CACHE=str(self.cache), **env)
         self.scratch.mkdir(parents=True, exist_ok=True)
         with open(self.said(name), "wb") as said:
-            process = subprocess.Popen([sys.executable, "-m", "trainer.worker", "--spool", str(self.spool), "--name",
-                                        name, "--scratch", str(self.scratch / name)], env=environment, cwd=ROOT,
+            process = subprocess.Popen([sys.executable, "-m", "trainer.remote.worker", "--spool", str(self.spool),
+                                        "--name", name, "--scratch", str(self.scratch / name)],
+                                       env=environment, cwd=ROOT,
                                        stdout=said, stderr=subprocess.DEVNULL)
         self.processes[name] = process
         deadline = time.monotonic() + 30
@@ -88,7 +89,7 @@ def test_loop_through_the_spool(workspace, workers):
     assert records[0].checkpoint == "checkpoints/0000.pt" and (workspace.dir / "checkpoints/0000.pt").is_file()
     confirmed = confirm(workspace, SpoolRunner(workers.spool))
     assert confirmed.baseline.val == pytest.approx(records[0].val_bpb, abs=1e-6)
-    assert (workspace.dir / "logs" / "confirm-0000.log").read_text().count("EVALUATION ") == 1
+    assert (workspace.dir / "logs" / "confirm-0000.log").read_text().count("evaluator: done") == 1
     assert [r.triage for r in records] == ["ok", "ok"] and records[0].status == "keep"
     assert "val_bpb:" in (workspace.dir / records[1].log).read_text()
     assert sorted(p.name for p in (workers.spool / "results").iterdir()) and not list(
@@ -273,7 +274,7 @@ def test_compose_and_images_keep_the_trainer_sandboxed():
     assert trainer["pids_limit"] and trainer["mem_limit"]
     assert "deploy" not in agent and "devices" not in agent and "runtime" not in agent
     assert agent["env_file"] == [".env"] and "--spool" in agent["command"] and "/spool" in agent["command"]
-    for name, entry in (("agent", "autoresearch"), ("trainer", "trainer.worker")):
+    for name, entry in (("agent", "autoresearch"), ("trainer", "trainer.remote.worker")):
         dockerfile = (ROOT / "docker" / f"{name}.Dockerfile").read_text().splitlines()
         assert any(line.startswith("ENTRYPOINT") and entry in line for line in dockerfile)
     agent_users = [line.split()[1] for line in (ROOT / "docker/agent.Dockerfile").read_text().splitlines()

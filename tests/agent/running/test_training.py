@@ -3,8 +3,8 @@
 from agent.settings import LoopSettings
 from agent.steps.training import hard_timeout
 from trainer.prepare import TRACKS
-from trainer.track_spec import TrackConstants
-from trainer.training_run import threads_env
+from trainer.runs.training_run import threads_env
+from trainer.tracks.spec import TrackConstants
 
 # The cpu track's constants as a workspace made before it counted FLOPs froze them.
 CPU_SECONDS_TRACK = dict(max_seq_len=256, time_budget=60, eval_tokens=1024 * 256, vocab_size=4096, source="stdlib",

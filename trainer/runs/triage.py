@@ -11,7 +11,7 @@
 | tamper        | crash, flagged: frozen files changed, exit 0 without a metric, or   |
 |               | an attempt on the validation seal (reading val/holdout in training) |
 | over_budget   | crash: the run trained past its track's budget as the harness       |
-|               | counts it at the seal (trainer/seal.py); its number is no result    |
+|               | counts it at the seal (trainer/sandbox/seal.py); its number is no result    |
 | interrupted   | the loop stopped during the run; recorded once, workspace reset     |
 """
 
@@ -26,9 +26,9 @@ from typing import Annotated
 
 from pydantic import Field, StrictBool, StrictInt, StringConstraints, TypeAdapter, ValidationError
 
-from trainer import parsing
-from trainer.run_log import escape_controls
-from trainer.seal import OVER_BUDGET
+from trainer.files import parsing
+from trainer.runs.run_log import escape_controls
+from trainer.sandbox.seal import OVER_BUDGET
 
 
 class Triage(str, Enum):

@@ -3,38 +3,40 @@ LocalRunner, the spool's worker, a task on a cluster).
 
 The commit's files are written into a fresh private directory outside any workspace, with a data
 view holding the track's training split only; train.py runs there as a stranger where the
-machine allows (trainer/sandbox.py) with an environment built from an allowlist, torch.compile's
+machine allows (trainer/sandbox/untrusted.py) with an environment built from an allowlist, torch.compile's
 caches of its own (in the run directory: nothing one run writes is read by another), limits on
-tasks, memory and disk, a hard timeout, val only through the seal (trainer/seal.py), and an end
+tasks, memory and disk, a hard timeout, val only through the seal (trainer/sandbox/seal.py), and an end
 shortly after its evaluation was handed over.
 Afterwards its frozen files are hashed against what they must be, without following whatever the
-run left in their place, and its log is classified (trainer/triage.py). The directory is removed;
+run left in their place, and its log is classified (trainer/runs/triage.py). The directory is removed;
 the sealed weights stay where the seal moved them. The log is written while the run lives, so a
 caller can follow it at log_path.
 
-The trusted evaluator (trainer/evaluate.py) runs on a commit's saved weights the same way for every
+The trusted evaluator (trainer/evaluator/evaluate.py) runs on a commit's saved weights the same way for every
 runner too: evaluate_commit. Nothing here needs the workspace, its repository or the agent: the
 caller passes the files.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainer.hardware import this_machine
-from trainer.hashing import regular_file_sha256
-from trainer.kernel_cache import kernel_caches
+from trainer.evaluator.evaluation import RESULT_FD_FLAG, EvaluationOutcome, read_result
+from trainer.files.hashing import regular_file_sha256
 from trainer.prepare import PrepareError, cache_root, track_dir
-from trainer.run_limits import RunLimits, free_bytes, gpu_in_reach
-from trainer.run_result import RunResult
-from trainer.sandbox import ProcessOutcome, View, private_directory, run_untrusted, runs_root
-from trainer.sandbox_view import PROJECT_ROOT
-from trainer.seal import OPENED_DIR, Seal, data_paths, hidden_paths, training_view
-from trainer.track_spec import TrackConstants, TrackSpec
+from trainer.runs.run_result import RunResult
+from trainer.sandbox.limits import RunLimits, free_bytes, gpu_in_reach
+from trainer.sandbox.seal import OPENED_DIR, Seal, data_paths, hidden_paths, training_view
+from trainer.sandbox.untrusted import View, private_directory, run_untrusted, runs_root
+from trainer.sandbox.view import PROJECT_ROOT
+from trainer.tracks.hardware import this_machine
+from trainer.tracks.kernel_cache import kernel_caches
+from trainer.tracks.spec import TrackConstants, TrackSpec
 
 TRACKED = ("train.py", "prepare.py", "track.json")  # a workspace commit's whole tree
 FROZEN = ("prepare.py", "track.json")               # never changed after the workspace's first commit
@@ -113,7 +115,7 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
     finally:
         sealed = seal.finish()
     changed = [name for name in FROZEN if regular_file_sha256(run_dir / name) != request.frozen_sha256[name]]
-    # A run's own writes are held well above DISK_RESERVE (trainer/run_limits.py): a filesystem full at its end was
+    # A run's own writes are held well above DISK_RESERVE (trainer/sandbox/limits.py): a filesystem full at its end was
     # filled by something else, and a run that failed then failed for that.
     full = outcome.returncode != 0 and free_bytes(run_dir) < FULL_BYTES
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -134,16 +136,18 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
 def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[str, ...], *, probe: bool,
                     timeout: float, run_dir: Path, log_path: Path, extra_env: Mapping[str, str] | None = None,
                     python: str = sys.executable, on_start: Callable | None = None,
-                    batch_rows: int | None = None) -> ProcessOutcome:
-    """trainer/evaluate.py on saved weights, in a fresh run_dir holding the commit's files (it imports their
-    frozen prepare.py, never their train.py, and sandboxes the model server that does); its scores are the
-    last EVALUATION line of log_path. batch_rows: the rows of its batches, where fewer than its own (the model
-    ran out of memory)."""
+                    batch_rows: int | None = None) -> EvaluationOutcome:
+    """trainer/evaluator/evaluate.py on saved weights, in a fresh run_dir holding the commit's files (it imports their
+    frozen prepare.py, never their train.py, and sandboxes the model server that does), its output in log_path
+    and its Evaluation handed back through a pipe. batch_rows: the rows of its batches, where fewer than its own
+    (the model ran out of memory)."""
     private_directory(run_dir)
     for name in TRACKED:
         (run_dir / name).write_bytes(files[name])
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    command = [python, "-m", "trainer.evaluate", str(checkpoint), "--splits", ",".join(splits),
+    result_read, result_write = os.pipe()
+    command = [python, "-m", "trainer.evaluator.evaluate", str(checkpoint), "--splits", ",".join(splits),
+               RESULT_FD_FLAG, str(result_write), *(["--probe"] if probe else []),
                *(["--batch-rows", str(batch_rows)] if batch_rows is not None else [])]
     # torch's threads as the track's runs have them: a scoring beside runs (or beside another scoring) that took
     # every core would spin against them at its barriers, slowing both several times over
@@ -154,10 +158,16 @@ def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[
         threads = {}
     env = {**threads, **(extra_env or {}), "PYTHONPATH": str(PROJECT_ROOT), "AUTORESEARCH_CACHE": str(cache_root())}
     try:
-        return run_untrusted(command + (["--probe"] if probe else []), run_dir, log_path, timeout, env,
-                             on_start=on_start)
+        process = run_untrusted(command, run_dir, log_path, timeout, env, pass_fds=(result_write,),
+                                on_start=on_start)
     finally:
+        os.close(result_write)
         shutil.rmtree(run_dir, ignore_errors=True)
+        evaluation, problem = read_result(result_read)
+    if process.timed_out or process.returncode != 0:
+        evaluation, problem = None, "timed out" if process.timed_out else "see its log"
+    return EvaluationOutcome(returncode=process.returncode, timed_out=process.timed_out, seconds=process.seconds,
+                             isolated=process.isolated, evaluation=evaluation, problem=problem)
 
 
 def threads_env(constants: TrackConstants, gpu: bool = False) -> dict[str, str]:

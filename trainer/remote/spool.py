@@ -25,9 +25,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from trainer.atomic import write_json_atomic
-from trainer.evaluation import EvaluationOutcome
-from trainer.run_result import RunResult
+from trainer.evaluator.evaluation import EvaluationOutcome
+from trainer.files.atomic import write_json_atomic
+from trainer.runs.run_result import RunResult
 
 DEAD_AFTER = 20.0       # seconds without a heartbeat
 HEARTBEAT_EVERY = 2.0

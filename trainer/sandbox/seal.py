@@ -14,7 +14,7 @@ CPU seconds the kernel charged to the run's processes are read from /proc), and 
 tokens the run's frozen prepare.py handed out (times the sealed weights' FLOPs per token on a
 FLOPs-budgeted track); a run past its track's budget (RunBudget) is refused, and its record is an
 ``over_budget`` crash. Requests are read in lines of at most MAX_REQUEST_BYTES. Where runs are isolated
-(trainer/sandbox.py) the cache's own val and holdout directories are hidden as well.
+(trainer/sandbox/untrusted.py) the cache's own val and holdout directories are hidden as well.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.hashing import file_sha256
+from trainer.files.hashing import file_sha256
 from trainer.prepare import SEAL_FD_VAR
-from trainer.sandbox import Ending
+from trainer.sandbox.untrusted import Ending
 
 SEALED_SPLITS = ("val", "holdout")
 OPENED_DIR = "opened"   # in the run directory: the val files, copied there at the seal
@@ -133,7 +133,7 @@ def declared_batch_tokens(source: str) -> int | None:
     global), or not as a literal."""
     import ast
 
-    from trainer.parsing import parse
+    from trainer.files.parsing import parse
     try:
         tree = parse(source)
     except (SyntaxError, ValueError):
@@ -220,7 +220,7 @@ class Seal:
         return self.result
 
     def ending(self) -> Ending | None:
-        """When the harness ends the run (trainer/sandbox.py): once its weights are sealed, see SUMMARY_GRACE_S."""
+        """When the harness ends the run (untrusted.py): once its weights are sealed, see SUMMARY_GRACE_S."""
         if self.evaluated_at is not None:
             return Ending(self.evaluated_at + SUMMARY_GRACE_S, f"stopped {SUMMARY_GRACE_S:.0f} s after its "
                           "evaluation was handed over: what it printed until then is its result", True)

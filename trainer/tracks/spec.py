@@ -31,7 +31,7 @@ class TrackConstants(BaseModel):
     # What time_budget counts: wall-clock seconds, or the run's CPU seconds ("cpu": the cpu track of workspaces made
     # before it counted FLOPs, whose frozen track.json and prepare.py still say so).
     budget_clock: Literal["wall", "cpu"] = "wall"
-    flops_budget: float | None = None  # training FLOPs the harness allows (trainer/seal.py), instead of seconds
+    flops_budget: float | None = None  # training FLOPs the harness allows (trainer/sandbox/seal.py), instead of seconds
     threads: int | None = Field(None, ge=1)  # torch's threads per run, set by the harness (None: torch's default)
 
 

@@ -1,7 +1,7 @@
 """What one untrusted process may consume: tasks, memory, disk, and how the harness holds it to that.
 
 - tasks (processes and threads): RLIMIT_NPROC, counted for the run's own uid where it has one (as root,
-  trainer/isolation.py), else on top of what the caller's uid already runs;
+  trainer/sandbox/isolation.py), else on top of what the caller's uid already runs;
 - memory: RLIMIT_AS where no GPU is in reach (a CUDA or ROCm process reserves far more address space than
   it uses, so there the limit is left to the device), and the run is the OOM killer's first choice;
 - disk: every file at most `disk_bytes` (RLIMIT_FSIZE), its /tmp and /dev/shm tmpfs mounts of a fixed

@@ -3,7 +3,7 @@
 A profile changes how the work is laid out, never what is learnt: DEVICE_BATCH_SIZE is the largest power of two
 whose rows fit the device's memory with a margin (TOTAL_BATCH_SIZE stays, so gradient accumulation keeps the
 tokens of an optimizer step and the results comparable), and ATTENTION names the kernel that exists there.
-Chosen at init from the device (trainer/hardware.py) or by name (`--profile`), written into the block, so
+Chosen at init from the device (trainer/tracks/hardware.py) or by name (`--profile`), written into the block, so
 every run of the tag uses it.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from trainer.hardware import GIB, Hardware
+from trainer.tracks.hardware import GIB, Hardware
 
 GPU_TRACKS = ("gpu", "gpu-flops")  # tracks sized for a GPU: the profile sets their batch rows
 REFERENCE_ROWS = 128               # the gpu track's DEVICE_BATCH_SIZE (an H100's); never raised above it
@@ -74,7 +74,7 @@ def profile_for(track: str, hardware: Hardware | None = None, name: str | None =
                                "(`autoresearch doctor` shows what this machine would get)")
         return choose_profile(KNOWN_DEVICES[name], track, name)
     if hardware is None:
-        from trainer.hardware import this_machine
+        from trainer.tracks.hardware import this_machine
         hardware = this_machine()
     if hardware.backend == "cpu" and track in GPU_TRACKS:
         profile = choose_profile(KNOWN_DEVICES["h100"], track, "h100")
@@ -148,5 +148,5 @@ def profile_name(hardware: Hardware) -> str:
 
 def default_track() -> str:
     """The track a new tag takes on this machine when none is named: gpu where there is a CUDA GPU, else cpu."""
-    from trainer.hardware import this_machine
+    from trainer.tracks.hardware import this_machine
     return "gpu" if this_machine().backend == "cuda" else "cpu"

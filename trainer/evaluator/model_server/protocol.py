@@ -1,4 +1,4 @@
-"""The model server's protocol (trainer/model_server.py): JSON header lines read a byte at a time, payloads of
+"""The model server's protocol (server.py): JSON header lines read a byte at a time, payloads of
 exact sizes, and the one header each answer may have."""
 
 from __future__ import annotations

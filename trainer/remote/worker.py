@@ -1,10 +1,10 @@
 """The trainer-side worker: claims jobs from the spool and runs them, sandboxed, in scratch dirs.
 
-    python -m trainer.worker --spool /spool [--workers N | --gpus 0,1,...] [--scratch DIR]
+    python -m trainer.remote.worker --spool /spool [--workers N | --gpus 0,1,...] [--scratch DIR]
 
 Each job's commit is read from the (read-only) workspace repository and trained in a fresh
-scratch directory by the run path (trainer/training_run.py): where the machine allows, as a
-stranger that sees neither the spool nor the workspaces (trainer/sandbox.py). The log (capped)
+scratch directory by the run path (trainer/runs/training_run.py): where the machine allows, as a
+stranger that sees neither the spool nor the workspaces (trainer/sandbox/untrusted.py). The log (capped)
 streams into the spool; the result is written atomically. With --gpus, one worker
 process per GPU (CUDA_VISIBLE_DEVICES set for each).
 """
@@ -24,12 +24,12 @@ from pathlib import Path
 
 import git
 
-from trainer import spool as spoolfs
-from trainer.evaluation import EvaluationOutcome
-from trainer.run_id import neutral_name
-from trainer.sandbox import isolation
-from trainer.spool import SpoolJob, SpoolResult
-from trainer.training_run import TRACKED, RunRequest, evaluate_commit, run_commit
+from trainer.evaluator.evaluation import EvaluationOutcome
+from trainer.remote import spool as spoolfs
+from trainer.remote.spool import SpoolJob, SpoolResult
+from trainer.runs.run_id import neutral_name
+from trainer.runs.training_run import TRACKED, RunRequest, evaluate_commit, run_commit
+from trainer.sandbox.untrusted import isolation
 
 
 class Worker:
@@ -105,10 +105,9 @@ class Worker:
         self.finish(job, result)
 
     def evaluate(self, job: SpoolJob, files: dict[str, bytes]) -> EvaluationOutcome:
-        outcome = evaluate_commit(files, job.checkpoint, job.splits, probe=job.probe, timeout=job.timeout,
-                                  run_dir=self.scratch / neutral_name(), log_path=self.log_path(job),
-                                  extra_env=self.device_env(), on_start=self.started, batch_rows=job.batch_rows)
-        return EvaluationOutcome.of(outcome)
+        return evaluate_commit(files, job.checkpoint, job.splits, probe=job.probe, timeout=job.timeout,
+                               run_dir=self.scratch / neutral_name(), log_path=self.log_path(job),
+                               extra_env=self.device_env(), on_start=self.started, batch_rows=job.batch_rows)
 
     def started(self, process: subprocess.Popen) -> None:
         self.process = process
@@ -154,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     gpus = args.gpus.split(",") if args.gpus else [None] * args.workers
     if len(gpus) > 1:  # one process per GPU, each a single worker
-        children = [subprocess.Popen([sys.executable, "-m", "trainer.worker", "--spool", str(args.spool),
+        children = [subprocess.Popen([sys.executable, "-m", "trainer.remote.worker", "--spool", str(args.spool),
                                       *(["--gpus", g] if g else []),
                                       *(["--scratch", str(args.scratch)] if args.scratch else []),
                                       *(["--once"] if args.once else [])]) for g in gpus]

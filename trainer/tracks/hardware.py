@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from trainer.run_limits import gpu_in_reach, physical_memory
+from trainer.sandbox.limits import gpu_in_reach, physical_memory
 
 Backend = Literal["cuda", "rocm", "mps", "cpu"]
 GIB = 1 << 30

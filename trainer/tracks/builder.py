@@ -1,6 +1,6 @@
 """Building a prepared track: data splits, manifest and fingerprint, tokenizer, track.json.
 
-    python -m trainer.track_builder --track cpu [--source stdlib|climbmix|DIR] [--num-shards N] [--cache DIR]
+    python -m trainer.tracks.builder --track cpu [--source stdlib|climbmix|DIR] [--num-shards N] [--cache DIR]
 
 (the same as `autoresearch prepare`). The frozen trainer/prepare.py reads what is built here and
 imports nothing from this module, corpus.py or download.py.
@@ -26,9 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer import corpus, download
-from trainer.atomic import read_json, write_json_atomic
-from trainer.hashing import file_sha256
+from trainer.files.atomic import read_json, write_json_atomic
+from trainer.files.hashing import file_sha256
 from trainer.prepare import (
     SPECIAL_TOKENS,
     SPLIT_PATTERN,
@@ -41,7 +40,8 @@ from trainer.prepare import (
     iter_documents,
     track_constants,
 )
-from trainer.track_spec import TrackSpec
+from trainer.tracks import corpus, download
+from trainer.tracks.spec import TrackSpec
 
 FORMAT_VERSION = 1
 TOKENIZER_DOC_CHARS = 10_000        # each training document is truncated to this for BPE

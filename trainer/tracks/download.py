@@ -19,7 +19,7 @@ import httpx
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from trainer.hashing import file_sha256
+from trainer.files.hashing import file_sha256
 from trainer.prepare import PrepareError
 
 DATASET = "karpathy/climbmix-400b-shuffle"

@@ -1,4 +1,4 @@
-"""A model process of the model server: forked from the zygote (trainer/zygote.py), it alone imports train.py,
+"""A model process of the model server: forked from the zygote (zygote.py), it alone imports train.py,
 answers one batch and dies."""
 
 from __future__ import annotations
@@ -10,8 +10,15 @@ import sys
 from contextlib import nullcontext
 from pathlib import Path
 
-from trainer.batch_leftovers import KEYCTL_JOIN_SESSION_KEYRING, PR_SET_DUMPABLE, PR_SET_PDEATHSIG, keyctl, libc, prctl
-from trainer.server_protocol import answer_header, read_request, write_all
+from trainer.evaluator.model_server.batch_leftovers import (
+    KEYCTL_JOIN_SESSION_KEYRING,
+    PR_SET_DUMPABLE,
+    PR_SET_PDEATHSIG,
+    keyctl,
+    libc,
+    prctl,
+)
+from trainer.evaluator.model_server.protocol import answer_header, read_request, write_all
 
 CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = 0x08000000, 0x10000000, 0x40000000
 

@@ -12,7 +12,7 @@ import json
 import math
 import re
 
-from trainer import parsing
+from trainer.files import parsing
 
 BLOCK_START = re.compile(r"^# === HYPERPARAMETERS \(track: ([\w-]+)\) =*$", re.MULTILINE)
 BLOCK_END = "# === END HYPERPARAMETERS"
@@ -81,7 +81,7 @@ def set_hyperparameters(source: str, values: dict[str, object], track: str | Non
 
 
 def train_source_for_track(source: str, track: str, profile: dict[str, object] | None = None) -> str:
-    """train.py for a track, with a hardware profile's values (trainer/profiles.py) over the track's."""
+    """train.py for a track, with a hardware profile's values (trainer/tracks/profiles.py) over the track's."""
     if track not in TRACK_HYPERPARAMETERS:
         raise BlockError(f"no hyperparameters for track {track!r}: choose one of {', '.join(TRACK_HYPERPARAMETERS)}")
     return set_hyperparameters(source, {**TRACK_HYPERPARAMETERS[track], **(profile or {})}, track)

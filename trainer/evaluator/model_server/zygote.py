@@ -1,4 +1,4 @@
-"""The trusted zygote of the model server (trainer/model_server.py): a fresh model process per batch, and
+"""The trusted zygote of the model server (server.py): a fresh model process per batch, and
 nothing of one batch left for the next."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import time
 import traceback
 
-from trainer.batch_leftovers import (
+from trainer.evaluator.model_server.batch_leftovers import (
     KEYCTL_JOIN_SESSION_KEYRING,
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
@@ -29,8 +29,8 @@ from trainer.batch_leftovers import (
     remove_sysv_ipc,
     writable_shared_mappings,
 )
-from trainer.model_process import become_model_process, serve_batch
-from trainer.server_protocol import (
+from trainer.evaluator.model_server.model_process import become_model_process, serve_batch
+from trainer.evaluator.model_server.protocol import (
     CHUNK,
     MAX_VOCAB,
     Refused,

@@ -1,4 +1,4 @@
-"""What the zygote (trainer/zygote.py) checks and clears between batches, so that nothing of one model
+"""What the zygote (zygote.py) and clears between batches, so that nothing of one model
 process reaches the next: processes, SysV IPC objects, keyrings, files in writable mounts, the zygote's own
 attributes a same-uid process may change."""
 
@@ -15,7 +15,7 @@ import stat
 import time
 from pathlib import Path
 
-from trainer.server_protocol import Refused
+from trainer.evaluator.model_server.protocol import Refused
 
 CLEAR_SECONDS = 30.0       # to see every process of a batch gone
 PSEUDO_FILESYSTEMS = {"proc", "sysfs", "devpts", "devtmpfs", "mqueue", "cgroup", "cgroup2", "securityfs", "debugfs",

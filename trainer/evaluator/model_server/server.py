@@ -1,6 +1,6 @@
-"""Serves a trained model to trainer/evaluate.py, one batch of rows at a time, each in a fresh process.
+"""Serves a trained model to trainer/evaluator/evaluate.py, one batch of rows at a time, each in a fresh process.
 
-    python -m trainer.model_server CHECKPOINT --device cpu|cuda [--sandboxed]
+    python -m trainer.evaluator.model_server.server CHECKPOINT --device cpu|cuda [--sandboxed]
 
 Protocol on stdin/stdout: a JSON line ``{"op": "losses" | "logits" | "picked", "rows": r, "cols": c}``
 followed by r x c little-endian int32 values; the answer is a JSON line ``{"shape": [...]}`` followed by
@@ -10,10 +10,10 @@ that many little-endian float32 values. ``losses``: the cross-entropy of ``rows[
 
 The model is train.py's code (``GPTConfig(**config)``, ``build_model(config, device)``, ``model(inputs)``
 returns logits), so it is untrusted, and it must not learn from the text it is shown: nothing of one
-batch may reach the next. This process is a trusted zygote (trainer/zygote.py) that never imports
+batch may reach the next. This process is a trusted zygote (trainer/evaluator/model_server/zygote.py) that never imports
 train.py. It loads the checkpoint on the CPU (it never starts CUDA, which a fork cannot inherit), makes
 itself not dumpable (no process of its user can read or write its memory) and, for every ``losses`` or
-``logits`` request, forks a fresh model process (trainer/model_process.py), which alone imports
+``logits`` request, forks a fresh model process (trainer/evaluator/model_server/model_process.py), which alone imports
 train.py, builds the model from the checkpoint tensors it shares copy-on-write, answers that request
 and the ``picked`` one that follows through pipes of its own, and is killed. It never holds the real
 stdin, stdout or log: its stdout and stderr are a third pipe, which the zygote copies to the log. Rows,
@@ -22,7 +22,7 @@ memory, which later forks inherit, and an answer is relayed only after its heade
 the request calls for.
 
 Before the next fork the zygote makes sure nothing of a batch is left (`Zygote.clear`, with the checks
-of trainer/batch_leftovers.py): no process but itself and its ancestors (all of its pid namespace under
+of batch_leftovers.py): no process but itself and its ancestors (all of its pid namespace under
 bwrap; without, its descendants, which cannot leave it as it is their subreaper) and, sandboxed, no
 SysV IPC object, no key in its uid's keyrings and nothing new in any place a model process could write
 (`Scratch`: on CUDA /tmp and /dev/shm; on CPU the evaluator makes those read-only). Nor may its limits,
@@ -32,7 +32,7 @@ its own that die with it, and no POSIX message queue (a zero limit). Whatever fa
 server: the evaluator reports a failed model server.
 
 ``--sandboxed`` says the server runs in bwrap's pid namespace with /tmp and /dev/shm of its own
-(isolated_command in trainer/sandbox_view.py): only then does it kill every process in sight and clear
+(isolated_command in trainer/sandbox/view.py): only then does it kill every process in sight and clear
 IPC objects, keyrings and writable mounts, which are otherwise the machine's.
 
 Left open, as between any processes that share a kernel: side channels of a few bits a batch (the
@@ -50,8 +50,8 @@ import os
 import sys
 from pathlib import Path
 
-from trainer.server_protocol import Refused, say
-from trainer.zygote import Zygote
+from trainer.evaluator.model_server.protocol import Refused, say
+from trainer.evaluator.model_server.zygote import Zygote
 
 CUDA_ERROR_NOT_INITIALIZED = 3
 

@@ -1,14 +1,14 @@
 """Running untrusted code (train.py, and the model server that imports it) as a stranger.
 
-Where bubblewrap can make namespaces here (trainer/isolation.py), the process runs in its own user
+Where bubblewrap can make namespaces here (trainer/sandbox/isolation.py), the process runs in its own user
 or a uid of its own, pid, mount, network, IPC, UTS and cgroup namespaces, with no capabilities,
-seeing only what trainer/sandbox_view.py allows: the system's trees and the Python installation
+seeing only what trainer/sandbox/view.py allows: the system's trees and the Python installation
 read-only, its track's training data, its own run directory writable, and private /tmp and
 /dev/shm of a fixed size. Its pid namespace dies with it, so nothing it started outlives it,
 whatever it did to escape (setsid, execve with an empty environment, ...). Every run is held to
-its limits (trainer/run_limits.py: tasks, memory, disk), and its caller may end it early (`Ending`):
+its limits (trainer/sandbox/limits.py: tasks, memory, disk), and its caller may end it early (`Ending`):
 a training run is stopped shortly after its weights are sealed and its evaluation handed over
-(trainer/seal.py), since nothing it does after that can matter.
+(trainer/sandbox/seal.py), since nothing it does after that can matter.
 
 Without bwrap or user namespaces the process runs as the caller, in its own session with an
 allowlisted environment and a hard timeout that kills its group and every process carrying its
@@ -32,9 +32,9 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.isolation import isolation, isolation_available, run_uid
-from trainer.run_limits import DiskWatch, RunLimits, limit_prefix
-from trainer.sandbox_view import View, bwrap_command, default_hidden, isolated_command
+from trainer.sandbox.isolation import isolation, isolation_available, run_uid
+from trainer.sandbox.limits import DiskWatch, RunLimits, limit_prefix
+from trainer.sandbox.view import View, bwrap_command, default_hidden, isolated_command
 
 __all__ = ["View", "isolated_command", "isolation", "isolation_available", "private_directory", "run_untrusted",
            "runs_root"]

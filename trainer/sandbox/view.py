@@ -16,11 +16,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainer.isolation import isolation, run_uid
 from trainer.prepare import cache_root
-from trainer.run_limits import RunLimits, limit_prefix
+from trainer.sandbox.isolation import isolation, run_uid
+from trainer.sandbox.limits import RunLimits, limit_prefix
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+MODEL_SERVER_CODE = PROJECT_ROOT / "trainer" / "evaluator" / "model_server"  # a package that imports only itself
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 SERVER_TMP = 256 << 20  # a model server's /tmp where it needs one (compiling kernels on CUDA)
 
@@ -119,11 +120,11 @@ def bwrap_command(command: list[str], view: View, inner: list[str] | None = None
 
 def isolated_command(command: list[str], read_only: list[Path], hidden: list[Path] | None = None,
                      writable_tmp: bool = True) -> list[str]:
-    """A model server's command: the project's trainer package, the working directory (the commit's files) and
-    the files the command names (the sealed weights) shown read-only; nothing writable but, where writable_tmp,
-    a small private /tmp and /dev/shm."""
+    """A model server's command: the model server's own package (none of the harness beside it), the working
+    directory (the commit's files) and the files the command names (the sealed weights) shown read-only; nothing
+    writable but, where writable_tmp, a small private /tmp and /dev/shm."""
     named = [Path(a) for a in command if a.startswith("/") and Path(a).exists()]
-    shown = [PROJECT_ROOT / "trainer", Path.cwd(), *named, *read_only]
+    shown = [MODEL_SERVER_CODE, Path.cwd(), *named, *read_only]
     limits = RunLimits(disk_bytes=SERVER_TMP, tmp_bytes=SERVER_TMP)  # its memory: the device's, one at a time
     view = View(read_only=shown, hidden=[*default_hidden(), cache_root(), *(hidden or [])], tmp_bytes=SERVER_TMP,
                 read_only_tmp=not writable_tmp)

@@ -1,5 +1,5 @@
 """What one run of a commit did, as the harness observed it and triage classified it: built by the run
-path (trainer/training_run.py) for every runner, written by a trainer worker into the spool, read by
+path (trainer/runs/training_run.py) for every runner, written by a trainer worker into the spool, read by
 the agent. Validated when built and when read back."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 from pydantic.dataclasses import dataclass
 
-from trainer.evaluation import Evaluation
-from trainer.hardware import Hardware
-from trainer.run_id import RunId
-from trainer.run_limits import RunLimits
-from trainer.run_log import LogView, read_log
-from trainer.triage import Triage, Verdict, classify, parse_model_config
+from trainer.evaluator.evaluation import Evaluation
+from trainer.runs.run_id import RunId
+from trainer.runs.run_log import LogView, read_log
+from trainer.runs.triage import Triage, Verdict, classify, parse_model_config
+from trainer.sandbox.limits import RunLimits
+from trainer.tracks.hardware import Hardware
 
 
 class Salvage(BaseModel):
@@ -48,7 +48,7 @@ class RunResult:
     cpu_seconds: float | None = None      # CPU seconds its processes had used at its seal, read from the kernel
     trained_tokens: int | None = None     # training tokens make_dataloader handed out, as reported at the seal
     flops: float | None = None            # training FLOPs the harness counted at the seal (FLOPs-budgeted tracks)
-    isolated: bool | None = None          # whether it ran as a stranger (trainer/sandbox.py); None: never started
+    isolated: bool | None = None          # whether it ran as a stranger (sandbox/untrusted.py); None: never started
     where: str = ""                       # what ran it: a local slot and its GPU, a spool worker, a cluster node
     limits: RunLimits | None = None       # what it was allowed to consume
     ended: str | None = None              # why the harness ended it before it exited (after its seal)

@@ -1,4 +1,4 @@
-"""What a Ray task does on a cluster's node: the one run path (trainer/training_run.py) on a commit's files
+"""What a Ray task does on a cluster's node: the one run path (trainer/runs/training_run.py) on a commit's files
 sent with the task, and what comes back to the agent.
 
 Nothing here needs the agent, its workspace or its keys: the caller sends the files and the frozen hashes.
@@ -24,13 +24,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from trainer.evaluation import EvaluationOutcome
+from trainer.evaluator.evaluation import EvaluationOutcome
 from trainer.prepare import PrepareError, cache_root, track_dir
-from trainer.run_id import neutral_name
-from trainer.run_result import RunResult
-from trainer.sandbox import runs_root
-from trainer.track_spec import TrackSpec
-from trainer.training_run import RunRequest, evaluate_commit, run_commit
+from trainer.runs.run_id import neutral_name
+from trainer.runs.run_result import RunResult
+from trainer.runs.training_run import RunRequest, evaluate_commit, run_commit
+from trainer.sandbox.untrusted import runs_root
+from trainer.tracks.spec import TrackSpec
 
 LOG_LIMIT = 8 << 20  # bytes of a log sent back; the run path caps it below this already (4 MiB head + 1 MiB tail)
 NONE = "(none)"      # the fingerprint of a track that is not prepared
@@ -60,7 +60,7 @@ class NodeRun(BaseModel):
 
 
 class NodeEvaluation(EvaluationOutcome):
-    """An evaluation on a node (its scores are in the log sent back beside it)."""
+    """An evaluation on a node and the node it ran on."""
     place: NodePlace
 
 
@@ -104,7 +104,7 @@ def run_on_node(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen
 
 def evaluate_on_node(files: Mapping[str, bytes], weights: bytes, splits: tuple[str, ...], *, probe: bool,
                      timeout: float, run_id: str, batch_rows: int | None = None) -> tuple[str, bytes]:
-    """(NodeEvaluation as JSON, the evaluator's log) of trainer/evaluate.py on weights, on this node."""
+    """(NodeEvaluation as JSON, the evaluator's log) of trainer/evaluator/evaluate.py on weights, on this node."""
     place = here()
     kept = private_results(run_id)
     try:
@@ -114,13 +114,13 @@ def evaluate_on_node(files: Mapping[str, bytes], weights: bytes, splits: tuple[s
             ensure_track(files["track.json"], place)
         except TrackUnavailable as err:
             log_path.write_text(f"[ray node {place.ip}] {err}\n")
-            outcome = None
+            outcome = EvaluationOutcome(problem="see its log")
         else:
             outcome = evaluate_commit(files, checkpoint, splits, probe=probe, timeout=timeout,
                                       run_dir=run_dir_of(kept), log_path=log_path, extra_env=gpu_env(),
                                       python=sys.executable, batch_rows=batch_rows)
         log, _ = capped(log_path)
-        return NodeEvaluation.of(outcome, place=place).model_dump_json(), log
+        return NodeEvaluation(**dict(outcome), place=place).model_dump_json(), log
     finally:
         shutil.rmtree(kept, ignore_errors=True)
 
@@ -218,14 +218,14 @@ def ensure_track(track_json: bytes, place: NodePlace) -> None:
 
 
 def prepared_fingerprint(directory: Path) -> str:
-    from trainer.track_builder import prepared_spec
+    from trainer.tracks.builder import prepared_spec
     spec = prepared_spec(directory)
     return spec.fingerprint if spec is not None else NONE
 
 
 def build_track(wanted: TrackSpec, cache: Path, place: NodePlace) -> str:
     """Prepares the track from the source the commit's track.json names; its fingerprint."""
-    from trainer.track_builder import prepare_track
+    from trainer.tracks.builder import prepare_track
     found = prepared_fingerprint(track_dir(wanted.track, cache))
     if found != NONE:  # another process of this node built it meanwhile
         return found

@@ -2,10 +2,10 @@
 
 Run from an exported commit (train.py and the frozen prepare.py as cwd) in a fresh process:
 
-    python -m trainer.evaluate CHECKPOINT --splits val,holdout [--probe] [--batch-rows N]
+    python -m trainer.evaluator.evaluate CHECKPOINT --splits val,holdout [--probe] [--batch-rows N] [--result-fd FD]
 
 This process never imports train.py. It reads the rows, computes the metric and judges the
-answers of the model, served by trainer/model_server.py: a trusted zygote that never imports
+answers of the model, served by trainer/evaluator/model_server/server.py: a trusted zygote that never imports
 train.py either and forks, for every batch, a fresh process that does, so that nothing of one
 batch reaches the next. Where the machine allows, the server runs with val, holdout, the raw
 downloads and its own log hidden, the data read-only, nothing writable (but /tmp and /dev/shm on
@@ -28,7 +28,8 @@ What the model server says is checked:
   rows), with probes in the same share, one at least.
 
 Bits per byte are computed here: nats over targets that are real bytes / (ln 2 x their bytes),
-over the same rows evaluate_bpb scores. The last line printed is ``EVALUATION {json}``.
+over the same rows evaluate_bpb scores. The Evaluation goes to the pipe --result-fd names (the harness's), not to
+the output, which ends with the model server's when it fails.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.evaluation import SPLITS, Evaluation
+from trainer.evaluator.evaluation import RESULT_FD_FLAG, SPLITS, Evaluation
 
 BATCH_ROWS = 16
 AUDIT_POSITIONS = 8  # per row of every batch
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-rows", type=int, default=None,
                         help=f"rows a batch sends the model (default {BATCH_ROWS}, x{CUDA_BATCH_SCALE} on CUDA); fewer "
                              "need less memory")
+    parser.add_argument(RESULT_FD_FLAG, type=int, default=None, help="a pipe's write end to hand the result to")
     args = parser.parse_args(argv)
     splits = args.splits.split(",")
     if "val" not in splits or not set(splits) <= set(SPLITS):
@@ -74,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--batch-rows must be at least {MIN_BATCH_ROWS} (a scored row and a probe), "
                      f"got {args.batch_rows}")
     not_dumpable()
+    if args.result_fd is not None:
+        os.set_inheritable(args.result_fd, False)  # the model server never holds it
     sys.path.insert(0, str(Path.cwd()))  # the exported commit's frozen prepare.py (never its train.py)
     device = "cuda" if cuda_devices() else "cpu"
     shown = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -104,9 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         for line in (log.read_text(errors="replace").splitlines()[-30:] if log.exists() else []):
             print(f"model| {line}")
         return 1
-    print(Evaluation(device=device, audit=worst.audit, audited_tokens=worst.audited_tokens, repeat=worst.repeat,
-                     lookahead=worst.lookahead, probes=worst.probes, val=bits["val"],
-                     holdout=bits.get("holdout")).log_line())
+    evaluation = Evaluation(device=device, audit=worst.audit, audited_tokens=worst.audited_tokens,
+                            repeat=worst.repeat, lookahead=worst.lookahead, probes=worst.probes, val=bits["val"],
+                            holdout=bits.get("holdout"))
+    if args.result_fd is not None:
+        evaluation.write_to(args.result_fd)
+    print("evaluator: done", flush=True)
     return 0
 
 
@@ -283,15 +290,15 @@ def score(server: ModelServer, rows, worst: Worst):
 
 
 class ModelServer:
-    """trainer/model_server.py in its sandbox, and the client side of its protocol."""
+    """trainer/evaluator/model_server/server.py in its sandbox, and the client side of its protocol."""
 
     def __init__(self, checkpoint: Path, device: str, batch_rows: int | None = None):
         from trainer.prepare import cache_root
-        from trainer.sandbox import isolated_command, isolation_available
-        from trainer.seal import data_paths, hidden_paths
+        from trainer.sandbox.seal import data_paths, hidden_paths
+        from trainer.sandbox.untrusted import isolated_command, isolation_available
         self.device, self.batch_rows = device, batch_rows  # batch_rows None: batch_layout's for the device
         self.vocab = 1  # the smallest vocabulary a logits answer may have; set once the tokenizer is read
-        command = [sys.executable, "-m", "trainer.model_server", str(checkpoint), "--device", device]
+        command = [sys.executable, "-m", "trainer.evaluator.model_server.server", str(checkpoint), "--device", device]
         with open(SERVER_LOG, "wb") as log:
             if isolation_available():  # its log (in the working directory it is shown) hidden: a batch's process
                 cache = cache_root()  # must not read what an earlier one printed; /tmp for CUDA's compiler only
