@@ -15,13 +15,19 @@ from __future__ import annotations
 import secrets
 import statistics
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from agent.judging.significance import one_sided_p, standard_error, z_score
 from agent.judging.usual_sigma import budget_follows_machine_speed, usual_sigmas
 from agent.recording.record import Evidence, ExperimentRecord, ExperimentStatus, RunEntry
 
-KEEP, DISCARD, CRASH = ExperimentStatus.KEEP, ExperimentStatus.DISCARD, ExperimentStatus.CRASH
-CLOSE = "close"  # not a final status: run the candidate again, then judge the mean
+
+class CloseCall(StrEnum):
+    """A judgement that is no status of the ledger's: run the candidate again, then judge the mean."""
+    CLOSE = "close"
+
+
+KEEP, DISCARD, CRASH, CLOSE = ExperimentStatus.KEEP, ExperimentStatus.DISCARD, ExperimentStatus.CRASH, CloseCall.CLOSE
 
 # sigma of val_bpb between seeds of a track's baseline, as benchmarks/noise.py measured it (usual_sigma.json). A
 # floor far above it means something besides the seed moves the numbers: on a track whose budget is time, most
@@ -36,7 +42,7 @@ LOW_RATIO = 0.25
 
 @dataclass
 class Judgement:
-    status: ExperimentStatus | str     # keep | discard | crash | CLOSE
+    status: ExperimentStatus | CloseCall
     reason: str
     evidence: Evidence = field(default_factory=Evidence)
     triage: str | None = None  # overrides the run's triage class (tamper found by verification)
