@@ -57,7 +57,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agent.loop import LoopSettings, run_loop  # noqa: E402
-from agent.proposers.base import Proposal  # noqa: E402
+from agent.proposers.base import Proposal, Proposer  # noqa: E402
 from agent.proposers.edits import Edit  # noqa: E402
 from agent.recording.ledger import read_records  # noqa: E402
 from agent.workspace import Workspace  # noqa: E402
@@ -77,7 +77,7 @@ def setting_lines(source: str) -> list[str]:
             if re.match(rf"^({'|'.join(SETTINGS)}) = ", line)]
 
 
-class RandomSettings:
+class RandomSettings(Proposer):
     """Proposes one setting at a new random value on the best train.py (proposals may be made from several
     threads at once)."""
 
@@ -102,9 +102,6 @@ class RandomSettings:
         changed = set_hyperparameters(context.train_source, {name: value})
         new = next(line for line in changed.splitlines() if line.startswith(f"{name} = "))
         return Proposal(f"{name} {current:g} -> {value:g}", [Edit(lines[name], new)])
-
-    def observe(self, experiment_id, proposal_meta, record):
-        pass
 
 
 class SleepingRunner(SyntheticRunner):

@@ -86,14 +86,18 @@ class ProposerError(Exception):
 
 
 class Proposer(Protocol):
-    """A proposer may also define fix(crashed: Crashed, crashed_source, transcript) -> Proposal: a fix for a
-    fixable crash of the change it just proposed, whose edits apply to crashed_source."""
+    """A proposer that subclasses it explicitly takes its defaults: fix fixes no crash, observe learns nothing."""
 
     name: str
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
         """One experiment against context.best; reasoning and tool use go to the transcript."""
 
-    def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
-        """What became of a proposal of this proposer: its ledger record once decided, or None when it
-        never ran (its edits no longer applied to the best, or failed the policy)."""
+    def fix(self, crashed: Crashed, crashed_source: str, transcript: Transcript) -> Proposal | None:
+        """A fix for a fixable crash of the change it just proposed, whose edits apply to crashed_source; None when
+        it does not fix crashes (the crash stands)."""
+        return None
+
+    def observe(self, record: ExperimentRecord) -> None:
+        """What became of a proposal of this proposer: its ledger record once decided, or a pending record of its
+        id and proposal meta when it never ran (its edits no longer applied to the best, or failed the policy)."""

@@ -1,8 +1,9 @@
 """The CLI researcher: the user's own coding-agent CLI (agent.proposers.cli_agent) proposes the one change.
 
-Each proposal gets a fresh scratch directory outside the workspace (agent.proposers.cli_scratch); the CLI runs
-there headless, with a scrubbed environment, in its own process group and under a timeout, its event stream going
-to the transcript line by line. The train.py it leaves becomes search/replace edits on the best, which go through
+Each proposal, and each fix of a fixable crash of one (its scratch train.py the crashed one), gets a fresh scratch
+directory outside the workspace (agent.proposers.cli_scratch); the CLI runs there headless, with a scrubbed
+environment, in its own process group and under a timeout, its event stream going to the transcript line by line.
+The train.py it leaves becomes search/replace edits on the train.py it was given, which go through
 the same validation and policy as every proposal. Whatever goes wrong (CLI missing, not logged in, failed, timed
 out, no change, a bad proposal.json) fails this proposal with the CLI's own words; the night goes on.
 """
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
+from agent.llm.types import Usage
 from agent.proposers import cli_scratch
-from agent.proposers.base import Proposal, ProposalContext, ProposerError
+from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerError
 from agent.proposers.cli_agent import CLIOutcome, CodingCLI, scrubbed_environment
 from agent.proposers.cli_process import run_streaming
 from agent.proposers.diff_edits import edits_between
@@ -34,12 +37,28 @@ class CLIResearcher:
         self.workspace_dir = workspace_dir
         self.base_url, self.timeout_s = base_url, timeout_s
         self.algorithmic_share = algorithmic_share
+        self.proposed: dict[str, ProposalContext] = {}  # experiment -> what its proposal was made from, until observed
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
+        proposal = self._session(context, transcript)
+        self.proposed[context.experiment_id] = context
+        return proposal
+
+    def fix(self, crashed: Crashed, crashed_source: str, transcript: Transcript) -> Proposal:
+        """A fix for a fixable crash, by a new session in a scratch directory holding the crashed train.py."""
+        if crashed.id not in self.proposed:
+            raise ProposerError(f"{self.cli.name}: no proposal of experiment {crashed.id} to fix")
+        context = replace(self.proposed[crashed.id], train_source=crashed_source, code_only=False, spend=Usage())
+        return self._session(context, transcript, crashed)
+
+    def observe(self, record: ExperimentRecord) -> None:
+        self.proposed.pop(record.id, None)
+
+    def _session(self, context: ProposalContext, transcript: Transcript, crashed: Crashed | None = None) -> Proposal:
         outcome = CLIOutcome()
         try:
             with tempfile.TemporaryDirectory(prefix="autoresearch-cli-") as directory:
-                return self._propose_in(Path(directory).resolve(), context, transcript, outcome)
+                return self._propose_in(Path(directory).resolve(), context, transcript, outcome, crashed)
         except cli_scratch.BadScratch as err:
             raise ProposerError(f"{self.cli.name}: {err}", outcome.usage.model_copy()) from None
         except ProposerError as err:
@@ -48,11 +67,8 @@ class CLIResearcher:
         finally:
             context.spend.add(outcome.usage)
 
-    def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
-        pass  # every proposal starts afresh from the ledger
-
     def _propose_in(self, scratch: Path, context: ProposalContext, transcript: Transcript,
-                    outcome: CLIOutcome) -> Proposal:
+                    outcome: CLIOutcome, crashed: Crashed | None) -> Proposal:
         notes = read_notes(self.workspace_dir)
         cli_scratch.fill(scratch, context, self.workspace_dir, notes, self.algorithmic_share,
                          CODE_ONLY_RULE if context.code_only else "")
@@ -61,7 +77,7 @@ class CLIResearcher:
         if executable is None:
             raise ProposerError(f"{self.cli.name}: `{self.cli.executable}` is not on PATH; install it and log in "
                                 f"once, or choose another --proposer (PATH: {env.get('PATH', '')})")
-        prompt = cli_scratch.prompt(scratch)
+        prompt = cli_scratch.prompt(scratch, crashed)
         argv = self.cli.command(executable, scratch, prompt, self.model)
         transcript.event("cli_request", cli=self.cli.name, model=self.model, argv=[a for a in argv if a != prompt],
                          prompt=prompt, scratch=str(scratch), environment=sorted(env))

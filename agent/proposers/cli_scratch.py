@@ -13,7 +13,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.llm.types import ToolCall
-from agent.proposers.base import ProposalContext
+from agent.proposers.base import Crashed, ProposalContext
+from agent.proposers.logview import prompt_tail
 from agent.proposers.night_state import night_state
 from agent.proposers.toolbox import ToolBox
 from agent.recording.notes import NOTES_LIMIT, Notes
@@ -57,7 +58,8 @@ class BadScratch(ValueError):
     """What the CLI left in the scratch directory cannot be used; the message says what is wrong."""
 
 
-def prompt(scratch: Path) -> str:
+def prompt(scratch: Path, crashed: Crashed | None = None) -> str:
+    """What the CLI is asked to do; after a fixable crash of its change (then train.py holds that change): fix it."""
     return f"""\
 You are the researcher of an autoresearch run. Work only in this directory ({scratch}):
 anything outside it and the network are refused, and you cannot train: the service trains your change.
@@ -72,7 +74,13 @@ anything outside it and the network are refused, and you cannot train: the servi
      "lesson_for": "that experiment's id, or null"}}
 4. You may rewrite {NOTES} (your research notes, at most {NOTES_LIMIT} bytes; every later proposal sees them).
 Stop once train.py is edited and {PROPOSAL} is written.
-"""
+""" + (_fix_request(crashed) if crashed else "")
+
+
+def _fix_request(crashed: Crashed) -> str:
+    return (f"\nThis time train.py holds your last change, not the best, and it crashed ({crashed.triage}: "
+            f"{crashed.reason}). The log ends with:\n```\n{prompt_tail(crashed.log_tail, LOG_TAIL_LINES)}\n```\n"
+            f"Fix the cause and keep the idea; {PROPOSAL} describes the fix.\n")
 
 
 def fill(scratch: Path, context: ProposalContext, workspace_dir: Path, notes: Notes,

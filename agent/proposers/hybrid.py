@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
-from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerError
+from agent.proposers.base import Crashed, Proposal, ProposalContext
 from agent.recording.record import ExperimentRecord
 from agent.recording.transcript import Transcript
 
@@ -49,13 +49,11 @@ class HybridProposer:
                                            f"Optuna (share {self.share:.0%}); this one goes to {chosen.name}")
         return chosen
 
-    def fix(self, crashed: Crashed, crashed_source: str, transcript: Transcript) -> Proposal:
+    def fix(self, crashed: Crashed, crashed_source: str, transcript: Transcript) -> Proposal | None:
         owner = self.by_name.get(crashed.proposer or "")
-        if not hasattr(owner, "fix"):
-            raise ProposerError(f"{crashed.proposer} does not fix crashes")
-        return owner.fix(crashed, crashed_source, transcript)
+        return owner.fix(crashed, crashed_source, transcript) if owner is not None else None
 
-    def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
-        owner = self.by_name.get(proposal_meta.get("proposer", ""))
+    def observe(self, record: ExperimentRecord) -> None:
+        owner = self.by_name.get(record.proposal.get("proposer", ""))
         if owner is not None:
-            owner.observe(experiment_id, proposal_meta, record)
+            owner.observe(record)

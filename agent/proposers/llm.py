@@ -177,9 +177,9 @@ class LLMProposer:
         transcript.event("fix_requested", message=message)
         return self._converse(conversation, toolbox, crashed_source, transcript, None)
 
-    def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
-        self.sessions.pop(experiment_id, None)
-        self._lessons.pop(experiment_id, None)  # its lesson is in its record now, or was never drawn
+    def observe(self, record: ExperimentRecord) -> None:
+        self.sessions.pop(record.id, None)
+        self._lessons.pop(record.id, None)  # its lesson is in its record now, or was never drawn
 
     def _lesson_to_ask(self, context: ProposalContext) -> str | None:
         """The experiment whose lesson this proposal is asked for: the newest decided one, unless another open

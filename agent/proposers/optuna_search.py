@@ -22,7 +22,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-from agent.proposers.base import Proposal, ProposalContext, ProposerError
+from agent.proposers.base import Proposal, ProposalContext, Proposer, ProposerError
 from agent.proposers.edits import Edit
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.transcript import Transcript
@@ -129,7 +129,7 @@ def study_name(best_commit: str) -> str:
     return f"best-{best_commit[:12]}"
 
 
-class OptunaProposer:
+class OptunaProposer(Proposer):
     """One study per best commit, all in one journal: after a keep (by Optuna or by another proposer) the next
     trials start a fresh TPE search around the new best's values, rather than carrying on with results measured
     against an older best. `study` is the one of the latest best asked about."""
@@ -225,13 +225,13 @@ class OptunaProposer:
                               "old": dim.value, "new": value, **({WARM_START: True} if warm else {})},
                         hypothesis=hypothesis, expected=f"val_bpb below the best's {context.best.val_bpb:.6f}")
 
-    def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
-        trial = proposal_meta.get("trial")
+    def observe(self, record: ExperimentRecord) -> None:
+        trial = record.proposal.get("trial")
         if trial is None:
             return
-        judged = record is not None and record.status in (ExperimentStatus.KEEP, ExperimentStatus.DISCARD)
+        judged = record.status in (ExperimentStatus.KEEP, ExperimentStatus.DISCARD)
         with self._lock:
-            study = self._load(proposal_meta["study"]) if proposal_meta.get("study") else self.study
+            study = self._load(record.proposal["study"]) if record.proposal.get("study") else self.study
             if study is None:
                 return
             if judged and record.val_bpb is not None:

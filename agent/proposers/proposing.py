@@ -21,7 +21,7 @@ from agent.proposers.edits import EditRejected
 from agent.proposers.night_facts import NightFacts
 from agent.recording.ledger import Ledger
 from agent.recording.proposal_failures import FailedProposal, record_failure
-from agent.recording.record import ExperimentRecord
+from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.transcript import Transcript
 from agent.workspace import Workspace
 
@@ -86,7 +86,8 @@ class Proposing:
     def told_unused(self, experiment_id: str, proposal: Proposal) -> None:
         self.claims.drop(experiment_id)
         with self.proposer_lock:
-            self.proposer.observe(experiment_id, proposal.meta, None)
+            self.proposer.observe(ExperimentRecord(id=experiment_id, status=ExperimentStatus.PENDING,
+                                                   proposal=proposal.meta))
 
     def context(self, experiment_id: str, best: ExperimentRecord, program: Program, train_source: str,
                 facts: NightFacts | None = None, running: list[Running] = ()) -> ProposalContext:
@@ -113,9 +114,7 @@ class Proposing:
         except EditRejected as err:
             transcript.event("edit_rejected", message=str(err))
             err.usage = proposal.usage  # it was paid for: recorded with the failure, counted by the cost cap
-            self.claims.drop(context.experiment_id)
-            with self.proposer_lock:
-                self.proposer.observe(context.experiment_id, proposal.meta, None)
+            self.told_unused(context.experiment_id, proposal)
             raise
         return proposal
 

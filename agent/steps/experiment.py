@@ -310,7 +310,7 @@ class Steps:
         self.proposing.claims.drop(record.id)  # the ledger says it was tried now
         if experiment.best is not None:
             with self.shared.proposer_lock:
-                self.proposer.observe(record.id, record.proposal, record)
+                self.proposer.observe(record)
         result = experiment.result
         if result.verdict.triage == Triage.INFRA:
             raise LoopStopped(f"experiment {record.id} failed twice for a reason outside the experiment: "

@@ -32,8 +32,7 @@ class Fixing:
         source = experiment.proposal.checked_against(workspace.file_at("train.py", draft.parent))
         result = self._run(experiment, run)
         fixes = 0
-        while (result.verdict.triage == Triage.FIXABLE and can_fix and hasattr(self.proposer, "fix")
-               and fixes < limit):
+        while result.verdict.triage == Triage.FIXABLE and can_fix and fixes < limit:
             draft.fix_attempts.append(FixAttempt(commit=draft.commit, triage=result.verdict.triage.value,
                                                  reason=result.verdict.reason,
                                                  log=str(result.log_path.relative_to(workspace.dir)),
@@ -43,6 +42,9 @@ class Fixing:
             try:
                 with self.shared.proposer_turn():
                     fix = self.proposer.fix(crashed, source, experiment.transcript)
+                if fix is None:
+                    draft.fix_attempts.pop()  # its proposer does not fix crashes: none was attempted
+                    return
                 source = fix.checked_against(source)
             except (ProposerError, EditRejected, ProviderUnavailable, ProviderFatal) as err:
                 # the crash stands; a dead provider stops the next turn; what the fix spent counts all the same

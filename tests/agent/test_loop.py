@@ -13,7 +13,7 @@ import pytest
 
 from agent.llm.types import Usage
 from agent.loop import LoopSettings, LoopStopped, run_cost, run_loop
-from agent.proposers.base import Proposal
+from agent.proposers.base import Proposal, Proposer
 from agent.proposers.edits import Edit
 from agent.proposers.optuna_search import OptunaProposer
 from agent.recording.ledger import Ledger
@@ -25,7 +25,7 @@ from tests.helpers.processes import interruptible, processes_under
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class InvariantChecking:
+class InvariantChecking(Proposer):
     """Wraps a proposer and checks, as each decided experiment is reported, that the workspace sits at the
     best commit with a clean tree (the new commit if kept, its parent otherwise)."""
 
@@ -36,30 +36,26 @@ class InvariantChecking:
     def propose(self, context, transcript):
         return self.inner.propose(context, transcript)
 
-    def observe(self, experiment_id, proposal_meta, record):
-        if record is not None:
+    def observe(self, record):
+        if record.status != "pending":
             expected = record.commit if record.status == "keep" else record.parent
             if self.workspace.head() != expected or not self.workspace.is_clean():
                 self.violations.append(record.id)
-        self.inner.observe(experiment_id, proposal_meta, record)
+        self.inner.observe(record)
 
 
-class Scripted:
+class Scripted(Proposer):
     """Proposes the given edit lists in order."""
 
     name = "scripted"
 
     def __init__(self, *proposals):
         self.proposals = list(proposals)
-        self.observed = []
 
     def propose(self, context, transcript):
         description, edits = self.proposals.pop(0)
         transcript.event("reasoning", text=f"scripted: {description}")
         return Proposal(description, edits)
-
-    def observe(self, experiment_id, proposal_meta, record):
-        self.observed.append(record)
 
 
 def tsv_rows(workspace):

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from agent import cli
 from agent.loop import LoopSettings, run_loop
-from agent.proposers.base import Proposal
+from agent.proposers.base import Proposal, Proposer
 from agent.proposers.edits import Edit
 from agent.recording.ledger import read_records
 from agent.report.build import write_report
@@ -96,7 +96,7 @@ def unused_port() -> int:
     return port
 
 
-class Changes:
+class Changes(Proposer):
     """Proposes the given changes of train.py in order, each a NAME = value line replacing the script's own."""
 
     name = "scripted"
@@ -108,9 +108,6 @@ class Changes:
         change = self.changes.pop(0)
         line = re.search(rf"^{change.split(' = ')[0]} = \S+", context.train_source, re.MULTILINE).group(0)
         return Proposal(self.description(change), [Edit(line, change)])
-
-    def observe(self, experiment_id, proposal_meta, record):
-        pass
 
 
 def night(workspace, changes, urls=(), messages=None, runner=None, **notifier_options):

@@ -7,7 +7,7 @@ import json
 import re
 
 from agent.loop import LoopSettings, run_loop
-from agent.proposers.base import Proposal
+from agent.proposers.base import Proposal, Proposer
 from agent.proposers.edits import Edit
 from agent.recording.ledger import Ledger
 from agent.recording.record import ExperimentStatus
@@ -19,7 +19,7 @@ GAINS = {"MATRIX_LR = 0.05": 0.010, "WARMDOWN_RATIO = 0.6": 0.006, "DEPTH = 3": 
          "MATRIX_LR = 0.06": 0.008}
 
 
-class Settings:
+class Settings(Proposer):
     """Proposes `NAME = value` changes in order, each against the train.py it is given (the best's), and keeps
     what it was told was in flight."""
 
@@ -28,7 +28,7 @@ class Settings:
     def __init__(self, *changes: str):
         self.changes = list(changes)
         self.told_running: list[list[str]] = []
-        self.observed: dict[str, str | None] = {}
+        self.observed: dict[str, str] = {}
 
     def propose(self, context, transcript):
         change = self.changes.pop(0)
@@ -38,8 +38,8 @@ class Settings:
         return Proposal(f"{setting} -> {change.split(' = ')[1]}", [Edit(line, change)],
                         hypothesis=f"{setting} is mistuned")
 
-    def observe(self, experiment_id, proposal_meta, record):
-        self.observed[experiment_id] = record.status.value if record is not None else None
+    def observe(self, record):
+        self.observed[record.id] = record.status.value
 
 
 def keeps_chain_holds(records):

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from agent import cli
 from agent.loop import LoopSettings, LoopStopped, run_loop
-from agent.proposers.base import Proposal
+from agent.proposers.base import Proposal, Proposer
 from agent.proposers.edits import Edit
 from agent.recording.ledger import Ledger
 from agent.report.build import write_report
@@ -24,7 +24,7 @@ WORSE = {f"WARMDOWN_RATIO = 0.{n:02d}": -0.01 for n in range(10, 40)}  # each a 
 BETTER = {"MATRIX_LR = 0.05": 0.02}
 
 
-class Warmdowns:
+class Warmdowns(Proposer):
     """Proposes WARMDOWN_RATIO = 0.10, 0.11, ... (never better), or a listed change at its turn, and keeps the
     program each conversation was given."""
 
@@ -41,9 +41,6 @@ class Warmdowns:
         setting = change.split(" = ")[0]
         line = re.search(rf"^{setting} = \S+", context.train_source, re.MULTILINE).group(0)
         return Proposal(change, [Edit(line, change)])
-
-    def observe(self, experiment_id, proposal_meta, record):
-        pass
 
 
 def night(workspace, proposer, messages, **settings):

@@ -27,7 +27,7 @@ from agent.judging.confirm import confirm
 from agent.judging.noise import USUAL_SIGMA, inflated_floor
 from agent.loop import LoopSettings, run_loop
 from agent.observe import ObservedProposer, ObservedRunner, ProgressObserver, run_phase
-from agent.proposers.base import Proposal
+from agent.proposers.base import Proposal, Proposer
 from agent.proposers.edits import Edit
 from agent.recording.ledger import Ledger, read_records
 from agent.recording.record import ExperimentRecord, ExperimentStatus, now
@@ -53,7 +53,7 @@ from trainer.tracks.hardware import this_machine
 mlflow = pytest.importorskip("mlflow")
 
 
-class OneChange:
+class OneChange(Proposer):
     """Proposes one change of the learning-rate schedule, then nothing more is asked of it."""
 
     name = "scripted"
@@ -61,9 +61,6 @@ class OneChange:
     def propose(self, context, transcript):
         transcript.event("tool_call", id="1", name="read_file", arguments={"path": "train.py"})
         return Proposal("warmdown over the last 30%", [Edit("WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.3")])
-
-    def observe(self, experiment_id, proposal_meta, record):
-        pass
 
 
 def free_port() -> int:

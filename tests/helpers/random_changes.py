@@ -9,10 +9,9 @@ from __future__ import annotations
 import math
 import random
 
-from agent.proposers.base import Proposal, ProposalContext, ProposerError
+from agent.proposers.base import Proposal, ProposalContext, Proposer, ProposerError
 from agent.proposers.edits import Edit
 from agent.proposers.optuna_search import SearchDimension, search_space
-from agent.recording.record import ExperimentRecord
 from agent.recording.transcript import Transcript
 from trainer.tracks.hyperparameters import set_hyperparameters
 
@@ -38,7 +37,7 @@ def changed_line(old: str, new: str) -> tuple[str, str]:
     return pairs[0]
 
 
-class RandomChanges:
+class RandomChanges(Proposer):
     name = "random"
 
     def __init__(self, seed: int = 0):
@@ -64,6 +63,3 @@ class RandomChanges:
                         meta={"parameter": dim.name, "old": dim.value, "new": value},
                         hypothesis=f"a random draw of {dim.name} (a control for the search)",
                         expected="none: the draw ignores every result")
-
-    def observe(self, experiment_id: str, proposal_meta: dict, record: ExperimentRecord | None) -> None:
-        pass  # a control learns nothing

@@ -1,10 +1,10 @@
 """A proposer that submits a fixed list of one-edit changes, in order."""
 
-from agent.proposers.base import Proposal
+from agent.proposers.base import Proposal, Proposer
 from agent.proposers.edits import Edit
 
 
-class ScriptedEdits:
+class ScriptedEdits(Proposer):
     name = "scripted"
 
     def __init__(self, *changes: tuple[str, str, str]):
@@ -13,9 +13,6 @@ class ScriptedEdits:
     def propose(self, context, transcript):
         description, old, new = self.changes.pop(0)
         return Proposal(description, [Edit(old, new)])
-
-    def observe(self, experiment_id, proposal_meta, record):
-        pass
 
 
 class ScriptedChanges(ScriptedEdits):

@@ -56,9 +56,11 @@ class SyntheticRunner:
 
     def __init__(self, gains: dict[str, float], crashes: tuple[str, ...] = (), base: float = 1.5,
                  noise: float = 2e-4, slots: int = 1, delays: dict[str, float] | None = None,
-                 slows_after: int | None = None, slowdown: float = 0.0, fallback: bool = False):
+                 slows_after: int | None = None, slowdown: float = 0.0, fallback: bool = False,
+                 undefined: tuple[str, ...] = ()):
         self.gains = gains        # "NAME = value" (as the assignment starts) -> fall of val_bpb it brings
         self.crashes = crashes    # text whose presence in train.py makes the run run out of memory
+        self.undefined = undefined  # names whose presence in train.py makes the run die of a NameError (fixable)
         self.base, self.noise = base, noise
         self.printed: dict[Path, float] = {}
         self.slots, self.delays = slots, delays or {}
@@ -116,6 +118,9 @@ class SyntheticRunner:
         if any(text in source for text in self.crashes):
             log, returncode = (step_lines(3.5, up_to=30) + "torch.OutOfMemoryError: CUDA out of memory. Tried to "
                                "allocate 2.00 GiB\n"), 1
+        elif used := [name for name in self.undefined if name in source]:
+            log, returncode = (f'Traceback (most recent call last):\n  File "train.py", line 1, in <module>\n'
+                               f"NameError: name '{used[0]}' is not defined\n"), 1
         else:
             value = round(self.score(source, seed) + slowdown, 6)
             summary = dict(val_bpb=f"{value:.6f}", **SUMMARY) | (FALLBACK if self.fallback else {})

@@ -1,8 +1,8 @@
 """The CLI researcher with the real Claude Code CLI (the pinned npm package in .clis/, `make test` or
 scripts/coding_clis.sh installs it) pointed at the loopback LLM server: a night through the real loop in which
-`claude` reads train.py, edits it and writes proposal.json; its own permission settings refusing Bash and reads
-outside the scratch directory; and a missing CLI, a CLI that fails and one that hangs each failing only the
-proposal, with the CLI's own message."""
+`claude` reads train.py, edits it and writes proposal.json, and fixes a change of its that crashed; its own
+permission settings refusing Bash and reads outside the scratch directory; and a missing CLI, a CLI that fails and
+one that hangs each failing only the proposal, with the CLI's own message."""
 
 import json
 import os
@@ -22,7 +22,7 @@ from agent.recording.transcript import Transcript
 from agent.settings import RunSettings
 from agent.steps.training import LoopStopped
 from tests.helpers.cli_responders import CLAMPED, CLI_BINARY, EPS, NORM, SCHEDULE, SECRET, ClaudeCodeResearcher
-from tests.helpers.llm_responders import tool_results
+from tests.helpers.llm_responders import first_user_text, tool_results
 from tests.helpers.llm_server import LLMServer, text
 from tests.helpers.synthetic_runner import SyntheticRunner
 
@@ -50,7 +50,7 @@ def events(workspace, experiment_id: str) -> list[dict]:
 
 
 def night(workspace, proposer, experiments: int) -> list[ExperimentRecord]:
-    run_loop(workspace, proposer, SyntheticRunner({EPS: 0.01}, noise=0.0),
+    run_loop(workspace, proposer, SyntheticRunner({EPS: 0.01}, noise=0.0, undefined=("EPSILON",)),
              LoopSettings(max_experiments=experiments, noise_seeds=0, overlap=False), say=lambda _: None)
     return Ledger(workspace.dir).records
 
@@ -84,6 +84,25 @@ def test_a_night_with_proposer_cli_model_claude_code(workspace, cli_env):
     answered = [r for r in server.requests if r.status == 200]
     assert sum(r.llm.output_tokens for r in experiments) == sum(r.usage["output_tokens"] for r in answered)
     assert all("sk-openai-must-not-leak" not in json.dumps(r.headers) for r in server.requests)
+
+
+def test_a_fixable_crash_of_its_change_is_fixed_by_a_new_session_on_the_crashed_train_py(workspace, cli_env):
+    undefined = "    return F.rms_norm(x, (x.size(-1),), eps=EPSILON)"
+    model = ClaudeCodeResearcher([("rms_norm with eps EPSILON", NORM, undefined),
+                                  ("define the eps: 1e-6", undefined, EPS)])
+    with LLMServer(responder=model) as server:
+        record = night(workspace, researcher(workspace, server), 2)[-1]
+    assert record.status == "keep" and record.description == "rms_norm with eps EPSILON"
+    attempt, = record.fix_attempts
+    assert attempt.triage == "fixable" and attempt.reason == "NameError: name 'EPSILON' is not defined"
+    assert "eps=1e-6" in record.diff and "EPSILON" not in record.diff
+    assert workspace.repo.commit(record.commit).message.startswith("0001: fix 1: define the eps: 1e-6")
+    assert (workspace.dir / "logs" / "0001.fix1.log").exists()
+    asked = first_user_text(server.requests[-1].body)  # the fix session's
+    assert "it crashed (fixable: NameError: name 'EPSILON' is not defined)" in asked
+    assert 'File "train.py", line 1, in <module>' in asked  # the log's tail
+    sessions = [e for e in events(workspace, record.id) if e["type"] == "cli_result"]
+    assert len(sessions) == 2 and record.llm.cost_usd == pytest.approx(sum(e["usage"]["cost_usd"] for e in sessions))
 
 
 def test_bash_and_reads_outside_the_scratch_directory_are_refused_by_the_cli(workspace, cli_env, tmp_path):

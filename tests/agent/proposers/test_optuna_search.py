@@ -46,8 +46,8 @@ def test_proposals_change_one_value_and_apply(tmp_path):
         assert proposal.meta["parameter"] in transcript.events()[0]["text"]
         seen.add(proposal.meta["parameter"])
         made.append((proposal.meta["parameter"], proposal.meta["new"]))
-        proposer.observe(f"{i:04d}", proposal.meta, ExperimentRecord(id=f"{i:04d}", status="discard",
-                                                                     val_bpb=2.0 + i / 100, proposal=proposal.meta))
+        proposer.observe(ExperimentRecord(id=f"{i:04d}", status="discard", val_bpb=2.0 + i / 100,
+                                          proposal=proposal.meta))
     assert len(seen) > 1
     resumed = OptunaProposer(tmp_path / "journal", seed=0)
     assert len([t for t in resumed.study.trials if t.state.name == "COMPLETE"]) == 8
@@ -66,8 +66,7 @@ def test_a_new_study_tries_the_warm_start_values_first_and_a_resumed_one_does_no
         context = ProposalContext(track={}, program_name="p", program_text="", train_source=source, best=best,
                                   history=[], experiment_id=f"{i:04d}")
         proposal = proposer.propose(context, Transcript(tmp_path / f"{i}.jsonl"))
-        proposer.observe(f"{i:04d}", proposal.meta, ExperimentRecord(id=f"{i:04d}", status="discard", val_bpb=2.0,
-                                                                     proposal=proposal.meta))
+        proposer.observe(ExperimentRecord(id=f"{i:04d}", status="discard", val_bpb=2.0, proposal=proposal.meta))
         return proposal.meta["parameter"], proposal.meta["new"]
 
     proposer = OptunaProposer(tmp_path / "journal", seed=0, warm_start=warm)
@@ -88,8 +87,7 @@ def test_a_warm_start_says_it_is_one_and_the_search_after_it_says_it_is_tpe(tmp_
                                   history=[], experiment_id=f"{i:04d}")
         transcript = Transcript(tmp_path / f"{i}.jsonl")
         proposal = proposer.propose(context, transcript)
-        proposer.observe(f"{i:04d}", proposal.meta, ExperimentRecord(id=f"{i:04d}", status="discard", val_bpb=2.0,
-                                                                     proposal=proposal.meta))
+        proposer.observe(ExperimentRecord(id=f"{i:04d}", status="discard", val_bpb=2.0, proposal=proposal.meta))
         reasoning, = [e["text"] for e in transcript.events() if e["type"] == "reasoning"]
         said.append((proposal, reasoning))
     (warm, warm_reasoning), (searched, searched_reasoning) = said

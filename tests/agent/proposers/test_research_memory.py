@@ -15,6 +15,7 @@ import pytest
 from agent.llm.pricing import PriceTable
 from agent.llm.select import conversation_factory
 from agent.loop import LoopSettings, run_loop
+from agent.proposers.base import Proposer
 from agent.proposers.llm import LLMProposer
 from agent.proposers.night_state import STATE_TOKEN_BUDGET, said_number
 from agent.proposers.night_summary import estimate_tokens, touched_parts
@@ -74,7 +75,7 @@ def night_plan() -> list[Step]:
     return steps
 
 
-class Researcher:
+class Researcher(Proposer):
     """Plays the model: for each proposal it scripts what the model answers, from what the loop shows it
     (the best train.py and the history), then lets the real LLM proposer hold the conversation."""
 
@@ -117,8 +118,8 @@ class Researcher:
         self.server.script(*replies)
         return self.proposer.propose(context, transcript)
 
-    def observe(self, experiment_id, proposal_meta, record):
-        self.proposer.observe(experiment_id, proposal_meta, record)
+    def observe(self, record):
+        self.proposer.observe(record)
 
 
 def first_user_text(body: dict) -> str:

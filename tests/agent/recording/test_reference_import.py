@@ -15,7 +15,7 @@ from agent.importing.reference_import import import_reference
 from agent.importing.reference_night import ReferenceImportError
 from agent.llm.types import ToolCall
 from agent.loop import LoopSettings, LoopStopped, run_loop
-from agent.proposers.base import Proposal
+from agent.proposers.base import Proposal, Proposer
 from agent.proposers.edits import Edit
 from agent.proposers.toolbox import ToolBox, history_table
 from agent.recording.ledger import Ledger
@@ -129,7 +129,7 @@ def test_run_refuses_the_reference_train_py_saying_why(tmp_path, empty_cache):
     assert "`run --tag again` refuses it" in result.output
 
 
-class Changes:
+class Changes(Proposer):
     """Proposes `NAME = value` changes in order, against the train.py it is given."""
     name = "changes"
 
@@ -143,9 +143,6 @@ class Changes:
         line = re.search(rf"^{setting} = .*$", context.train_source, re.MULTILINE).group(0)
         self.proposed_on.append(context.train_source)
         return Proposal(f"{setting} -> {change.split(' = ')[1]}", [Edit(line, change)])
-
-    def observe(self, experiment_id, proposal_meta, record) -> None:
-        pass
 
 
 def test_a_night_whose_train_py_fits_the_harness_goes_on_from_its_best(tmp_path, test_track, monkeypatch):
