@@ -21,9 +21,9 @@ from rich.live import Live
 
 from agent.recording.ledger import read_in_flight
 from agent.recording.transcript import Transcript
-from agent.running.jobs import EvaluationJob, Job
 from agent.running.run_progress import Phase, describe, last_step_line, write_phases
 from agent.untrusted import shown
+from trainer.runs.jobs import EvaluationJob, Job
 from trainer.runs.run_id import RunId, RunKind
 
 PLAIN_STEP_MARKS = (25, 50, 75)  # percent of the budget at which a plain line is printed

@@ -16,9 +16,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from agent.running.jobs import Job
 from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
+from trainer.runs.jobs import Job
 from trainer.runs.run_id import RunId
 from trainer.tracks.hyperparameters import set_hyperparameters
 

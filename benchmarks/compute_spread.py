@@ -40,9 +40,9 @@ def main() -> None:
 
     from agent.judging.compute import compute_allowed, spent
     from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry
-    from agent.running.jobs import Job
     from agent.running.runner import LocalRunner
     from benchmarks.warm_starts import screening_workspace
+    from trainer.runs.jobs import Job
     from trainer.runs.run_id import RunId
     from trainer.tracks.hardware import this_machine
     from trainer.tracks.hyperparameters import set_hyperparameters

@@ -26,11 +26,11 @@ from agent.judging.verify import Untrusted, score_run
 from agent.recording.history import History
 from agent.recording.ledger import read_records
 from agent.recording.record import ExperimentRecord, RunEntry
-from agent.running.jobs import Job
 from agent.running.runner import Runner
 from agent.settings import LoopSettings
 from agent.steps.training import hard_timeout
 from agent.workspace import Workspace
+from trainer.runs.jobs import Job
 from trainer.runs.run_id import RunId, RunKind
 
 # Re-check runs are numbered from here, clear of the loop's own re-runs of an experiment (0003.rerun1, ...).

@@ -42,9 +42,9 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from agent.running.jobs import Job
     from agent.running.runner import LocalRunner
     from agent.workspace import Workspace
+    from trainer.runs.jobs import Job
     from trainer.runs.run_id import RunId
     from trainer.tracks.builder import prepare_track
 

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def timed_runs(runner, workspace, runs: int, label: str) -> tuple[list[float], list[float], object]:
     walls, own, result = [], [], None
-    from agent.running.jobs import Job
+    from trainer.runs.jobs import Job
     from trainer.runs.run_id import RunId
 
     for number in range(runs):
@@ -45,10 +45,10 @@ def main() -> None:
     import ray
     from ray.cluster_utils import Cluster
 
-    from agent.running.jobs import EvaluationJob
     from agent.running.ray_runner import RayRunner
     from agent.running.runner import LocalRunner
     from agent.workspace import Workspace
+    from trainer.runs.jobs import EvaluationJob
     from trainer.runs.run_id import RunId
     from trainer.tracks.builder import prepare_track
 

@@ -53,8 +53,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from agent.judging.decisions import IMPLAUSIBLE_FALL
-    from agent.running.jobs import Job
     from agent.running.runner import LocalRunner
+    from trainer.runs.jobs import Job
     from trainer.runs.run_id import RunId
     from trainer.tracks.hardware import this_machine
     from trainer.tracks.hyperparameters import set_hyperparameters

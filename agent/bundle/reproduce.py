@@ -31,11 +31,11 @@ from agent.judging.verify import Untrusted, score_runs
 from agent.proposers.edits import EditRejected
 from agent.proposers.policy import check_policy
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry
-from agent.running.jobs import Job
 from agent.running.runner import Runner
 from agent.settings import LoopSettings
 from agent.steps.training import hard_timeout
 from agent.workspace import TRAINER_DIR, Workspace
+from trainer.runs.jobs import Job
 from trainer.runs.run_id import RunId
 from trainer.runs.triage import Triage
 from trainer.sandbox.seal import declared_batch_tokens

@@ -23,10 +23,10 @@ from agent.recording.history import History
 from agent.recording.ledger import read_records
 from agent.recording.record import ExperimentRecord
 from agent.running.evaluator import EvaluationFailed
-from agent.running.jobs import EvaluationJob
 from agent.running.runner import LocalRunner, Runner
 from agent.workspace import Workspace
 from trainer.evaluator.evaluation import Evaluation
+from trainer.runs.jobs import EvaluationJob
 from trainer.runs.run_id import RunId
 
 

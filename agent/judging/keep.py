@@ -28,9 +28,9 @@ from agent.recording.history import History
 from agent.recording.record import Evidence, ExperimentRecord
 from agent.recording.transcript import Transcript
 from agent.running.evaluator import EvaluationFailed
-from agent.running.jobs import EvaluationJob
 from agent.running.runner import Runner, RunResult
 from agent.workspace import Workspace
+from trainer.runs.jobs import EvaluationJob
 from trainer.runs.run_id import RunId
 from trainer.runs.triage import Triage
 

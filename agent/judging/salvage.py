@@ -22,11 +22,11 @@ from agent.judging.tolerances import devices, night_tolerances
 from agent.judging.verify import model_problem
 from agent.recording.transcript import Transcript
 from agent.running.evaluator import EvaluationFailed
-from agent.running.jobs import EvaluationJob
 from agent.running.runner import Runner, RunResult
 from agent.workspace import Workspace
 from trainer.evaluator.evaluate import MIN_BATCH_ROWS, batch_layout
 from trainer.files.hashing import file_sha256
+from trainer.runs.jobs import EvaluationJob
 from trainer.runs.run_id import RunKind
 from trainer.runs.run_result import Salvage
 from trainer.runs.triage import Triage, Verdict

@@ -32,11 +32,11 @@ from agent.judging.tolerances import (
 )
 from agent.recording.record import Check, RunEntry, Verification
 from agent.running.evaluator import EvaluationFailed
-from agent.running.jobs import EvaluationJob
 from agent.running.runner import Runner
 from agent.workspace import Workspace
 from trainer.evaluator.evaluation import Evaluation
 from trainer.files.hashing import file_sha256
+from trainer.runs.jobs import EvaluationJob
 from trainer.runs.run_id import RunKind
 
 

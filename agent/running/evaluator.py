@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from agent.running.jobs import EvaluationJob
 from agent.workspace import Workspace
 from trainer.evaluator.evaluation import Evaluation, EvaluationOutcome
+from trainer.runs.jobs import EvaluationJob
 from trainer.runs.training_run import TRACKED, evaluate_commit
 
 
@@ -23,8 +23,7 @@ def evaluate_checkpoint(workspace: Workspace, job: EvaluationJob, python: str = 
                         extra_env: dict[str, str] | None = None) -> Evaluation:
     files = {path: workspace.file_at(path, job.commit).encode() for path in TRACKED}
     paths = workspace.paths(job.run)
-    outcome = evaluate_commit(files, job.checkpoint, job.splits, probe=job.probe, timeout=job.timeout,
-                              run_dir=paths.run_dir, log_path=paths.log, python=python, batch_rows=job.batch_rows,
+    outcome = evaluate_commit(files, job, run_dir=paths.run_dir, log_path=paths.log, python=python,
                               extra_env=extra_env)
     return evaluation_of(outcome, paths.log, job.checkpoint)
 

@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 from agent.running.evaluator import EvaluationFailed, evaluation_of
-from agent.running.jobs import EvaluationJob, Job
 from agent.running.runner import RunResult
 from agent.untrusted import bounded
 from agent.workspace import Workspace
 from trainer.evaluator.evaluation import Evaluation
 from trainer.remote.ray_task import LOG_LIMIT, NodeEvaluation, NodeRun, evaluate_on_node, run_on_node
+from trainer.runs.jobs import EvaluationJob, Job
 from trainer.runs.training_run import TRACKED
 
 REPORT_GRACE = 120.0     # seconds past twice the timeout before a task that has not reported is given up
@@ -111,9 +111,8 @@ class RayRunner:
     def evaluate(self, workspace: Workspace, job: EvaluationJob) -> Evaluation:
         """trainer/evaluator/evaluate.py on a node with a GPU, the weights sent with the task."""
         files, _ = self._files(workspace, job.commit)
-        task = self._evaluate_task.remote(files, job.checkpoint.read_bytes(), tuple(job.splits), probe=job.probe,
-                                          timeout=job.timeout, run_id=self._run_id(workspace, job.run.name),
-                                          batch_rows=job.batch_rows)
+        task = self._evaluate_task.remote(files, job.checkpoint.read_bytes(), job,
+                                          run_id=self._run_id(workspace, job.run.name))
         try:
             message, log = self._wait(task, job.timeout)
         except RayFailure as err:

@@ -18,9 +18,9 @@ import sys
 import threading
 from typing import Protocol
 
-from agent.running.jobs import EvaluationJob, Job
 from agent.workspace import Workspace
 from trainer.evaluator.evaluation import Evaluation
+from trainer.runs.jobs import EvaluationJob, Job
 from trainer.runs.run_result import RunResult
 from trainer.runs.training_run import TRACKED, RunRequest, run_commit
 from trainer.sandbox.limits import RunLimits

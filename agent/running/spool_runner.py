@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 from agent.running.evaluator import EvaluationFailed, evaluation_of
-from agent.running.jobs import EvaluationJob, Job
 from agent.running.runner import RunResult
 from agent.workspace import Workspace
 from trainer.evaluator.evaluation import Evaluation
 from trainer.remote import spool as spoolfs
 from trainer.remote.spool import SpoolJob, SpoolMessageError, SpoolResult
+from trainer.runs.jobs import EvaluationJob, Job
 
 REPORT_GRACE = 60.0  # seconds past the job's timeout before a silent worker counts as gone
 
@@ -49,7 +49,7 @@ class SpoolRunner:
         if self._stopping.is_set():
             return RunResult.infra("not submitted: the loop is stopping and its spool jobs were cancelled",
                                    paths.log, said_by="spool")
-        job = self._job(workspace, asked.commit, asked.timeout, asked.run.name, seed=asked.seed)
+        job = self._envelope(workspace, asked)
         log_path = paths.log
         result = self._through_spool(job, log_path)
         where = f"spool worker {result.worker}" if result.worker else ""
@@ -75,9 +75,7 @@ class SpoolRunner:
 
     def evaluate(self, workspace: Workspace, asked: EvaluationJob) -> Evaluation:
         """trainer/evaluator/evaluate.py on a GPU worker (the checkpoint is read through the shared workspaces)."""
-        job = self._job(workspace, asked.commit, asked.timeout, asked.run.name, kind="evaluate",
-                        checkpoint=asked.checkpoint, splits=asked.splits, probe=asked.probe,
-                        batch_rows=asked.batch_rows)
+        job = self._envelope(workspace, asked)
         log_path = workspace.paths(asked.run).log
         result = self._through_spool(job, log_path)
         if result.infra is not None or result.evaluation is None:
@@ -85,9 +83,9 @@ class SpoolRunner:
                                    f"{result.infra or 'it came back without an outcome'}")
         return evaluation_of(result.evaluation, log_path, asked.checkpoint)
 
-    def _job(self, workspace: Workspace, commit: str, timeout: float, name: str, **fields) -> SpoolJob:
-        return SpoolJob(id=f"{workspace.tag}-{name}-{secrets.token_hex(3)}", workspace=workspace.dir, commit=commit,
-                        timeout=timeout, frozen=workspace.frozen_hashes(), **fields)
+    def _envelope(self, workspace: Workspace, job: Job | EvaluationJob) -> SpoolJob:
+        return SpoolJob(id=f"{workspace.tag}-{job.run.name}-{secrets.token_hex(3)}", workspace=workspace.dir,
+                        frozen=workspace.frozen_hashes(), job=job)
 
     def _through_spool(self, job: SpoolJob, log_path: Path) -> SpoolResult:
         """Submits a job, waits for it, copies its log to log_path."""
@@ -131,7 +129,7 @@ class SpoolRunner:
             if claimed is not None and claimed.worker:
                 if claimed.worker not in alive:
                     return gone(f"trainer worker {claimed.worker} stopped answering during the run")
-                if now - submitted > job.timeout + REPORT_GRACE:
+                if now - submitted > job.job.timeout + REPORT_GRACE:
                     return gone(f"trainer worker {claimed.worker} did not report within the timeout")
             elif not alive and now - submitted > self.dead_after:
                 if self._withdraw(job.id):

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from agent.recording.calibration import Calibration
 from agent.recording.record import summary_number
-from agent.running.jobs import Job
 from agent.running.runner import Runner
 from agent.settings import LoopSettings
 from agent.steps.training import hard_timeout
 from agent.workspace import Workspace
+from trainer.runs.jobs import Job
 from trainer.runs.run_id import RunId
 from trainer.runs.triage import Triage
 from trainer.tracks.profiles import Profile

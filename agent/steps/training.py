@@ -18,11 +18,11 @@ from agent.judging.verify import Untrusted, score_runs
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, now
 from agent.recording.transcript import Transcript
 from agent.running.disk import short_of_room
-from agent.running.jobs import Job
 from agent.running.runner import Runner, RunResult
 from agent.settings import LoopSettings
 from agent.steps.sharing import Shared
 from agent.workspace import Workspace
+from trainer.runs.jobs import Job
 from trainer.runs.run_id import RunId, RunKind
 from trainer.runs.triage import Triage, Verdict
 from trainer.sandbox.seal import declared_batch_tokens

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from agent.running.jobs import EvaluationJob, Job
+from trainer.runs.jobs import EvaluationJob, Job
 from trainer.runs.run_id import RunId
 
 

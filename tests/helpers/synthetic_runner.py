@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.running.jobs import EvaluationJob, Job
 from agent.workspace import Workspace
 from trainer.evaluator.evaluation import Evaluation
+from trainer.runs.jobs import EvaluationJob, Job
 from trainer.runs.run_result import RunResult
 from trainer.runs.triage import classify
 from trainer.sandbox.seal import declared_batch_tokens

@@ -11,6 +11,8 @@ import pytest
 from trainer.remote import spool as spoolfs
 from trainer.remote.spool import SpoolJob, SpoolMessageError, SpoolResult
 from trainer.remote.worker import Worker
+from trainer.runs.jobs import Job
+from trainer.runs.run_id import RunId
 from trainer.runs.run_result import RunResult
 from trainer.runs.training_run import FROZEN, RunRequest, run_commit
 from trainer.runs.triage import Triage
@@ -67,13 +69,14 @@ def test_a_track_json_that_is_not_one_is_infra_without_running(test_track, place
 
 def test_a_malformed_job_gets_an_infra_result_and_is_not_run(tmp_path):
     spool = spoolfs.layout(tmp_path / "spool")
-    spoolfs.write_json_atomic(spool / "jobs" / "t-0001-abc.json", {"id": "t-0001-abc", "commit": "HEAD", "timeout": -1})
+    spoolfs.write_json_atomic(spool / "jobs" / "t-0001-abc.json", {"id": "t-0001-abc", "job": {
+        "kind": "train", "run": {"experiment": "0001"}, "commit": "HEAD", "timeout": -1}})
     assert spoolfs.claim_next(spool, "w1") is None
     refused = spoolfs.read_message(spool / "results" / "t-0001-abc.json", SpoolResult)
     assert refused.run is None and refused.worker == "w1"
     assert "is not a SpoolJob" in refused.infra
-    assert all(field in refused.infra for field in ("workspace: Field required", "commit: String should match",
-                                                    "timeout: Input should be greater than 0"))
+    assert all(field in refused.infra for field in ("workspace: Field required", "job.train.commit: String should "
+                                                    "match", "job.train.timeout: Input should be greater than 0"))
     assert not list((spool / "claimed").iterdir()) and not list((spool / "jobs").iterdir())
 
 
@@ -87,7 +90,8 @@ def test_a_result_from_another_version_is_a_clear_error(tmp_path):
     with pytest.raises(SpoolMessageError, match=r"is not a SpoolResult \(the file: Invalid JSON"):
         spoolfs.read_message(old, SpoolResult)
     assert spoolfs.read_message(spool / "results" / "none.json", SpoolResult) is None
-    job = SpoolJob(id="t-0003-abc", workspace=tmp_path, commit="a" * 40, timeout=10, frozen={})
+    job = SpoolJob(id="t-0003-abc", workspace=tmp_path, frozen={},
+                   job=Job(run=RunId.train("0003"), commit="a" * 40, timeout=10))
     spoolfs.submit(spool, job)
     claimed = spoolfs.claim_next(spool, "w2")
     assert claimed == job.model_copy(update={"worker": "w2"})
@@ -101,7 +105,8 @@ def test_a_job_the_run_path_cannot_take_is_infra_and_the_worker_goes_on(test_tra
     repo.index.add(["train.py", "prepare.py", "track.json"])
     commit = repo.index.commit("baseline").hexsha
     spool = spoolfs.layout(tmp_path / "spool")
-    spoolfs.submit(spool, SpoolJob(id="t-0004-abc", workspace=tmp_path / "ws", commit=commit, timeout=10, frozen={}))
+    spoolfs.submit(spool, SpoolJob(id="t-0004-abc", workspace=tmp_path / "ws", frozen={},
+                                   job=Job(run=RunId.train("0004"), commit=commit, timeout=10)))
     Worker(spool, "w1", tmp_path / "scratch").run(spoolfs.claim_next(spool, "w1"))
     result = spoolfs.read_message(spool / "results" / "t-0004-abc.json", SpoolResult)
     assert result.run is None and "worker w1 could not run the job: ValueError" in result.infra

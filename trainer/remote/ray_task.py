@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from trainer.evaluator.evaluation import EvaluationOutcome
 from trainer.prepare import PrepareError, cache_root, track_dir
+from trainer.runs.jobs import EvaluationJob
 from trainer.runs.run_id import neutral_name
 from trainer.runs.run_result import RunResult
 from trainer.runs.training_run import RunRequest, evaluate_commit, run_commit
@@ -102,9 +103,9 @@ def run_on_node(files: Mapping[str, bytes], *, seed: int, timeout: float, frozen
         shutil.rmtree(kept, ignore_errors=True)
 
 
-def evaluate_on_node(files: Mapping[str, bytes], weights: bytes, splits: tuple[str, ...], *, probe: bool,
-                     timeout: float, run_id: str, batch_rows: int | None = None) -> tuple[str, bytes]:
-    """(NodeEvaluation as JSON, the evaluator's log) of trainer/evaluator/evaluate.py on weights, on this node."""
+def evaluate_on_node(files: Mapping[str, bytes], weights: bytes, job: EvaluationJob, run_id: str) -> tuple[str, bytes]:
+    """(NodeEvaluation as JSON, the evaluator's log) of trainer/evaluator/evaluate.py on the job's weights, sent as
+    bytes, on this node."""
     place = here()
     kept = private_results(run_id)
     try:
@@ -116,9 +117,9 @@ def evaluate_on_node(files: Mapping[str, bytes], weights: bytes, splits: tuple[s
             log_path.write_text(f"[ray node {place.ip}] {err}\n")
             outcome = EvaluationOutcome(problem="see its log")
         else:
-            outcome = evaluate_commit(files, checkpoint, splits, probe=probe, timeout=timeout,
+            outcome = evaluate_commit(files, job.model_copy(update={"checkpoint": checkpoint}),
                                       run_dir=run_dir_of(kept), log_path=log_path, extra_env=gpu_env(),
-                                      python=sys.executable, batch_rows=batch_rows)
+                                      python=sys.executable)
         log, _ = capped(log_path)
         return NodeEvaluation(**dict(outcome), place=place).model_dump_json(), log
     finally:

@@ -1,6 +1,6 @@
 """The spool: plain files through which the agent hands runs to trainer workers (no server).
 
-    <spool>/jobs/<id>.json      a job: workspace, commit, timeout, seed, frozen hashes (atomic write)
+    <spool>/jobs/<id>.json      a job in its envelope: workspace, frozen hashes (atomic write)
     <spool>/claimed/<id>.json   the job, moved here by the one worker that won the rename
     <spool>/results/<id>.json   what happened (atomic write by the worker)
     <spool>/logs/<id>.log       the run's output, streamed
@@ -21,12 +21,13 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainer.evaluator.evaluation import EvaluationOutcome
 from trainer.files.atomic import write_json_atomic
+from trainer.runs.jobs import AnyJob
 from trainer.runs.run_result import RunResult
 
 DEAD_AFTER = 20.0       # seconds without a heartbeat
@@ -40,27 +41,15 @@ class SpoolMessageError(Exception):
 
 
 class SpoolJob(BaseModel):
-    """A run (kind train) or a trusted evaluation of saved weights (kind evaluate) of one workspace commit."""
+    """The envelope a job travels in: which workspace's repository holds its commit, the frozen files' hashes its
+    run is checked against, and the worker that claimed it."""
     model_config = ConfigDict(extra="forbid")
     id: JobId
     workspace: Path
-    commit: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
-    timeout: Annotated[float, Field(gt=0)]
     frozen: dict[str, str]                  # sha256 of each frozen file at the workspace's first commit
-    seed: int = 42
+    job: AnyJob
     created: float = Field(default_factory=time.time)
-    kind: Literal["train", "evaluate"] = "train"
-    checkpoint: Path | None = None          # evaluate: the weights to score
-    splits: tuple[str, ...] = ()            # evaluate: the splits to score them on
-    probe: bool = False                     # evaluate: also probe the model for lookahead
-    batch_rows: Annotated[int, Field(ge=2)] | None = None  # evaluate: rows a batch sends the model (None: its own)
     worker: str | None = None               # set by the worker that claimed it
-
-    @model_validator(mode="after")
-    def _evaluation_names_its_weights(self) -> SpoolJob:
-        if self.kind == "evaluate" and (self.checkpoint is None or not self.splits):
-            raise ValueError("an evaluate job names its checkpoint and at least one split")
-        return self
 
 
 class SpoolResult(BaseModel):

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import git
 
-from trainer.evaluator.evaluation import EvaluationOutcome
 from trainer.remote import spool as spoolfs
 from trainer.remote.spool import SpoolJob, SpoolResult
+from trainer.runs.jobs import EvaluationJob
 from trainer.runs.run_id import neutral_name
 from trainer.runs.training_run import TRACKED, RunRequest, evaluate_commit, run_commit
 from trainer.sandbox.untrusted import isolation
@@ -79,35 +79,32 @@ class Worker:
                 self.finish(job, SpoolResult(id=job.id, worker=self.name,
                                              infra=f"worker {self.name} restarted during the run"))
 
-    def run(self, job: SpoolJob) -> None:
-        self.job = job
-        print(f"worker {self.name}: {job.kind} {job.id}", flush=True)
+    def run(self, envelope: SpoolJob) -> None:
+        self.job, job = envelope, envelope.job
+        print(f"worker {self.name}: {job.kind} {envelope.id}", flush=True)
         try:
-            files = exported(job.workspace, job.commit)
+            files = exported(envelope.workspace, job.commit)
         except Exception as err:  # the workspace or commit cannot be read: not the experiment's fault
-            self.finish(job, SpoolResult(id=job.id, worker=self.name,
-                                         infra=f"cannot export {job.commit[:7]} from {job.workspace}: {err}"))
+            self.finish(envelope, SpoolResult(id=envelope.id, worker=self.name, infra=f"cannot export "
+                                              f"{job.commit[:7]} from {envelope.workspace}: {err}"))
             return
-        result = SpoolResult(id=job.id, worker=self.name)
+        result = SpoolResult(id=envelope.id, worker=self.name)
+        run_dir, log_path = self.scratch / neutral_name(), self.log_path(envelope)
         try:
-            if job.kind == "evaluate":
-                result.evaluation = self.evaluate(job, files)
+            if isinstance(job, EvaluationJob):
+                result.evaluation = evaluate_commit(files, job, run_dir=run_dir, log_path=log_path,
+                                                    extra_env=self.device_env(), on_start=self.started)
             else:
                 result.run = run_commit(RunRequest(
-                    files=files, seed=job.seed, timeout=job.timeout, frozen_sha256=job.frozen,
-                    run_dir=self.scratch / neutral_name(), log_path=self.log_path(job),
-                    checkpoint_destination=self.spool / "checkpoints" / f"{job.id}.pt",
-                    hidden=(self.spool, job.workspace), extra_env=self.device_env()), on_start=self.started)
+                    files=files, seed=job.seed, timeout=job.timeout, frozen_sha256=envelope.frozen,
+                    run_dir=run_dir, log_path=log_path,
+                    checkpoint_destination=self.spool / "checkpoints" / f"{envelope.id}.pt",
+                    hidden=(self.spool, envelope.workspace), extra_env=self.device_env()), on_start=self.started)
         except Exception as err:  # this machine failed, not the experiment: the agent's infra rule decides
             traceback.print_exc()
-            result = SpoolResult(id=job.id, worker=self.name,
+            result = SpoolResult(id=envelope.id, worker=self.name,
                                  infra=f"worker {self.name} could not run the job: {type(err).__name__}: {err}")
-        self.finish(job, result)
-
-    def evaluate(self, job: SpoolJob, files: dict[str, bytes]) -> EvaluationOutcome:
-        return evaluate_commit(files, job.checkpoint, job.splits, probe=job.probe, timeout=job.timeout,
-                               run_dir=self.scratch / neutral_name(), log_path=self.log_path(job),
-                               extra_env=self.device_env(), on_start=self.started, batch_rows=job.batch_rows)
+        self.finish(envelope, result)
 
     def started(self, process: subprocess.Popen) -> None:
         self.process = process

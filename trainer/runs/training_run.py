@@ -29,6 +29,7 @@ from pathlib import Path
 from trainer.evaluator.evaluation import RESULT_FD_FLAG, EvaluationOutcome, read_result
 from trainer.files.hashing import regular_file_sha256
 from trainer.prepare import PrepareError, cache_root, track_dir
+from trainer.runs.jobs import EvaluationJob
 from trainer.runs.run_result import RunResult
 from trainer.sandbox.limits import RunLimits, free_bytes, gpu_in_reach
 from trainer.sandbox.seal import OPENED_DIR, Seal, data_paths, hidden_paths, training_view
@@ -133,22 +134,20 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
                               hardware=this_machine())
 
 
-def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[str, ...], *, probe: bool,
-                    timeout: float, run_dir: Path, log_path: Path, extra_env: Mapping[str, str] | None = None,
-                    python: str = sys.executable, on_start: Callable | None = None,
-                    batch_rows: int | None = None) -> EvaluationOutcome:
-    """trainer/evaluator/evaluate.py on saved weights, in a fresh run_dir holding the commit's files (it imports their
-    frozen prepare.py, never their train.py, and sandboxes the model server that does), its output in log_path
-    and its Evaluation handed back through a pipe. batch_rows: the rows of its batches, where fewer than its own
-    (the model ran out of memory)."""
+def evaluate_commit(files: Mapping[str, bytes], job: EvaluationJob, *, run_dir: Path, log_path: Path,
+                    extra_env: Mapping[str, str] | None = None, python: str = sys.executable,
+                    on_start: Callable | None = None) -> EvaluationOutcome:
+    """trainer/evaluator/evaluate.py on the job's saved weights, in a fresh run_dir holding the commit's files (it
+    imports their frozen prepare.py, never their train.py, and sandboxes the model server that does), its output in
+    log_path and its Evaluation handed back through a pipe."""
     private_directory(run_dir)
     for name in TRACKED:
         (run_dir / name).write_bytes(files[name])
     log_path.parent.mkdir(parents=True, exist_ok=True)
     result_read, result_write = os.pipe()
-    command = [python, "-m", "trainer.evaluator.evaluate", str(checkpoint), "--splits", ",".join(splits),
-               RESULT_FD_FLAG, str(result_write), *(["--probe"] if probe else []),
-               *(["--batch-rows", str(batch_rows)] if batch_rows is not None else [])]
+    command = [python, "-m", "trainer.evaluator.evaluate", str(job.checkpoint), "--splits", ",".join(job.splits),
+               RESULT_FD_FLAG, str(result_write), *(["--probe"] if job.probe else []),
+               *(["--batch-rows", str(job.batch_rows)] if job.batch_rows is not None else [])]
     # torch's threads as the track's runs have them: a scoring beside runs (or beside another scoring) that took
     # every core would spin against them at its barriers, slowing both several times over
     try:
@@ -158,7 +157,7 @@ def evaluate_commit(files: Mapping[str, bytes], checkpoint: Path, splits: tuple[
         threads = {}
     env = {**threads, **(extra_env or {}), "PYTHONPATH": str(PROJECT_ROOT), "AUTORESEARCH_CACHE": str(cache_root())}
     try:
-        process = run_untrusted(command, run_dir, log_path, timeout, env, pass_fds=(result_write,),
+        process = run_untrusted(command, run_dir, log_path, job.timeout, env, pass_fds=(result_write,),
                                 on_start=on_start)
     finally:
         os.close(result_write)

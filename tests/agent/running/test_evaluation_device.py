@@ -10,8 +10,8 @@ import time
 import pytest
 
 from agent.running.evaluator import EvaluationFailed
-from agent.running.jobs import EvaluationJob, Job
 from agent.running.runner import LocalRunner
+from trainer.runs.jobs import EvaluationJob, Job
 from trainer.runs.run_id import RunId, RunKind
 
 SLEEPS = "import time\ntime.sleep({seconds})\n"  # a run that holds its slot and trains nothing

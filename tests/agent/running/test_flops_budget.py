@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.running.jobs import Job
 from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from trainer.prepare import TRACKS, training_flops_per_token
+from trainer.runs.jobs import Job
 from trainer.runs.run_id import RunId
 from trainer.runs.training_run import CHECKPOINT
 from trainer.runs.triage import Triage, classify

@@ -27,7 +27,7 @@ from agent.steps.training import Training  # noqa: E402
 from tests.helpers import jobs  # noqa: E402
 from tests.helpers.processes import processes_under  # noqa: E402
 from tests.helpers.scripted import ScriptedEdits  # noqa: E402
-from trainer import ray_task  # noqa: E402
+from trainer.remote import ray_task  # noqa: E402
 from trainer.remote.ray_task import OWNER, process_gone, sweep_abandoned  # noqa: E402
 from trainer.runs.run_id import RunId  # noqa: E402
 from trainer.runs.triage import Triage  # noqa: E402

@@ -23,6 +23,8 @@ from tests.helpers import jobs
 from tests.helpers.processes import processes_under
 from trainer.remote import spool as spoolfs
 from trainer.remote.spool import SpoolJob, SpoolResult
+from trainer.runs.jobs import Job
+from trainer.runs.run_id import RunId
 from trainer.runs.triage import Triage
 from trainer.sandbox.untrusted import isolation_available
 
@@ -127,8 +129,8 @@ def test_two_workers_never_run_the_same_job(workspace, workers):
     commit = workspace.commit_train(textwrap.dedent(body), "prints a result")
     jobs = [f"job{i}" for i in range(8)]
     for job in jobs:
-        spoolfs.submit(workers.spool, SpoolJob(id=job, workspace=workspace.dir, commit=commit, timeout=30,
-                                               frozen=workspace.frozen_hashes()))
+        spoolfs.submit(workers.spool, SpoolJob(id=job, workspace=workspace.dir, frozen=workspace.frozen_hashes(),
+                                               job=Job(run=RunId.train(job), commit=commit, timeout=30)))
     workers.start("w1")
     workers.start("w2")
     deadline = time.monotonic() + 90
