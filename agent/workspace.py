@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import configparser
 import difflib
-import fcntl
 import hashlib
 import io
 import json
@@ -19,13 +18,14 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import git
 from gitdb.base import IStream
 
 from trainer.files.atomic import write_text_atomic
+from trainer.files.locks import held
 from trainer.runs.run_id import RunId, RunPaths
 from trainer.runs.training_run import FROZEN, TRACKED
 from trainer.sandbox.untrusted import runs_root
@@ -254,21 +254,14 @@ class Workspace:
     @contextmanager
     def lock(self) -> Iterator[None]:
         """Held for the life of a loop; a second loop on the same tag is refused."""
-        handle = open(self.dir / ".lock", "a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            handle.close()
-            raise WorkspaceError(f"workspace {self.tag} is in use by {holder}: one loop per tag; stop it first "
-                                 "or use another tag") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}\n")
-        handle.flush()
-        try:
+        with ExitStack() as stack:
+            try:
+                handle = stack.enter_context(held(self.dir / ".lock", wait=False))
+            except BlockingIOError:
+                holder = (self.dir / ".lock").read_text().strip() or "another process"
+                raise WorkspaceError(f"workspace {self.tag} is in use by {holder}: one loop per tag; stop it first "
+                                     "or use another tag") from None
+            handle.truncate(0)
+            handle.write(f"pid {os.getpid()}\n")
+            handle.flush()
             yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            handle.close()

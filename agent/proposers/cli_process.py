@@ -5,8 +5,6 @@ open: once the CLI itself has exited, its output is read for at most DRAIN_S mor
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import threading
 import time
@@ -14,6 +12,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from trainer.sandbox.untrusted import kill_group
 
 STDERR_LINES = 40
 DRAIN_S = 5.0  # seconds the output of an exited CLI is still read
@@ -48,10 +48,10 @@ def run_streaming(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: fl
         returncode = process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(process.pid)
+        kill_group(process.pid)
         returncode = process.wait()
     finally:
-        _kill_group(process.pid)
+        kill_group(process.pid)
         if process.poll() is None:
             process.wait()
         drained_by = time.monotonic() + DRAIN_S
@@ -61,8 +61,3 @@ def run_streaming(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: fl
     return Finished(returncode, timed_out, "".join(stderr))
 
 
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

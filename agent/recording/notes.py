@@ -9,15 +9,13 @@ refs/notes/research, so `git notes --ref=research show <commit>` gives the notes
 
 from __future__ import annotations
 
-import fcntl
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from trainer.files.atomic import write_text_atomic
+from trainer.files.locks import held
 
 NOTES_FILE = "notes.md"
 NOTES_LOCK = "notes.md.lock"
@@ -63,16 +61,6 @@ def read_notes(workspace_dir: Path) -> Notes:
     return Notes(text=text, size=len(text.encode("utf-8")))
 
 
-@contextmanager
-def _locked(workspace_dir: Path) -> Iterator[None]:
-    with open(workspace_dir / NOTES_LOCK, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def write_notes(workspace_dir: Path, text: str, read: str | None = None) -> Notes:
     """Replaces the notes; refused (nothing written) past NOTES_LIMIT, and, when the writer says what it read,
     if they are no longer that (several conversations write them: none may overwrite what it never saw)."""
@@ -81,7 +69,7 @@ def write_notes(workspace_dir: Path, text: str, read: str | None = None) -> Note
         raise NotesFull(f"the notes would be {size} bytes, over the limit of {NOTES_LIMIT}; nothing was written. "
                         "Rewrite them shorter: merge related points, drop what is settled or already in the "
                         "history, and call write_notes again with the whole shorter text")
-    with _locked(workspace_dir):
+    with held(workspace_dir / NOTES_LOCK):
         current = read_notes(workspace_dir).text
         if read is not None and current != read:
             raise NotesChanged(current)
@@ -97,7 +85,7 @@ def append_user_note(workspace_dir: Path, note: str) -> Notes:
     if len(note) > USER_NOTE_LIMIT:
         raise NotesFull(f"the note is {len(note)} characters; a note may have at most {USER_NOTE_LIMIT}: "
                         "shorten it and give it again")
-    with _locked(workspace_dir):
+    with held(workspace_dir / NOTES_LOCK):
         current = read_notes(workspace_dir).text
         entry = f"- (from the user, {time.strftime('%Y-%m-%d %H:%M')}) {note}\n"
         text = current + ("" if not current or current.endswith("\n") else "\n") + entry

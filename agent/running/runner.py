@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -24,7 +23,7 @@ from trainer.runs.jobs import EvaluationJob, Job
 from trainer.runs.run_result import RunResult
 from trainer.runs.training_run import TRACKED, RunRequest, run_commit
 from trainer.sandbox.limits import RunLimits
-from trainer.sandbox.untrusted import isolation
+from trainer.sandbox.untrusted import isolation, kill_group
 
 __all__ = ["LocalRunner", "RunResult", "Runner"]
 
@@ -124,7 +123,4 @@ class LocalRunner:
         with self._guard:
             processes = list(self._running.values())
         for process in processes:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            kill_group(process.pid)

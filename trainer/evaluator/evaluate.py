@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.evaluator.evaluation import RESULT_FD_FLAG, SPLITS, Evaluation
+from trainer.sandbox.untrusted import not_dumpable
 
 BATCH_ROWS = 16
 AUDIT_POSITIONS = 8  # per row of every batch
@@ -125,15 +126,6 @@ class Worst:
     repeat: float = 0.0
     lookahead: float = 0.0
     probes: int = 0
-
-
-def not_dumpable() -> None:
-    """Other processes of this user without CAP_SYS_PTRACE (the model server) cannot read this one's memory."""
-    import ctypes
-    try:
-        ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE
-    except (OSError, AttributeError):
-        pass
 
 
 def cuda_devices() -> int:

@@ -12,7 +12,6 @@ Functions only: the agent's RayRunner makes them Ray tasks (one GPU each); ray i
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import shutil
@@ -25,6 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from trainer.evaluator.evaluation import EvaluationOutcome
+from trainer.files.locks import held
 from trainer.prepare import PrepareError, cache_root, track_dir
 from trainer.runs.jobs import EvaluationJob
 from trainer.runs.run_id import neutral_name
@@ -243,14 +243,13 @@ def build_track(wanted: TrackSpec, cache: Path, place: NodePlace) -> str:
 @contextlib.contextmanager
 def cache_lock(cache: Path, place: NodePlace):
     """An exclusive lock on the cache's ray-prepare.lock: one build at a time per cache, across processes."""
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        lock = open(cache / "ray-prepare.lock", "a")  # noqa: SIM115 - closed below
-    except OSError as err:
-        raise TrackUnavailable(f"ray node {place.ip} cannot prepare a track in {cache} ({err.strerror or err}): "
-                               "prepare it there, or set AUTORESEARCH_CACHE to a writable directory") from err
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with contextlib.ExitStack() as stack:
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(held(cache / "ray-prepare.lock"))
+        except OSError as err:
+            raise TrackUnavailable(f"ray node {place.ip} cannot prepare a track in {cache} ({err.strerror or err}):"
+                                   " prepare it there, or set AUTORESEARCH_CACHE to a writable directory") from err
         yield
 
 

@@ -29,7 +29,7 @@ from trainer.remote.spool import SpoolJob, SpoolResult
 from trainer.runs.jobs import EvaluationJob
 from trainer.runs.run_id import neutral_name
 from trainer.runs.training_run import TRACKED, RunRequest, evaluate_commit, run_commit
-from trainer.sandbox.untrusted import isolation
+from trainer.sandbox.untrusted import isolation, kill_group
 
 
 class Worker:
@@ -61,10 +61,7 @@ class Worker:
             job_id = self.job.id if self.job else None
             spoolfs.heartbeat(self.spool, self.name, gpu=self.gpu, job=job_id)
             if job_id and (self.spool / "cancel" / f"{job_id}.json").exists() and self.process is not None:
-                try:
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                kill_group(self.process.pid)
             self.stopping.wait(spoolfs.HEARTBEAT_EVERY)
 
     def settle_own_claims(self) -> None:

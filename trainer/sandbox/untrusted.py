@@ -100,10 +100,7 @@ def processes_with_token(token: str) -> list[int]:
 def kill_run(process: subprocess.Popen, token: str) -> None:
     """SIGKILL the run's process group and every process still carrying its token."""
     for _ in range(50):
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_group(process.pid)
         stragglers = [pid for pid in processes_with_token(token) if pid != os.getpid()]
         for pid in stragglers:
             try:
@@ -334,7 +331,7 @@ def run_untrusted(command: list[str], cwd: Path, log_path: Path, timeout: float,
     log = CappedLog(process.stdout, log_path)
     if on_log is not None:
         on_log(log)
-    watch = DiskWatch(cwd, limits.disk_bytes, lambda: _kill_group(process))
+    watch = DiskWatch(cwd, limits.disk_bytes, lambda: kill_group(process.pid))
     outcome = ProcessOutcome(None, False, 0.0, isolated, limits)
     try:
         if on_start is not None:
@@ -375,8 +372,9 @@ def _wait(process: subprocess.Popen, deadline: float, ending, outcome: ProcessOu
             pass
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group pid leads, if it is still there."""
     try:
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
