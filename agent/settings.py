@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 ESSENTIALS, DECIDING, LLM, COST, WHERE, WATCHING = ("The night", "Deciding past the noise", "The researcher",
                                                      "Cost", "Where it trains and keeps its files", "Watching")
-CODING_CLI_NAMES = ("claude-code", "codex")  # --model names that mean the cli proposer (agent/proposers/cli_agent)
+CODING_CLI_NAMES = ("claude-code", "codex")  # --model names that mean the cli proposer (agent/proposers/cli/agent)
 
 
 def internal(default, **bounds):

@@ -73,8 +73,7 @@ def _llm(request: ProposerRequest) -> Build:
 
 
 def _cli(request: ProposerRequest) -> Build:
-    from agent.proposers.cli_agent import UnknownCLI, chosen_cli
-    from agent.proposers.cli_researcher import CLIResearcher
+    from agent.proposers.cli import CLIResearcher, UnknownCLI, chosen_cli
     settings = request.settings
     try:
         cli, model = chosen_cli(settings.model)

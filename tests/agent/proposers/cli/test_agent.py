@@ -3,7 +3,7 @@ its own."""
 
 import pytest
 
-from agent.proposers.cli_agent import UnknownCLI, chosen_cli, scrubbed_environment
+from agent.proposers.cli.agent import UnknownCLI, chosen_cli, scrubbed_environment
 
 
 def test_model_names_the_cli_and_optionally_its_model():

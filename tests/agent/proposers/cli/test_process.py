@@ -5,7 +5,7 @@ import os
 import signal
 import time
 
-from agent.proposers.cli_process import DRAIN_S, run_streaming
+from agent.proposers.cli.process import DRAIN_S, run_streaming
 
 PLAIN = {"PATH": "/bin:/usr/bin"}
 

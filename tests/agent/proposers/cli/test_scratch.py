@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from agent.proposers.cli_scratch import MAX_NOTES_BYTES, BadScratch, edited_train, proposal_file, rewritten_notes
+from agent.proposers.cli.scratch import MAX_NOTES_BYTES, BadScratch, edited_train, proposal_file, rewritten_notes
 from agent.proposers.diff_edits import edits_between
 from agent.proposers.edits import EditRejected, apply_edits
 

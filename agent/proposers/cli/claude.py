@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from agent.llm.types import Usage
-from agent.proposers.cli_outcome import CLIOutcome, clipped, json_event
+from agent.proposers.cli.outcome import CLIOutcome, clipped, json_event
 from agent.recording.transcript import Transcript
 
 TOOLS = "Read,Edit,Write,Glob,Grep"

@@ -1,9 +1,9 @@
 """The coding-agent CLIs a CLI researcher can drive (the user's own `claude`, `codex`): what each one needs to be
 started headless in a scratch directory and how its JSON event stream is read.
 
-An adapter knows only its CLI; agent.proposers.cli_researcher does the rest (scratch directory, process group,
+An adapter knows only its CLI; agent.proposers.cli.researcher does the rest (scratch directory, process group,
 timeout, the edit set). `--model NAME[:MODEL]` chooses the adapter by NAME; MODEL, when given, is passed to the CLI.
-An adapter imports CLIOutcome from agent.proposers.cli_outcome, never this module (which imports the adapters).
+An adapter imports CLIOutcome from agent.proposers.cli.outcome, never this module (which imports the adapters).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from agent.proposers.cli_outcome import CLIOutcome
+from agent.proposers.cli.outcome import CLIOutcome
 from agent.recording.transcript import Transcript
 
 __all__ = ["CLIOutcome", "CODING_CLIS", "CodingCLI", "UnknownCLI", "chosen_cli", "scrubbed_environment"]
@@ -54,12 +54,12 @@ def scrubbed_environment(cli: CodingCLI, scratch: Path, base_url: str | None) ->
 
 
 def _claude_code() -> CodingCLI:
-    from agent.proposers.cli_claude import ClaudeCode
+    from agent.proposers.cli.claude import ClaudeCode
     return ClaudeCode()
 
 
 def _codex() -> CodingCLI:
-    from agent.proposers.cli_codex import Codex
+    from agent.proposers.cli.codex import Codex
     return Codex()
 
 

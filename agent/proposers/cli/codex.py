@@ -47,7 +47,7 @@ from pathlib import Path
 
 from agent.llm.pricing import PriceTable
 from agent.llm.types import Usage
-from agent.proposers.cli_outcome import CLIOutcome, clipped, json_event
+from agent.proposers.cli.outcome import CLIOutcome, clipped, json_event
 from agent.recording.transcript import Transcript
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "CODEX_API_KEY")   # the key our provider sends, first one set

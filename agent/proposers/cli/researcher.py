@@ -1,7 +1,7 @@
-"""The CLI researcher: the user's own coding-agent CLI (agent.proposers.cli_agent) proposes the one change.
+"""The CLI researcher: the user's own coding-agent CLI (agent.proposers.cli.agent) proposes the one change.
 
 Each proposal, and each fix of a fixable crash of one (its scratch train.py the crashed one), gets a fresh scratch
-directory outside the workspace (agent.proposers.cli_scratch); the CLI runs there headless, with a scrubbed
+directory outside the workspace (agent.proposers.cli.scratch); the CLI runs there headless, with a scrubbed
 environment, in its own process group and under a timeout, its event stream going to the transcript line by line.
 The train.py it leaves becomes search/replace edits on the train.py it was given, which go through
 the same validation and policy as every proposal. Whatever goes wrong (CLI missing, not logged in, failed, timed
@@ -15,11 +15,11 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+import agent.proposers.cli.scratch as scratch_dir
 from agent.llm.types import Usage
-from agent.proposers import cli_scratch
 from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerError
-from agent.proposers.cli_agent import CLIOutcome, CodingCLI, scrubbed_environment
-from agent.proposers.cli_process import run_streaming
+from agent.proposers.cli.agent import CLIOutcome, CodingCLI, scrubbed_environment
+from agent.proposers.cli.process import run_streaming
 from agent.proposers.diff_edits import edits_between
 from agent.proposers.llm import CODE_ONLY_RULE, values_only_refusal
 from agent.recording.notes import NotesChanged, NotesFull, read_notes, write_notes
@@ -59,7 +59,7 @@ class CLIResearcher:
         try:
             with tempfile.TemporaryDirectory(prefix="autoresearch-cli-") as directory:
                 return self._propose_in(Path(directory).resolve(), context, transcript, outcome, crashed)
-        except cli_scratch.BadScratch as err:
+        except scratch_dir.BadScratch as err:
             raise ProposerError(f"{self.cli.name}: {err}", outcome.usage.model_copy()) from None
         except ProposerError as err:
             err.usage = outcome.usage.model_copy()
@@ -70,14 +70,14 @@ class CLIResearcher:
     def _propose_in(self, scratch: Path, context: ProposalContext, transcript: Transcript,
                     outcome: CLIOutcome, crashed: Crashed | None) -> Proposal:
         notes = read_notes(self.workspace_dir)
-        cli_scratch.fill(scratch, context, self.workspace_dir, notes, self.algorithmic_share,
+        scratch_dir.fill(scratch, context, self.workspace_dir, notes, self.algorithmic_share,
                          CODE_ONLY_RULE if context.code_only else "")
         env = scrubbed_environment(self.cli, scratch, self.base_url)
         executable = shutil.which(self.cli.executable, path=env.get("PATH", ""))
         if executable is None:
             raise ProposerError(f"{self.cli.name}: `{self.cli.executable}` is not on PATH; install it and log in "
                                 f"once, or choose another --proposer (PATH: {env.get('PATH', '')})")
-        prompt = cli_scratch.prompt(scratch, crashed)
+        prompt = scratch_dir.prompt(scratch, crashed)
         argv = self.cli.command(executable, scratch, prompt, self.model)
         transcript.event("cli_request", cli=self.cli.name, model=self.model, argv=[a for a in argv if a != prompt],
                          prompt=prompt, scratch=str(scratch), environment=sorted(env))
@@ -88,20 +88,20 @@ class CLIResearcher:
                                 "was killed")
         if finished.returncode != 0 or outcome.failed:
             raise ProposerError(self.cli.failure(finished.returncode, finished.stderr_tail, outcome))
-        edited = cli_scratch.edited_train(scratch)
+        edited = scratch_dir.edited_train(scratch)
         if edited == context.train_source:
             raise ProposerError(f"{self.cli.name} left train.py unchanged; its last words: "
                                 f"{outcome.final_text.strip()[:500] or '(none)'}")
         if context.code_only and (refusal := values_only_refusal(context.train_source, edited)):
             raise ProposerError(f"{self.cli.name}: {refusal}")  # the prompt said so; the CLI may not have listened
-        written = cli_scratch.proposal_file(scratch)
+        written = scratch_dir.proposal_file(scratch)
         self._keep_notes(scratch, notes.text, transcript)
         return Proposal(written.description, edits_between(context.train_source, edited),
                         meta={"cli": self.cli.name, "model": self.model}, usage=outcome.usage.model_copy(),
                         hypothesis=written.hypothesis, expected=written.expected, lesson=written.lesson,
                         lesson_for=self._lesson_for(written, context))
 
-    def _lesson_for(self, written: cli_scratch.CLIProposalFile, context: ProposalContext) -> str | None:
+    def _lesson_for(self, written: scratch_dir.CLIProposalFile, context: ProposalContext) -> str | None:
         """The experiment the lesson is about: the one named, if it exists, else the one due."""
         if not written.lesson:
             return None
@@ -112,8 +112,8 @@ class CLIResearcher:
 
     def _keep_notes(self, scratch: Path, before: str, transcript: Transcript) -> None:
         try:
-            text = cli_scratch.rewritten_notes(scratch, before)
-        except cli_scratch.BadScratch as err:
+            text = scratch_dir.rewritten_notes(scratch, before)
+        except scratch_dir.BadScratch as err:
             transcript.event("notes_refused", reason=str(err))
             return
         if text is None:

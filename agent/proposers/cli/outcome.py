@@ -1,4 +1,4 @@
-"""What one run of a coding CLI said, as its adapter (agent.proposers.cli_agent.CodingCLI) reads it from the event
+"""What one run of a coding CLI said, as its adapter (agent.proposers.cli.agent.CodingCLI) reads it from the event
 stream, line by line, and how much of each thing it said a transcript keeps (the model behind the CLI chooses how
 long its messages, thoughts and tool arguments are)."""
 

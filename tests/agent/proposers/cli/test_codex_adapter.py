@@ -7,9 +7,9 @@ import json
 import tomllib
 
 from agent.llm.pricing import PriceTable
-from agent.proposers.cli_agent import chosen_cli, scrubbed_environment
-from agent.proposers.cli_codex import Codex
-from agent.proposers.cli_outcome import CLIOutcome
+from agent.proposers.cli.agent import chosen_cli, scrubbed_environment
+from agent.proposers.cli.codex import Codex
+from agent.proposers.cli.outcome import CLIOutcome
 from agent.recording.transcript import Transcript
 
 # As codex exec --json 0.169.0 printed them against the loopback server (2026-12-05), trimmed.

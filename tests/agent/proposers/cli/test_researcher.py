@@ -12,8 +12,8 @@ import pytest
 
 from agent.loop import LoopSettings, run_loop
 from agent.proposers.base import ProposalContext, ProposerError
-from agent.proposers.cli_claude import ClaudeCode
-from agent.proposers.cli_researcher import CLIResearcher
+from agent.proposers.cli.claude import ClaudeCode
+from agent.proposers.cli.researcher import CLIResearcher
 from agent.proposers.registry import ProposerRequest, make_proposer
 from agent.recording.ledger import Ledger
 from agent.recording.proposal_failures import read_failures
