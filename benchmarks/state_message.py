@@ -3,7 +3,7 @@
 Synthetic nights: every experiment has a realistic description, hypothesis, expectation and lesson
 (about 100-200 characters each), a diff that touches one of 26 hyperparameters or one of 12
 functions/classes of train.py, about one keep in six, a crash in twenty; notes.md is full (8 KB).
-Tokens are estimated at a fixed 3.5 characters per token (agent.proposers.night_summary.CHARS_PER_TOKEN);
+Tokens are estimated at a fixed 3.5 characters per token (agent.proposers.state.groups.CHARS_PER_TOKEN);
 tiktoken's encodings cannot be downloaded on a machine without internet.
 
     python -m benchmarks.state_message
@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from agent.proposers.base import ProposalContext
-from agent.proposers.night_state import STATE_TOKEN_BUDGET, night_state, state_message
-from agent.proposers.night_summary import estimate_tokens
+from agent.proposers.state.groups import estimate_tokens
+from agent.proposers.state.message import STATE_TOKEN_BUDGET, night_state, state_message
 from agent.recording.notes import NOTES_LIMIT, Notes
 from agent.recording.record import Evidence, ExperimentRecord, ExperimentStatus, RunEntry
 from trainer.tracks.hyperparameters import train_source_for_track

@@ -45,8 +45,8 @@ from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerErr
 from agent.proposers.edits import Edit, EditRejected
 from agent.proposers.logview import prompt_tail
 from agent.proposers.night_facts import NightFacts
-from agent.proposers.night_state import LOG_TAIL_LINES, state_message
 from agent.proposers.policy import checked_source
+from agent.proposers.state.message import LOG_TAIL_LINES, state_message
 from agent.proposers.toolbox import ToolBox
 from agent.recording.notes import NOTES_LIMIT, read_notes
 from agent.recording.novelty import HYPERPARAMETER, changed_settings, novelty

@@ -8,7 +8,7 @@ import re
 
 from agent.llm.types import ToolCall
 from agent.loop import LoopSettings, run_loop
-from agent.proposers.night_state import header
+from agent.proposers.state.message import header
 from agent.proposers.toolbox import ToolBox
 from agent.recording.ledger import Ledger
 from agent.running.runner import LocalRunner

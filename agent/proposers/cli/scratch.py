@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agent.llm.types import ToolCall
 from agent.proposers.base import Crashed, ProposalContext
 from agent.proposers.logview import prompt_tail
-from agent.proposers.night_state import night_state
+from agent.proposers.state.message import night_state
 from agent.proposers.toolbox import ToolBox
 from agent.recording.notes import NOTES_LIMIT, Notes
 from agent.recording.research_memory import proposed

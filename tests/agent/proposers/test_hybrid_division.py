@@ -14,8 +14,8 @@ from agent.llm.select import conversation_factory
 from agent.loop import LoopSettings, run_loop
 from agent.proposers.hybrid import HybridProposer
 from agent.proposers.llm import LLMProposer
-from agent.proposers.night_state import CODE_CHANGE_ASKED
 from agent.proposers.optuna_search import OptunaProposer, study_name
+from agent.proposers.state.message import CODE_CHANGE_ASKED
 from agent.recording.ledger import Ledger
 from agent.report.build import write_report
 from agent.report.status_view import status_view

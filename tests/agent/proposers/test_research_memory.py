@@ -17,8 +17,8 @@ from agent.llm.select import conversation_factory
 from agent.loop import LoopSettings, run_loop
 from agent.proposers.base import Proposer
 from agent.proposers.llm import LLMProposer
-from agent.proposers.night_state import STATE_TOKEN_BUDGET, said_number
-from agent.proposers.night_summary import estimate_tokens, touched_parts
+from agent.proposers.state.groups import estimate_tokens, touched_parts
+from agent.proposers.state.message import STATE_TOKEN_BUDGET, said_number
 from agent.recording.ledger import Ledger
 from agent.recording.notes import NOTES_LIMIT, NotesFull, append_user_note, read_notes, write_notes
 from agent.recording.record import ExperimentStatus

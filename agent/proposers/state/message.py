@@ -15,7 +15,7 @@ import math
 
 from agent.proposers.base import ProposalContext
 from agent.proposers.logview import prompt_tail
-from agent.proposers.night_summary import delta, group_by_part
+from agent.proposers.state.groups import delta, group_by_part
 from agent.recording.history import History
 from agent.recording.notes import NOTES_LIMIT, Notes
 from agent.recording.novelty_share import recent_algorithmic_share, tally
