@@ -8,7 +8,7 @@ runner).
 The main thread schedules; every experiment runs its steps in a thread of its own
 (agent/steps/experiment.py). Up to N proposals are made at once, each in a conversation of its own
 (--proposers, else as many as keep the slots fed at the measured proposal and run times: see
-agent/proposers/conversations.py). A new experiment starts whenever fewer than K are proposing,
+agent/steps/conversations.py). A new experiment starts whenever fewer than K are proposing,
 waiting or training; with `overlap`, up to N more may be proposed ahead while K train, and a free
 slot takes the oldest proposal made ahead. Experiments being judged
 (close-call re-runs, implausible-fall re-runs, verification of a would-be keep, a re-run on a newer
@@ -47,7 +47,6 @@ from agent.judging.noise import wants_noise_floor
 from agent.judging.plateau import describe, stop_reason
 from agent.llm.types import ProviderFatal, ProviderUnavailable, Usage
 from agent.proposers.base import Proposer, ProposerError, Running
-from agent.proposers.conversations import Pace
 from agent.proposers.edits import EditRejected
 from agent.proposers.night_facts import NightFacts
 from agent.proposers.proposing import read_program
@@ -61,6 +60,7 @@ from agent.running.disk import disk_full, short_of_room
 from agent.running.runner import Runner
 from agent.settings import LoopSettings, OnPlateau
 from agent.steps.control import run_control
+from agent.steps.conversations import Pace
 from agent.steps.experiment import Steps
 from agent.steps.in_flight import JUDGING, PROPOSING, READY, Experiment
 from agent.steps.sharing import Shared, Stopping

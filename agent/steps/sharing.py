@@ -15,9 +15,9 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from agent.judging.noise import fresh_seed
-from agent.proposers.conversations import Conversations
 from agent.recording.ledger import Ledger
 from agent.recording.record import ExperimentRecord, RunEntry
+from agent.steps.conversations import Conversations
 
 
 class Stopping(Exception):

@@ -11,12 +11,12 @@ from agent.llm.select import conversation_factory
 from agent.llm.types import Usage
 from agent.loop import LoopSettings, run_loop
 from agent.proposers.claims import normalised
-from agent.proposers.conversations import conversations_needed
 from agent.proposers.llm import LLMProposer
 from agent.proposers.optuna_search import OptunaProposer
 from agent.recording.ledger import Ledger
 from agent.recording.notes import read_notes
 from agent.running.runner import LocalRunner
+from agent.steps.conversations import conversations_needed
 from tests.helpers.llm_responders import SettingChanges, tool_results
 from tests.helpers.llm_server import LLMServer, tool_call
 from tests.helpers.synthetic_runner import SyntheticRunner
