@@ -23,7 +23,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.llm.pricing import PriceTable
@@ -118,8 +118,17 @@ def crash_message(crashed: Crashed) -> str:
 
 
 @dataclass
-class Tally:
-    """What one proposal's conversation has used so far."""
+class ProposalSession:
+    """One proposal's conversation: its tools, the train.py its edits apply to, what it is asked and held to, and
+    what it has used so far (usage is the caller's, to see the spend while it grows)."""
+    conversation: Conversation
+    toolbox: ToolBox
+    base_source: str
+    transcript: Transcript
+    lesson_for: str | None = None
+    claim: Callable[[str, list[Edit]], str | None] = lambda source, edits: None
+    usage: Usage = field(default_factory=Usage)
+    code_only: bool = False
     calls: int = 0
     reflections: int = 0    # submissions refused, each answered with why
     reminded: bool = False  # told once that a lesson is due: the next submission may leave it out
@@ -141,7 +150,7 @@ class LLMProposer:
         self.max_proposal_tokens = max_proposal_tokens  # input + output tokens of one proposal, all calls
         self.outage_window_s, self.retry_base_s = outage_window_s, retry_base_s
         self.limits = RateLimiter(base_pause_s=retry_base_s)  # one key: shared by every conversation at once
-        self.sessions: dict[str, tuple[Conversation, ToolBox]] = {}  # per experiment, for its fixes
+        self.sessions: dict[str, ProposalSession] = {}  # per experiment, for its fixes
         self._lessons: dict[str, str] = {}  # experiment proposing -> the experiment whose lesson it was asked for
         self._lessons_lock = threading.Lock()
 
@@ -157,11 +166,11 @@ class LLMProposer:
         files = {"train.py": context.train_source, "prepare.py": _read(self.workspace_dir / "prepare.py"),
                  "program.md": context.program_text, "track.json": json.dumps(context.track, indent=2)}
         toolbox = ToolBox(self.workspace_dir, files, context.history, notes.text)
-        self.sessions[context.experiment_id] = (conversation, toolbox)
-        lesson_for = self._lesson_to_ask(context)
+        session = ProposalSession(conversation, toolbox, context.train_source, transcript,
+                                  self._lesson_to_ask(context), context.claim, context.spend, context.code_only)
+        self.sessions[context.experiment_id] = session
         try:
-            return self._converse(conversation, toolbox, context.train_source, transcript, lesson_for, context.claim,
-                                  context.spend, context.code_only)
+            return self._converse(session)
         except BaseException:
             self._lessons.pop(context.experiment_id, None)
             raise
@@ -170,12 +179,12 @@ class LLMProposer:
         """A fix for a fixable crash, in the conversation that proposed the change."""
         if crashed.id not in self.sessions:
             raise ProposerError(f"no conversation of experiment {crashed.id} to continue")
-        conversation, toolbox = self.sessions[crashed.id]
-        toolbox.files["train.py"] = crashed_source
+        proposed = self.sessions[crashed.id]
+        proposed.toolbox.files["train.py"] = crashed_source
         message = crash_message(crashed)
-        conversation.add_user(message)
+        proposed.conversation.add_user(message)
         transcript.event("fix_requested", message=message)
-        return self._converse(conversation, toolbox, crashed_source, transcript, None)
+        return self._converse(ProposalSession(proposed.conversation, proposed.toolbox, crashed_source, transcript))
 
     def observe(self, record: ExperimentRecord) -> None:
         self.sessions.pop(record.id, None)
@@ -191,13 +200,10 @@ class LLMProposer:
             self._lessons[context.experiment_id] = due.id
             return due.id
 
-    def _converse(self, conversation: Conversation, toolbox: ToolBox, base_source: str,
-                  transcript: Transcript, lesson_for: str | None, claim=None, usage: Usage | None = None,
-                  code_only: bool = False) -> Proposal:
-        usage = usage if usage is not None else Usage()  # the caller's, to see the spend while it grows
+    def _converse(self, session: ProposalSession) -> Proposal:
+        usage = session.usage
         try:
-            return self._tool_loop(conversation, toolbox, base_source, transcript, usage, lesson_for,
-                                   claim or (lambda source, edits: None), code_only)
+            return self._tool_loop(session)
         except ProposerError as err:
             err.usage = usage.model_copy()
             raise
@@ -207,17 +213,16 @@ class LLMProposer:
             err.usage = usage.model_copy()  # what the calls before the outage spent still counts
             raise
         except Exception as err:  # noqa: BLE001 - whatever else broke, it costs this proposal, not the night
-            transcript.event("proposal_error", error=f"{type(err).__name__}: {err}")
+            session.transcript.event("proposal_error", error=f"{type(err).__name__}: {err}")
             raise ProposerError(f"the proposal broke off ({type(err).__name__}: {err})", usage.model_copy()) from err
 
-    def _tool_loop(self, conversation: Conversation, toolbox: ToolBox, base_source: str, transcript: Transcript,
-                   usage: Usage, lesson_for: str | None, claim, code_only: bool = False) -> Proposal:
-        tally = Tally()
+    def _tool_loop(self, session: ProposalSession) -> Proposal:
+        conversation, usage = session.conversation, session.usage
         while True:
             if usage.input_tokens + usage.output_tokens > self.max_proposal_tokens:
                 raise ProposerError(f"the proposal used {usage.input_tokens + usage.output_tokens:,} tokens, over "
                                     f"its budget of {self.max_proposal_tokens:,}, without a valid submission")
-            turn = self._step(conversation, transcript, usage)
+            turn = self._step(session)
             if turn.stop_reason in REFUSED:
                 raise ProposerError(f"the model declined to answer (stop reason {turn.stop_reason}): "
                                     f"{turn.text[:300] or 'no text'}")
@@ -228,49 +233,46 @@ class LLMProposer:
                                       "results were shortened. Call submit_experiment now.")
                 continue
             if not turn.tool_calls:
-                tally.calls += 1
-                if tally.calls > self.max_tool_calls:
+                session.calls += 1
+                if session.calls > self.max_tool_calls:
                     raise ProposerError(f"no valid submit_experiment within {self.max_tool_calls} tool calls")
                 conversation.add_user("Use the tools, and end your turn by calling submit_experiment with one change. "
-                                      + self._calls_left(tally.calls))
+                                      + self._calls_left(session.calls))
                 continue
-            results, accepted = self._answer(turn, tally, toolbox, base_source, transcript,
-                                             lambda call: self._submit(call, base_source, lesson_for, claim,
-                                                                       lesson_optional=tally.reminded,
-                                                                       code_only=code_only))
+            results, accepted = self._answer(turn, session)
             # Every call of the turn is answered, even when the proposal ends here.
-            conversation.add_tool_results(results, None if accepted is not None else self._calls_left(tally.calls))
+            conversation.add_tool_results(results, None if accepted is not None else self._calls_left(session.calls))
             if accepted is not None:
                 accepted.meta.update(provider=conversation.provider, model=conversation.model,
-                                     tool_calls=tally.calls, reflections=tally.reflections)
+                                     tool_calls=session.calls, reflections=session.reflections)
                 accepted.usage = usage.model_copy()
                 return accepted
-            if tally.reflections > MAX_REFLECTIONS:
-                raise ProposerError(f"{tally.reflections} invalid submissions in one turn; last: "
+            if session.reflections > MAX_REFLECTIONS:
+                raise ProposerError(f"{session.reflections} invalid submissions in one turn; last: "
                                     f"{results[-1].content}")
-            if tally.calls >= self.max_tool_calls:
+            if session.calls >= self.max_tool_calls:
                 raise ProposerError(f"no valid submit_experiment within {self.max_tool_calls} tool calls")
 
-    def _answer(self, turn, tally: Tally, toolbox: ToolBox, base_source: str, transcript: Transcript,
-                submit) -> tuple[list[ToolResult], Proposal | None]:
+    def _answer(self, turn: AssistantTurn, session: ProposalSession) -> tuple[list[ToolResult], Proposal | None]:
         """A result for every call of the turn, in order, and the proposal its submit_experiment made, if any."""
+        transcript = session.transcript
         results, accepted = [], None
         for call in turn.tool_calls:
-            tally.calls += 1
+            session.calls += 1
             transcript.event("tool_call", id=call.id, name=call.name, arguments=call.arguments)
             if turn.stop_reason in CUT_SHORT:
                 result = ToolResult(call.id, "not run: your reply was cut at the output limit before this call "
                                              "was complete; send it again, shorter (fewer or smaller edits)", True)
             elif accepted is not None:
                 result = ToolResult(call.id, "skipped: this turn already submitted an experiment", True)
-            elif tally.calls > self.max_tool_calls:
+            elif session.calls > self.max_tool_calls:
                 result = ToolResult(call.id, "not run: no tool calls are left", True)
             elif call.name == SUBMIT:
-                result, accepted = submit(call)
-                tally.reminded = tally.reminded or result.content.startswith(LESSON_REMINDER)
-                tally.reflections += accepted is None
+                result, accepted = self._submit(call, session)
+                session.reminded = session.reminded or result.content.startswith(LESSON_REMINDER)
+                session.reflections += accepted is None
             else:
-                result = toolbox.run(call)
+                result = session.toolbox.run(call)
             transcript.event("tool_result", id=call.id, name=call.name, is_error=result.is_error,
                              content=result.content)
             results.append(result)
@@ -282,13 +284,14 @@ class LLMProposer:
             return "This is your last tool call: call submit_experiment now with your best change."
         return f"{left} tool calls left."
 
-    def _step(self, conversation: Conversation, transcript: Transcript, usage: Usage) -> AssistantTurn:
+    def _step(self, session: ProposalSession) -> AssistantTurn:
+        conversation, transcript, usage = session.conversation, session.transcript, session.usage
         trimmed = False
         while True:
             transcript.event("request", provider=conversation.provider, model=conversation.model,
                              number=usage.calls + 1)
             try:
-                turn = call_with_retries(lambda: self._charged_step(conversation, transcript, usage),
+                turn = call_with_retries(lambda: self._charged_step(session),
                                          conversation.provider,
                                          on_retry=lambda info: transcript.event("retry", **info),
                                          outage_window_s=self.outage_window_s, base_s=self.retry_base_s,
@@ -311,20 +314,20 @@ class LLMProposer:
                          request_id=turn.request_id, params=turn.params)
         return turn
 
-    def _charged_step(self, conversation: Conversation, transcript: Transcript, usage: Usage) -> AssistantTurn:
+    def _charged_step(self, session: ProposalSession) -> AssistantTurn:
         """One request; if it fails after the service began to answer, what it reported spending so far counts."""
         try:
-            return conversation.step()
+            return session.conversation.step()
         except Exception as error:
             spent = getattr(error, "spent", None)
             if isinstance(spent, Usage):
-                spent.cost_usd = self.prices.cost(conversation.model, spent)
-                usage.add(spent)
-                transcript.event("failed_call_spend", usage=spent.model_dump(), error=f"{type(error).__name__}")
+                spent.cost_usd = self.prices.cost(session.conversation.model, spent)
+                session.usage.add(spent)
+                session.transcript.event("failed_call_spend", usage=spent.model_dump(), error=f"{type(error).__name__}")
             raise
 
-    def _submit(self, call: ToolCall, base_source: str, lesson_for: str | None, claim,
-                lesson_optional: bool = False, code_only: bool = False) -> tuple[ToolResult, Proposal | None]:
+    def _submit(self, call: ToolCall, session: ProposalSession) -> tuple[ToolResult, Proposal | None]:
+        base_source, lesson_for = session.base_source, session.lesson_for
         try:
             arguments = parse_arguments(call)
         except BadToolCall as err:
@@ -335,7 +338,7 @@ class LLMProposer:
         if not arguments.hypothesis.strip() or not arguments.expected.strip():
             return ToolResult(call.id, "submit_experiment needs a hypothesis (why the change should help) and the "
                                        "expected effect; nothing was committed", True), None
-        if lesson_for and not arguments.lesson.strip() and not lesson_optional:
+        if lesson_for and not arguments.lesson.strip() and not session.reminded:
             return ToolResult(call.id, f"{LESSON_REMINDER} {lesson_for} is due: set `lesson` to one or two "
                                        "sentences on what its result says, and submit again; nothing was committed",
                               True), None
@@ -347,9 +350,9 @@ class LLMProposer:
         except Exception as err:  # noqa: BLE001 - whatever the edits did to the checks, the model is told
             return ToolResult(call.id, f"rejected, nothing was committed: the edits could not be checked "
                                        f"({type(err).__name__}: {err})", True), None
-        if code_only and (values_only := values_only_refusal(base_source, source)):
+        if session.code_only and (values_only := values_only_refusal(base_source, source)):
             return ToolResult(call.id, values_only, True), None
-        if taken := claim(source, edits):
+        if taken := session.claim(source, edits):
             return ToolResult(call.id, f"refused, nothing was committed: {taken}", True), None
         return (ToolResult(call.id, "accepted: the change is committed and trained now"),
                 Proposal(description.splitlines()[0][:200], edits, hypothesis=arguments.hypothesis.strip(),
