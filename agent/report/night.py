@@ -43,7 +43,8 @@ class Night:
     @cached_property
     def headline(self) -> Headline:
         w = self.workspace
-        return headline(self.records, night_calibration(w.dir, w.track, self.records), stored_gpu_price(w))
+        return headline(self.records, night_calibration(w.dir, w.track, self.records), stored_gpu_price(w),
+                        sum(f.usage.cost_usd for f in self.failures))
 
     @cached_property
     def events(self) -> dict[str, list[dict]]:

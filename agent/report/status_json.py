@@ -34,6 +34,7 @@ class NightStatus(BaseModel):
     best_id: str | None
     headline: Headline                # the view's numbers (agent/report/summary.py), device-hours in gpu_hours
     gain_percent: float
+    spent_usd: float                  # LLM spend (failed proposals' included), and GPU time where priced
     gain_per_device_hour: float | None
     gain_per_usd: float | None
     in_flight: list[str]              # ids of the experiments running now
@@ -50,7 +51,8 @@ def status_of(night: Night) -> NightStatus:
     h, best = night.headline, night.best
     return NightStatus(
         tag=night.tag, track=str(night.track.get("track")), best_id=best.id if best else None, headline=h,
-        gain_percent=round(h.gain_percent, 4), gain_per_device_hour=h.gain_per_gpu_hour, gain_per_usd=h.gain_per_usd,
+        gain_percent=round(h.gain_percent, 4), spent_usd=h.spent_usd, gain_per_device_hour=h.gain_per_gpu_hour,
+        gain_per_usd=h.gain_per_usd,
         in_flight=[m.id for m in night.in_flight], failed_proposals=len(night.failures),
         unreadable_ledger_lines=night.unreadable_lines, history=[_line(r) for r in night.records])
 

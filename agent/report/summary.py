@@ -69,7 +69,8 @@ class Headline:
 
 
 def headline(records: list[ExperimentRecord], calibration: Calibration | None = None,
-             gpu_usd_per_hour: float | None = None) -> Headline:
+             gpu_usd_per_hour: float | None = None, failed_usd: float = 0.0) -> Headline:
+    """The night's numbers; failed_usd: what proposals that never became experiments spent."""
     history = History(records)
     experiments, kept = history.experiments(), history.kept()
     proposed = [r for r in experiments if r.proposer != "baseline"]
@@ -87,7 +88,7 @@ def headline(records: list[ExperimentRecord], calibration: Calibration | None = 
         crash_rates={k: v / len(experiments) for k, v in sorted(crashes.items())},
         hours=wall / 3600, duty_cycle=sum(map(training_seconds, records)) / wall if wall > 0 else 0.0,
         tokens=sum(r.llm.input_tokens + r.llm.output_tokens for r in records),
-        cost_usd=sum(r.llm.cost_usd for r in records), sigma=history.sigma(),
+        cost_usd=sum(r.llm.cost_usd for r in records) + failed_usd, sigma=history.sigma(),
         confirmed=sum(1 for r in keeps if len(r.runs) > 1),
         hardware=list(dict.fromkeys(r.hardware.describe() for r in records if r.hardware)), calibration=calibration,
         gpu_hours=gpu_hours(records), device=device_unit(records),

@@ -20,10 +20,10 @@ import time
 
 from pydantic import BaseModel
 
-from agent.recording.confirmation import Confirmation, read_confirmation
-from agent.recording.ledger import read_records
+from agent.recording.confirmation import Confirmation
 from agent.recording.record import ExperimentRecord, ExperimentStatus
-from agent.report.summary import parse_time
+from agent.report.night import read_night
+from agent.report.summary import Headline, parse_time
 from agent.untrusted import bounded
 from trainer.files import parsing
 from trainer.files.atomic import read_json, write_json_atomic
@@ -43,6 +43,7 @@ class SyncState(BaseModel):
     parent_run_id: str | None = None
     logged: dict[str, str] = {}         # ledger record id -> its MLflow run id
     confirmation_time: str | None = None  # the confirmation.json logged last
+    headline_of: int = 0                # how many records the night's headline on the tag's run was computed over
 
 
 class TrackingUnavailable(Exception):
@@ -129,7 +130,8 @@ class MlflowSync:
 
     # --- what is logged -----------------------------------------------------------------------------
     def _sync(self) -> None:
-        records = read_records(self.workspace.dir)
+        night = read_night(self.workspace)
+        records = night.records
         if self.state.parent_run_id is None:
             experiment = self.client.get_experiment_by_name(EXPERIMENT)
             experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(EXPERIMENT)
@@ -142,7 +144,11 @@ class MlflowSync:
             if record.id not in self.state.logged:
                 self.state.logged[record.id] = self._log_record(record, number)
                 self._save()
-        confirmation = read_confirmation(self.workspace.dir)
+        if len(records) != self.state.headline_of:
+            self._log_headline(night.headline, len(records))
+            self.state.headline_of = len(records)
+            self._save()
+        confirmation = night.confirmation
         if confirmation is not None and confirmation.time != self.state.confirmation_time:
             self._log_confirmation(confirmation)
             self.state.confirmation_time = confirmation.time
@@ -186,6 +192,14 @@ class MlflowSync:
         if record.status == ExperimentStatus.KEEP and _number(record.val_bpb) is not None:
             self.client.log_metric(parent, "best_val_bpb", record.val_bpb, now, number)
         return run_id
+
+    def _log_headline(self, h: Headline, step: int) -> None:
+        """The night so far on the tag's run, in its report's numbers: step is the records it counts."""
+        values = {"gain": h.gain, "spent_usd": h.spent_usd, "gain_per_usd": h.gain_per_usd,
+                  "gain_per_device_hour": h.gain_per_gpu_hour, "experiments": h.experiments, "keeps": h.keeps}
+        for key, value in values.items():
+            if _number(value) is not None:
+                self.client.log_metric(self.state.parent_run_id, key, float(value), step=step)
 
     def _log_confirmation(self, confirmation: Confirmation) -> None:
         values = {"holdout_gain": confirmation.holdout_gain, "search_gain": confirmation.search_gain,

@@ -13,12 +13,8 @@ import io
 import os
 import re
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 
 import pytest
 from rich.console import Console
@@ -45,6 +41,7 @@ from agent.running.runner import LocalRunner
 from agent.workspace import Workspace
 from tests.agent.conftest import PROGRAM
 from tests.helpers.jobs import job
+from tests.helpers.mlflow_server import free_port, start_mlflow_server, wait_healthy
 from tests.helpers.synthetic_runner import SyntheticRunner
 from trainer.files.atomic import read_json, write_json_atomic
 from trainer.runs.run_id import RunId, RunKind
@@ -61,34 +58,6 @@ class OneChange(Proposer):
     def propose(self, context, transcript):
         transcript.event("tool_call", id="1", name="read_file", arguments={"path": "train.py"})
         return Proposal("warmdown over the last 30%", [Edit("WARMDOWN_RATIO = 0.5", "WARMDOWN_RATIO = 0.3")])
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def start_mlflow_server(directory, port) -> subprocess.Popen:
-    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
-    return subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{directory}/mlflow.db",
-         "--artifacts-destination", str(directory / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"], cwd=directory, env=env, stdout=open(directory / "server.log", "wb"),
-        stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def wait_healthy(uri: str, server: subprocess.Popen, seconds: float = 240) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert server.poll() is None, "the mlflow server exited"
-        try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=5) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            time.sleep(1)
-    raise AssertionError(f"the mlflow server at {uri} did not become healthy in {seconds} s")
 
 
 @pytest.fixture(scope="module")

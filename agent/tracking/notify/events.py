@@ -12,6 +12,7 @@ from enum import Enum
 
 from pydantic import BaseModel
 
+from agent.report.summary import Headline
 from agent.untrusted import bounded
 
 DESCRIPTION_CHARS = 200
@@ -44,7 +45,8 @@ class Notification(BaseModel):
     reason: str | None = None         # stopped: why
     experiments: int | None = None    # night_ended: the tag's experiments, keeps and spend
     keeps: int | None = None
-    cost_usd: float | None = None
+    cost_usd: float | None = None     # night_ended: LLM spend, and GPU time where priced
+    gain_per_usd: float | None = None
     report: str | None = None         # night_ended: the report's path
 
 
@@ -87,13 +89,15 @@ def stopped(tag: str, why: str, best: float | None) -> Notification:
                         text=f"{tag}: the loop stopped: {reason}")
 
 
-def night_ended(tag: str, experiments: int, keeps: int, best: float | None, gain: float, cost_usd: float,
-                report: str) -> Notification:
-    best_said = f"best val_bpb {best:.6f} ({gain:.6f} better than the baseline)" if best is not None else "no best"
-    return Notification(event=Event.NIGHT_ENDED, tag=tag, title=f"{tag}: night ended", experiments=experiments,
-                        keeps=keeps, best=best, gain=gain, cost_usd=cost_usd, report=report,
-                        text=f"{tag}: night ended: {experiments} experiment(s), {keeps} keep(s), {best_said}, "
-                             f"spent ${cost_usd:.2f}; report: {report}")
+def night_ended(tag: str, h: Headline, report: str) -> Notification:
+    """The night's end in the numbers of its report (the read model's headline)."""
+    best_said = (f"best val_bpb {h.best:.6f} ({h.gain:.6f} better than the baseline)" if h.best is not None
+                 else "no best")
+    per_usd = f" ({h.gain_per_usd:.4g} val_bpb per $)" if h.gain_per_usd is not None else ""
+    return Notification(event=Event.NIGHT_ENDED, tag=tag, title=f"{tag}: night ended", experiments=h.experiments,
+                        keeps=h.keeps, best=h.best, gain=h.gain, cost_usd=h.spent_usd, gain_per_usd=h.gain_per_usd,
+                        report=report, text=f"{tag}: night ended: {h.experiments} experiment(s), {h.keeps} keep(s), "
+                                            f"{best_said}, spent ${h.spent_usd:.2f}{per_usd}; report: {report}")
 
 
 def attention_fallback(tag: str, experiment: str, why: str, best: float | None) -> Notification:

@@ -14,7 +14,6 @@ from pathlib import Path
 from agent.judging.plateau import describe
 from agent.recording.history import History
 from agent.recording.ledger import read_records
-from agent.recording.proposal_failures import failures_cost
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.report.attention import attention_fallback
 from agent.tracking.notify import events
@@ -120,10 +119,7 @@ class NightNotifier:
 
     def night_ended(self, report: Path) -> None:
         from agent.report.night import read_night  # the report's own read model: the same numbers as its page
-        numbers = read_night(self.workspace).headline
-        cost = numbers.spent_usd + failures_cost(self.workspace.dir)
-        self.send(events.night_ended(self.workspace.tag, numbers.experiments, numbers.keeps, numbers.best,
-                                     numbers.gain, cost, str(report)))
+        self.send(events.night_ended(self.workspace.tag, read_night(self.workspace).headline, str(report)))
 
     def close(self, seconds: float = DRAIN_SECONDS) -> int:
         """Waits up to `seconds` for what is queued to be sent; says what was not and returns how many."""
