@@ -4,13 +4,12 @@
 
 For each track: its data prepared (in --cache, default $AUTORESEARCH_CACHE, else a temporary one), the track's
 train.py exported beside the frozen prepare.py and track.json as a commit is, and a checkpoint of its untrained
-model (the time of a forward pass does not depend on the weights). Then `python -m trainer.evaluator.evaluate CHECKPOINT
---splits val` is timed, wall clock, with this checkout's zygote server and with the last committed
-single-process server (--old-ref, by default the newest commit whose model server has no zygote),
-whose model_server.py and evaluate.py are copied beside this checkout's other trainer modules in a temporary
-directory: a warm-up round, then --repeats rounds, the two servers taking turns (the median is shown). The
-model process's startup (fork, import train, build, load the weights) is timed on its own, from a process that
-holds the checkpoint as the zygote does. Prints a markdown table.
+model (the time of a forward pass does not depend on the weights). Then the evaluator on `CHECKPOINT --splits val`
+is timed, wall clock, with this checkout's zygote server and with the last committed single-process server
+(--old-ref, by default the newest commit whose trainer/model_server.py, as the file was named before trainer/ had
+wings, has no zygote), that commit's trainer package unpacked in a temporary directory: a warm-up round, then
+--repeats rounds, the two servers taking turns (the median is shown). The model process's startup (fork, import
+train, build, load the weights) is timed on its own, from a process that holds the checkpoint as the zygote does. Prints a markdown table.
 """
 
 from __future__ import annotations
@@ -61,26 +60,25 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+OLD_SERVER = "trainer/model_server.py"  # the single-process server lived only at trainer/'s top
+
+
 def single_process_ref() -> str:
     """The newest commit whose model server imports train.py itself (no zygote)."""
-    commits = subprocess.run(["git", "log", "--format=%H", "--", "trainer/evaluator/model_server/server.py"], cwd=REPO,
+    commits = subprocess.run(["git", "log", "--format=%H", "--", OLD_SERVER], cwd=REPO,
                              capture_output=True, text=True, check=True).stdout.split()
     for commit in commits:
-        if "zygote" not in git_show(commit, "trainer/evaluator/model_server/server.py").lower():
+        shown = subprocess.run(["git", "show", f"{commit}:{OLD_SERVER}"], cwd=REPO, capture_output=True, text=True)
+        if shown.returncode == 0 and "zygote" not in shown.stdout.lower():
             return commit
-    raise SystemExit("no commit has a single-process trainer/evaluator/model_server/server.py")
-
-
-def git_show(ref: str, path: str) -> str:
-    return subprocess.run(["git", "show", f"{ref}:{path}"], cwd=REPO, capture_output=True, text=True,
-                          check=True).stdout
+    raise SystemExit(f"no commit has a single-process {OLD_SERVER}")
 
 
 def old_tree(ref: str, root: Path) -> Path:
-    """This checkout's trainer package with ref's model_server.py and evaluate.py, under root."""
-    shutil.copytree(REPO / "trainer", root / "trainer", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("model_server.py", "evaluate.py"):
-        (root / "trainer" / name).write_text(git_show(ref, f"trainer/{name}"))
+    """ref's trainer package, under root."""
+    root.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", ref, "trainer"], cwd=REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
     root.chmod(0o755)
     return root
 
@@ -103,12 +101,12 @@ def commit_for(track: str, prepared, root: Path, env: dict[str, str]) -> tuple[P
 
 
 def evaluation_seconds(commit: Path, checkpoint: Path, env: dict[str, str], pythonpath: Path) -> float:
+    module = "trainer.evaluator.evaluate" if (pythonpath / "trainer" / "evaluator").is_dir() else "trainer.evaluate"
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "trainer.evaluator.evaluate", str(checkpoint), "--splits", "val"],
-                          cwd=commit,
+    done = subprocess.run([sys.executable, "-m", module, str(checkpoint), "--splits", "val"], cwd=commit,
                           env={**env, "PYTHONPATH": str(pythonpath)}, capture_output=True, text=True, timeout=3600)
     seconds = time.perf_counter() - start
-    if done.returncode != 0 or "EVALUATION " not in done.stdout:
+    if done.returncode != 0:
         raise SystemExit(f"the evaluation failed ({pythonpath}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     return seconds
 

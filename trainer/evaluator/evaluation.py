@@ -54,17 +54,15 @@ def read_result(fd: int) -> tuple[Evaluation | None, str | None]:
     """(the Evaluation the evaluator wrote to the pipe's read end fd, or None with why); closes fd. Every writer
     has closed its end or died: what is not there by now never will be."""
     os.set_blocking(fd, False)
-    chunks: list[bytes] = []
     try:
-        while sum(map(len, chunks)) <= RESULT_LIMIT and (chunk := os.read(fd, RESULT_LIMIT)):
-            chunks.append(chunk)
+        text = os.read(fd, RESULT_LIMIT)  # all a pipe's buffer holds: a writer of more blocked and was killed
     except BlockingIOError:
-        pass
+        text = b""
     finally:
         os.close(fd)
-    if not chunks:
+    if not text:
         return None, "it handed back no result"
     try:
-        return Evaluation.model_validate_json(b"".join(chunks)), None
+        return Evaluation.model_validate_json(text), None
     except ValidationError:
         return None, "the result it handed back does not parse"

@@ -36,7 +36,6 @@ class RunKind(str, Enum):
 
 
 NUMBERED = (RunKind.NOISE, RunKind.REBASE, RunKind.FIX, RunKind.RERUN)
-EVALUATIONS = (RunKind.VERIFY, RunKind.VERIFY_BEST, RunKind.CONFIRM, RunKind.SALVAGE)
 
 
 class RunId(BaseModel):
@@ -93,10 +92,6 @@ class RunId(BaseModel):
         verifications replace that line), except that each noise-floor run has its own, as several run at once."""
         noise = next((run for run in self.chain() if run.kind == RunKind.NOISE), None)
         return noise.name if noise else self.experiment
-
-    @property
-    def is_evaluation(self) -> bool:
-        return self.kind in EVALUATIONS
 
     def __str__(self) -> str:
         return self.name

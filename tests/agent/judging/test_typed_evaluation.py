@@ -15,7 +15,8 @@ from agent.recording.record import RunEntry
 from agent.running.evaluator import EvaluationFailed, evaluation_of
 from trainer.evaluator.evaluation import Evaluation, EvaluationOutcome, read_result
 from trainer.files.hashing import file_sha256
-from trainer.runs.run_id import RunId
+from trainer.runs.jobs import EvaluationJob
+from trainer.runs.run_id import RunId, RunKind
 from trainer.runs.training_run import TRACKED, evaluate_commit
 
 FOUND = dict(device="cpu", audit=2.384185791015625e-07, audited_tokens=2048, repeat=0.0, lookahead=0.0, probes=24)
@@ -60,8 +61,9 @@ def stand_in_evaluator(tmp_path: Path, body: str) -> str:
 
 def evaluated(tmp_path: Path, body: str) -> EvaluationOutcome:
     files = {name: (ROOT / "trainer" / name).read_bytes() if name != "track.json" else b"{}" for name in TRACKED}
-    return evaluate_commit(files, tmp_path / "0001.pt", ("val",), probe=True, timeout=60,
-                           run_dir=tmp_path / "run", log_path=tmp_path / "verify-0001.log",
+    job = EvaluationJob(run=RunId.train("0001").then(RunKind.VERIFY), commit="c" * 40,
+                        checkpoint=tmp_path / "0001.pt", probe=True, timeout=60)
+    return evaluate_commit(files, job, run_dir=tmp_path / "run", log_path=tmp_path / "verify-0001.log",
                            python=stand_in_evaluator(tmp_path, body))
 
 
