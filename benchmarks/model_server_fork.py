@@ -9,7 +9,8 @@ is timed, wall clock, with this checkout's zygote server and with the last commi
 (--old-ref, by default the newest commit whose trainer/model_server.py, as the file was named before trainer/ had
 wings, has no zygote), that commit's trainer package unpacked in a temporary directory: a warm-up round, then
 --repeats rounds, the two servers taking turns (the median is shown). The model process's startup (fork, import
-train, build, load the weights) is timed on its own, from a process that holds the checkpoint as the zygote does. Prints a markdown table.
+train, build, load the weights) is timed on its own, from a process that holds the checkpoint as the zygote
+does. Prints a markdown table.
 """
 
 from __future__ import annotations
