@@ -24,19 +24,15 @@ class KeepRule(BaseModel):
         return cls(keep_sigmas=settings.keep_sigmas, min_delta=settings.min_delta, noise_seeds=settings.noise_seeds)
 
     def words(self) -> str:
-        return keep_rule_words(self.keep_sigmas, self.min_delta, self.noise_seeds)
-
-
-def keep_rule_words(keep_sigmas: float, min_delta: float, noise_seeds: int) -> str:
-    """The keep rule as these settings make it, as one sentence without its final full stop."""
-    if noise_seeds <= 0:
-        return (f"no noise floor is measured, so a change is kept when its val_bpb beats the best by more than "
-                f"{min_delta:g}")
-    return (f"after the baseline the best commit is re-run with {noise_seeds} other seed(s) to measure sigma, the "
-            f"run-to-run noise (again every few keeps). A gain above {keep_sigmas:g} sigma is kept at once; a "
-            f"smaller gain is re-run with another seed and kept only if the mean gain exceeds {keep_sigmas:g} "
-            "standard errors of the difference"
-            + (f"; either way the gain must also exceed {min_delta:g}" if min_delta > 0 else ""))
+        """The rule as one sentence without its final full stop."""
+        if self.noise_seeds <= 0:
+            return (f"no noise floor is measured, so a change is kept when its val_bpb beats the best by more than "
+                    f"{self.min_delta:g}")
+        return (f"after the baseline the best commit is re-run with {self.noise_seeds} other seed(s) to measure sigma, "
+                f"the run-to-run noise (again every few keeps). A gain above {self.keep_sigmas:g} sigma is kept at "
+                f"once; a smaller gain is re-run with another seed and kept only if the mean gain exceeds "
+                f"{self.keep_sigmas:g} standard errors of the difference"
+                + (f"; either way the gain must also exceed {self.min_delta:g}" if self.min_delta > 0 else ""))
 
 
 def stored_keep_rule(workspace: Workspace) -> KeepRule:

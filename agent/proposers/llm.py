@@ -93,7 +93,7 @@ CODE_ONLY_RULE = """\
 
 def system_prompt(program_text: str, max_tool_calls: int, facts: NightFacts | None = None,
                   code_only: bool = False) -> str:
-    rules = RULES.format(max_tool_calls=max_tool_calls, keep_rule=(facts or NightFacts()).keep_rule(),
+    rules = RULES.format(max_tool_calls=max_tool_calls, keep_rule=(facts or NightFacts()).keep_rule.words(),
                          notes_limit=NOTES_LIMIT)
     if code_only:
         rules += "\n" + CODE_ONLY_RULE

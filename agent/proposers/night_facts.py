@@ -1,10 +1,10 @@
-"""What a proposer is told about the night itself: the budget left and the settings of the keep rule."""
+"""What a proposer is told about the night itself: the budget left and the keep rule."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from agent.judging.keep_rule import keep_rule_words
+from agent.judging.keep_rule import KeepRule
 from agent.settings import LoopSettings
 
 
@@ -15,9 +15,7 @@ class NightFacts(BaseModel):
     usd_left: float | None = None
     usd_spent: float = 0.0
     usd_counts: str = "LLM spend"         # what the spend counts: GPU time too where a GPU price was given
-    keep_sigmas: float = 2.0              # a gain must exceed this many sigma (standard errors after re-runs)
-    noise_seeds: int = 2                  # re-runs of the best that measure sigma (0: none)
-    min_delta: float = 0.0                # without a noise floor, the gain a keep needs
+    keep_rule: KeepRule = KeepRule()
 
     @classmethod
     def of(cls, settings: LoopSettings, done: int = 0, hours_used: float = 0.0, spent_usd: float = 0.0) -> NightFacts:
@@ -27,8 +25,7 @@ class NightFacts(BaseModel):
             hours_left=None if settings.max_hours is None else max(0.0, settings.max_hours - hours_used),
             usd_left=None if settings.max_cost_usd is None else max(0.0, settings.max_cost_usd - spent_usd),
             usd_spent=spent_usd, usd_counts="LLM spend and GPU time" if settings.gpu_usd_per_hour else "LLM spend",
-            keep_sigmas=settings.keep_sigmas, noise_seeds=settings.noise_seeds,
-            min_delta=settings.min_delta)
+            keep_rule=KeepRule.of(settings))
 
     def budget_line(self) -> str:
         parts = [f"{self.experiments_left} experiment(s) including this one" if self.experiments_left is not None
@@ -37,7 +34,3 @@ class NightFacts(BaseModel):
                  f"${self.usd_left:.2f} of {self.usd_counts} (${self.usd_spent:.2f} spent)" if self.usd_left is not None
                  else f"no cost cap (${self.usd_spent:.2f} spent)"]
         return "Budget left: " + ", ".join(parts) + "."
-
-    def keep_rule(self) -> str:
-        """The keep rule as the settings make it, in words."""
-        return keep_rule_words(self.keep_sigmas, self.min_delta, self.noise_seeds)

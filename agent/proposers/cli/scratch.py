@@ -89,7 +89,7 @@ def fill(scratch: Path, context: ProposalContext, workspace_dir: Path, notes: No
     (scratch / "train.py").write_text(context.train_source)
     (scratch / "program.md").write_text(context.program_text)
     (scratch / NOTES).write_text(notes.text)
-    rules = RULES.format(keep_rule=context.facts.keep_rule()) + (f"\n{extra_rules}" if extra_rules else "")
+    rules = RULES.format(keep_rule=context.facts.keep_rule.words()) + (f"\n{extra_rules}" if extra_rules else "")
     (scratch / "night.md").write_text(f"{rules}\n\n## State of the run\n\n"
                                       f"{night_state(context, notes, algorithmic_share)}\n")
     reference = scratch / "reference"

@@ -1,6 +1,6 @@
 """The keep rule's words follow its settings, in the report and in what the model is told."""
 
-from agent.judging.keep_rule import KeepRule, keep_rule_words, store_keep_rule, stored_keep_rule
+from agent.judging.keep_rule import KeepRule, store_keep_rule, stored_keep_rule
 from agent.judging.noise import inflated_floor
 from agent.proposers.llm import system_prompt
 from agent.proposers.night_facts import NightFacts
@@ -21,8 +21,9 @@ def test_three_sigma_is_said_as_three_in_the_report_and_to_the_model(workspace):
 
 
 def test_the_words_follow_each_setting():
-    assert keep_rule_words(2.5, 0.0, 4).startswith("after the baseline the best commit is re-run with 4 other seed(s)")
-    assert "above 2.5 sigma" in keep_rule_words(2.5, 0.0, 4) and "must also exceed" not in keep_rule_words(2.5, 0, 4)
-    assert keep_rule_words(3, 0.02, 0) == ("no noise floor is measured, so a change is kept when its val_bpb beats "
-                                           "the best by more than 0.02")
+    four_seeds = KeepRule(keep_sigmas=2.5, min_delta=0.0, noise_seeds=4).words()
+    assert four_seeds.startswith("after the baseline the best commit is re-run with 4 other seed(s)")
+    assert "above 2.5 sigma" in four_seeds and "must also exceed" not in four_seeds
+    assert KeepRule(keep_sigmas=3, min_delta=0.02, noise_seeds=0).words() == (
+        "no noise floor is measured, so a change is kept when its val_bpb beats the best by more than 0.02")
     assert "only gains above 0.15 can be kept" in inflated_floor(0.05, "cpu", keep_sigmas=3)
