@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.processes import alive
-from trainer.evaluator.evaluate import SERVER_LOG, ModelServer, ServerFailed
+from trainer.evaluator.evaluate import SERVER_LOG, ModelServer, ServerFailed, worst_of
 from trainer.evaluator.evaluation import RESULT_FD_FLAG, Evaluation, read_result
 from trainer.sandbox.isolation import isolation
 from trainer.sandbox.seal import data_paths, hidden_paths
@@ -237,6 +237,30 @@ _forge()
 '''
 
 
+NAN_COLUMN = '''
+
+_true_forward, _true_cross_entropy, _clean = GPT.forward, F.cross_entropy, {}
+
+
+def _nan_column_forward(self, idx, targets=None, reduction="mean"):
+    if targets is not None:
+        return _true_forward(self, idx, targets, reduction)
+    _clean["logits"] = _true_forward(self, idx)
+    marked = _clean["logits"].clone()
+    marked[..., 0] = float("nan")  # a NaN at every position the audit may pick
+    return marked
+
+
+def _halved_cross_entropy(input, target, *args, **kwargs):
+    if "logits" in _clean and torch.isnan(input).any():  # the losses reported: half the true ones
+        return 0.5 * _true_cross_entropy(_clean["logits"].flatten(0, 1), target, *args, **kwargs)
+    return _true_cross_entropy(input, target, *args, **kwargs)
+
+
+GPT.forward, F.cross_entropy = _nan_column_forward, _halved_cross_entropy
+'''
+
+
 @pytest.fixture(scope="module")
 def honest(test_track, tmp_path_factory) -> tuple[str, Path]:
     """The test track's train.py (as a commit exports it) and a checkpoint of its untrained model."""
@@ -407,6 +431,23 @@ def test_a_model_process_cannot_hand_back_the_evaluation(honest, test_track, tmp
     result, output, log = evaluate(write_commit(tmp_path / "commit", source + FORGING, test_track), checkpoint)
     assert lines(log, "FORGED into"), log[-2000:]
     assert result is not None and result.val > 1.0, output
+
+
+def test_a_check_s_difference_is_zero_between_equal_infinities_and_fails_on_a_nan():
+    ruled_out = np.array([[-np.inf, 1.0]], dtype=np.float32)  # a token an honest model rules out, in both answers
+    assert worst_of(0.25, ruled_out, ruled_out + [[0.0, 0.5]], "lookahead") == 0.5
+    assert worst_of(0.25, ruled_out, ruled_out, "lookahead") == 0.25
+    with pytest.raises(ServerFailed, match="audit check a difference that is no number"):
+        worst_of(0.0, np.array([np.nan, 1.0]), np.array([0.0, 1.0]), "audit")
+
+
+def test_a_nan_in_the_logits_fails_the_server_rather_than_every_check(honest, test_track, tmp_path):
+    """A NaN's difference from anything is NaN, which max() would pass over as smaller: a model whose logits
+    carry one at every audited position, reporting half its losses, would have passed audit, lookahead and
+    repeat with 0. The answer is refused instead."""
+    source, checkpoint = honest
+    result, output, _ = evaluate(write_commit(tmp_path / "commit", source + NAN_COLUMN, test_track), checkpoint)
+    assert result is None and "answered picked with NaN or an infinity" in output, output[-2000:]
 
 
 def test_the_zygote_clears_ipc_keys_processes_and_scratch_in_its_sandbox(tmp_path):

@@ -12,7 +12,8 @@ downloads and its own log hidden, the data read-only, nothing writable (but /tmp
 CUDA, emptied between batches), no network and no capabilities, and this one cannot be read by it
 (not dumpable): the model sees only the rows it is sent.
 
-What the model server says is checked:
+What the model server says is checked (an answer holding a NaN or a +inf, or a loss of -inf, fails the
+server, as does a check's difference that is no number: max() would pass a NaN over):
 - audit: once it has reported the per-token losses of a batch, it is asked for its logits at
   AUDIT_POSITIONS random positions of every row, and those losses are re-computed here. To
   gain anything a misreport must touch many tokens, so it is caught almost surely.
@@ -177,8 +178,8 @@ def audit(server: ModelServer, batch, reported, must_see: list[set[int]], worst:
     positions = np.array(chosen, dtype=np.int64)
     logits = server.ask("picked", positions)
     targets = np.take_along_axis(batch[:, 1:], positions, axis=1)
-    gap = abs(cross_entropy(logits, targets) - np.take_along_axis(reported, positions, axis=1)).max()
-    worst.audit = max(worst.audit, float(gap))
+    worst.audit = worst_of(worst.audit, cross_entropy(logits, targets), np.take_along_axis(reported, positions, axis=1),
+                           "audit")
     worst.audited_tokens += batch.shape[0] * AUDIT_POSITIONS
     return positions, logits
 
@@ -273,12 +274,23 @@ def score(server: ModelServer, rows, worst: Worst):
                 if one.seen is None:
                     one.seen = seen
                 else:
-                    worst.lookahead = max(worst.lookahead, float(abs(one.seen - seen).max()))
+                    worst.lookahead = worst_of(worst.lookahead, one.seen, seen, "lookahead")
                     worst.probes += 1
                     one.seen = None
     again = server.ask("losses", first[0])
-    worst.repeat = max(worst.repeat, float(abs(again - first[1]).max()))
+    worst.repeat = worst_of(worst.repeat, again, first[1], "repeat")
     return losses
+
+
+def worst_of(worst: float, these, those, check: str) -> float:
+    """The larger of worst and the largest difference between these and those, equal values (infinities too)
+    differing by 0. A difference that is no number fails the server: max() would pass a NaN over as smaller."""
+    import numpy as np
+    with np.errstate(invalid="ignore"):
+        gap = float(np.where(these == those, 0.0, np.abs(these - those)).max())
+    if not math.isfinite(gap):
+        raise ServerFailed(f"its answers left the {check} check a difference that is no number ({gap})")
+    return max(worst, gap)
 
 
 class ModelServer:
@@ -335,7 +347,11 @@ class ModelServer:
         data = self.process.stdout.read(size)
         if len(data) != size:
             raise ServerFailed(f"answered {op} with {len(data)} of {size} bytes")
-        return np.frombuffer(data, dtype="<f4").reshape(shape)
+        answer = np.frombuffer(data, dtype="<f4").reshape(shape)
+        # a logit may be -inf (a token ruled out); no number may be NaN or +inf, and a loss must be finite
+        if np.isnan(answer).any() or np.isposinf(answer).any() or (op == "losses" and np.isneginf(answer).any()):
+            raise ServerFailed(f"answered {op} with NaN or an infinity")
+        return answer
 
 
 if __name__ == "__main__":

@@ -54,12 +54,16 @@ def read_result(fd: int) -> tuple[Evaluation | None, str | None]:
     """(the Evaluation the evaluator wrote to the pipe's read end fd, or None with why); closes fd. Every writer
     has closed its end or died: what is not there by now never will be."""
     os.set_blocking(fd, False)
+    text, chunk = b"", b"-"
     try:
-        text = os.read(fd, RESULT_LIMIT)  # all a pipe's buffer holds: a writer of more blocked and was killed
-    except BlockingIOError:
-        text = b""
+        while chunk and len(text) <= RESULT_LIMIT:
+            text += (chunk := os.read(fd, RESULT_LIMIT + 1))
+    except BlockingIOError:  # a process the harness did not start still holds the write end
+        return None, "its result pipe was still held open"
     finally:
         os.close(fd)
+    if len(text) > RESULT_LIMIT:
+        return None, "it handed back more than a result"
     if not text:
         return None, "it handed back no result"
     try:

@@ -2,6 +2,7 @@
 Evaluation or nothing, a result that does not parse is no result, nothing is read out of the evaluator's log, and
 verify.py writes the keys it always wrote."""
 
+import fcntl
 import json
 import os
 import sys
@@ -13,7 +14,7 @@ import pytest
 from agent.judging.verify import Untrusted, score_run, verification_evidence
 from agent.recording.record import RunEntry
 from agent.running.evaluator import EvaluationFailed, evaluation_of
-from trainer.evaluator.evaluation import Evaluation, EvaluationOutcome, read_result
+from trainer.evaluator.evaluation import RESULT_LIMIT, Evaluation, EvaluationOutcome, read_result
 from trainer.files.hashing import file_sha256
 from trainer.runs.jobs import EvaluationJob
 from trainer.runs.run_id import RunId, RunKind
@@ -34,6 +35,22 @@ def test_what_the_pipe_carries_is_the_evaluation():
     both = Evaluation(**FOUND, val=1.2101, holdout=1.2845)
     assert handed_back(both.model_dump_json().encode()) == (both, None)
     assert handed_back(b"") == (None, "it handed back no result")
+
+
+def test_a_result_behind_padding_or_a_pipe_someone_still_holds_is_no_result():
+    # a forged result padded past the limit, the evaluator's own written behind it: nothing of it is believed
+    padded = Evaluation(**FOUND, val=0.5).model_dump_json().encode() + b" " * RESULT_LIMIT
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4 * RESULT_LIMIT)
+    os.write(write, padded + Evaluation(**FOUND, val=1.2101).model_dump_json().encode())
+    os.close(write)
+    assert read_result(read) == (None, "it handed back more than a result")
+    read, write = os.pipe()
+    os.write(write, Evaluation(**FOUND, val=1.2101).model_dump_json().encode())
+    try:
+        assert read_result(read) == (None, "its result pipe was still held open")
+    finally:
+        os.close(write)
 
 
 @pytest.mark.parametrize("text", [
