@@ -75,8 +75,8 @@ def test_a_malformed_job_gets_an_infra_result_and_is_not_run(tmp_path):
     refused = spoolfs.read_message(spool / "results" / "t-0001-abc.json", SpoolResult)
     assert refused.run is None and refused.worker == "w1"
     assert "is not a SpoolJob" in refused.infra
-    assert all(field in refused.infra for field in ("workspace: Field required", "job.train.commit: String should "
-                                                    "match", "job.train.timeout: Input should be greater than 0"))
+    assert "workspace: Field required" in refused.infra
+    assert "a spool job names a full commit hash and a timeout above 0, not 'HEAD' and -1.0" in refused.infra
     assert not list((spool / "claimed").iterdir()) and not list((spool / "jobs").iterdir())
 
 

@@ -19,15 +19,16 @@ fields at fault.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trainer.evaluator.evaluation import EvaluationOutcome
 from trainer.files.atomic import write_json_atomic
-from trainer.runs.jobs import AnyJob
+from trainer.runs.jobs import AnyJob, EvaluationJob, Job
 from trainer.runs.run_result import RunResult
 
 DEAD_AFTER = 20.0       # seconds without a heartbeat
@@ -50,6 +51,14 @@ class SpoolJob(BaseModel):
     job: AnyJob
     created: float = Field(default_factory=time.time)
     worker: str | None = None               # set by the worker that claimed it
+
+    @field_validator("job")
+    @classmethod
+    def _a_job_a_worker_can_take(cls, job: Job | EvaluationJob) -> Job | EvaluationJob:
+        if not re.fullmatch(r"[0-9a-f]{40}", job.commit) or not job.timeout > 0:
+            raise ValueError(f"a spool job names a full commit hash and a timeout above 0, not {job.commit!r} and "
+                             f"{job.timeout!r}")
+        return job
 
 
 class SpoolResult(BaseModel):

@@ -11,9 +11,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trainer.runs.run_id import RunId
 
-Commit = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
-Seconds = Annotated[float, Field(gt=0)]
-
 
 class Job(BaseModel):
     """One training run: train.py of `commit` with `seed` (AUTORESEARCH_SEED), killed after `timeout` seconds."""
@@ -21,9 +18,9 @@ class Job(BaseModel):
 
     kind: Literal["train"] = "train"
     run: RunId
-    commit: Commit
+    commit: str
     seed: int = 42
-    timeout: Seconds
+    timeout: float
 
 
 class EvaluationJob(BaseModel):
@@ -32,11 +29,11 @@ class EvaluationJob(BaseModel):
 
     kind: Literal["evaluate"] = "evaluate"
     run: RunId
-    commit: Commit
+    commit: str
     checkpoint: Path
     splits: tuple[Literal["val", "holdout"], ...] = ("val",)
     probe: bool = False
-    timeout: Seconds = 1800.0
+    timeout: float = 1800.0
     batch_rows: Annotated[int, Field(ge=2)] | None = None  # rows a batch sends the model: None, its device's own
 
 
