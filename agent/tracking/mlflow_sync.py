@@ -43,7 +43,7 @@ class SyncState(BaseModel):
     parent_run_id: str | None = None
     logged: dict[str, str] = {}         # ledger record id -> its MLflow run id
     confirmation_time: str | None = None  # the confirmation.json logged last
-    headline_of: int = 0                # how many records the night's headline on the tag's run was computed over
+    headline: dict[str, float] = {}     # the night's numbers last logged on the tag's run
 
 
 class TrackingUnavailable(Exception):
@@ -144,9 +144,11 @@ class MlflowSync:
             if record.id not in self.state.logged:
                 self.state.logged[record.id] = self._log_record(record, number)
                 self._save()
-        if len(records) != self.state.headline_of:
-            self._log_headline(night.headline, len(records))
-            self.state.headline_of = len(records)
+        headline = headline_metrics(night.headline)
+        if headline != self.state.headline:  # a failed proposal's spend moves it without a record
+            for key, value in headline.items():
+                self.client.log_metric(self.state.parent_run_id, key, value, step=len(records))
+            self.state.headline = headline
             self._save()
         confirmation = night.confirmation
         if confirmation is not None and confirmation.time != self.state.confirmation_time:
@@ -193,14 +195,6 @@ class MlflowSync:
             self.client.log_metric(parent, "best_val_bpb", record.val_bpb, now, number)
         return run_id
 
-    def _log_headline(self, h: Headline, step: int) -> None:
-        """The night so far on the tag's run, in its report's numbers: step is the records it counts."""
-        values = {"gain": h.gain, "spent_usd": h.spent_usd, "gain_per_usd": h.gain_per_usd,
-                  "gain_per_device_hour": h.gain_per_gpu_hour, "experiments": h.experiments, "keeps": h.keeps}
-        for key, value in values.items():
-            if _number(value) is not None:
-                self.client.log_metric(self.state.parent_run_id, key, float(value), step=step)
-
     def _log_confirmation(self, confirmation: Confirmation) -> None:
         values = {"holdout_gain": confirmation.holdout_gain, "search_gain": confirmation.search_gain,
                   "baseline_holdout": confirmation.baseline.holdout, "best_holdout": confirmation.best.holdout}
@@ -210,6 +204,13 @@ class MlflowSync:
 
     def _save(self) -> None:
         write_json_atomic(self.state_path, self.state.model_dump(), indent=2)
+
+
+def headline_metrics(h: Headline) -> dict[str, float]:
+    """The night so far, in its report's numbers, as the tag's run holds them (step: the records they count)."""
+    values = {"gain": h.gain, "spent_usd": h.spent_usd, "gain_per_usd": h.gain_per_usd,
+              "gain_per_device_hour": h.gain_per_gpu_hour, "experiments": h.experiments, "keeps": h.keeps}
+    return {key: float(value) for key, value in values.items() if _number(value) is not None}
 
 
 def _millis(record: ExperimentRecord) -> int:

@@ -45,7 +45,6 @@ class EvaluationOutcome(BaseModel):
     returncode: int | None = None
     timed_out: bool = False
     seconds: float = 0.0
-    isolated: bool = False
     evaluation: Evaluation | None = None
     problem: str | None = None
 

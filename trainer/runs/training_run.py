@@ -166,7 +166,7 @@ def evaluate_commit(files: Mapping[str, bytes], job: EvaluationJob, *, run_dir: 
     if process.timed_out or process.returncode != 0:
         evaluation, problem = None, "timed out" if process.timed_out else "see its log"
     return EvaluationOutcome(returncode=process.returncode, timed_out=process.timed_out, seconds=process.seconds,
-                             isolated=process.isolated, evaluation=evaluation, problem=problem)
+                             evaluation=evaluation, problem=problem)
 
 
 def threads_env(constants: TrackConstants, gpu: bool = False) -> dict[str, str]:
