@@ -36,6 +36,7 @@ the output, which ends with the model server's when it fails.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -318,11 +319,9 @@ class ModelServer:
     def __exit__(self, *exc) -> None:
         """Ends the requests, so that the server kills its last batch's processes (unsandboxed they are its own
         to kill), then kills it: nothing it does after the last answer matters."""
-        try:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             self.process.stdin.close()
             self.process.wait(timeout=STOP_SECONDS)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
         self.process.kill()
         self.process.wait()
 
@@ -338,7 +337,7 @@ class ModelServer:
             shape = [int(n) for n in json.loads(header)["shape"]] if header else None
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise ServerFailed(f"no valid answer to {op} ({err})") from err
-        expected = {"losses": [count, cols - 1], "picked": [count, cols], "logits": [count, cols - 1]}[op]
+        expected = {"losses": [count, cols - 1], "picked": [count, cols]}[op]
         if shape is None or shape[:2] != expected or len(shape) != (2 if op == "losses" else 3) \
                 or (op != "losses" and not self.vocab <= shape[-1] <= 1 << 20):
             raise ServerFailed(f"answered {op} with shape {shape}, expected {expected}"

@@ -19,6 +19,7 @@ not readable by it through /proc (not dumpable), and it dies if its caller dies 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -78,10 +79,8 @@ def not_dumpable() -> None:
     """This process's memory, and so its /proc/<pid>/environ (API keys), cannot be read by processes of the same
     user without CAP_SYS_PTRACE: the runs it starts. Children get their own flag back at exec."""
     import ctypes
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE
-    except (OSError, AttributeError):
-        pass
 
 
 def processes_with_token(token: str) -> list[int]:
@@ -103,10 +102,8 @@ def kill_run(process: subprocess.Popen, token: str) -> None:
         kill_group(process.pid)
         stragglers = [pid for pid in processes_with_token(token) if pid != os.getpid()]
         for pid in stragglers:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         if process.poll() is None:
             try:
                 process.wait(timeout=0.1)
@@ -120,10 +117,8 @@ def kill_run(process: subprocess.Popen, token: str) -> None:
 def become_subreaper() -> None:
     """Orphans of this process's descendants become its children (not init's), where adopted_strays finds them."""
     import ctypes
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
 
 
 def _status_field(pid: str, name: str) -> str | None:
@@ -163,11 +158,9 @@ def own_children() -> set[int]:
 
 def kill_strays(before: set[int], token: str) -> None:
     for pid in adopted_strays(before, token):
-        try:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
 
 
 class CappedLog:
@@ -366,15 +359,11 @@ def _wait(process: subprocess.Popen, deadline: float, ending, outcome: ProcessOu
         if now > deadline:
             outcome.timed_out = True
             return
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=0.2)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def kill_group(pid: int) -> None:
     """SIGKILL the process group pid leads, if it is still there."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -8,6 +8,7 @@ without torch.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -128,13 +129,11 @@ def chip_name() -> str:
                                   timeout=5).stdout.strip() or "Apple silicon"
         except (OSError, subprocess.TimeoutExpired):
             return "Apple silicon"
-    try:
+    with contextlib.suppress(OSError):
         with open("/proc/cpuinfo") as info:
             for line in info:
                 if line.startswith("model name"):
                     return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or platform.machine() or "unknown CPU"
 
 

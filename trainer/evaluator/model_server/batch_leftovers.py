@@ -4,6 +4,7 @@ attributes a same-uid process may change."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import platform
@@ -20,30 +21,14 @@ from trainer.evaluator.model_server.protocol import Refused
 CLEAR_SECONDS = 30.0       # to see every process of a batch gone
 PSEUDO_FILESYSTEMS = {"proc", "sysfs", "devpts", "devtmpfs", "mqueue", "cgroup", "cgroup2", "securityfs", "debugfs",
                       "tracefs", "bpf", "configfs", "fusectl", "pstore", "binfmt_misc"}
-
-
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_GET_TIMERSLACK, PR_SET_CHILD_SUBREAPER = 1, 4, 30, 36
-
-
 IPC_RMID = 0
-
-
 KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_CLEAR, KEYCTL_GET_PERSISTENT = 1, 7, 22
-
-
 KEY_SPEC_PROCESS_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -2, -4, -5
-
-
 SYSCALLS = {"x86_64": dict(keyctl=250, ioprio_get=252, sched_getattr=315),
             "aarch64": dict(keyctl=219, ioprio_get=31, sched_getattr=275)}
-
-
 SCHED_ATTR_SIZE = 56  # struct sched_attr, with the utilization clamps (SCHED_ATTR_SIZE_VER1)
-
-
 IOPRIO_WHO_PROCESS = 1
-
-
 libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -86,10 +71,8 @@ def process_attributes() -> dict:
                         ctypes.c_long(0)) == 0:
             found["sched_attr"] = attr.raw
     for name in ("oom_score_adj", "autogroup"):  # the autogroup's nice is the whole session's
-        try:
+        with contextlib.suppress(OSError):
             found[name] = Path(f"/proc/self/{name}").read_text().strip()
-        except OSError:
-            pass
     return found
 
 
@@ -107,12 +90,8 @@ def reachable_ancestors(ancestors: set[int]) -> list[int]:
 
 def writable_shared_mappings() -> list[str]:
     """This process's mappings that are both shared and writable: a fork would share them with the zygote."""
-    found = []
-    for line in Path("/proc/self/maps").read_text().splitlines():
-        fields = line.split()
-        if len(fields) >= 2 and fields[1][1] == "w" and fields[1][3] == "s":
-            found.append(line)
-    return found
+    return [line for line in Path("/proc/self/maps").read_text().splitlines()
+            if len(fields := line.split()) >= 2 and fields[1][1] == "w" and fields[1][3] == "s"]
 
 
 def processes() -> dict[int, tuple[int, str]]:
@@ -164,21 +143,15 @@ def kill_strays(keep: set[int], sandboxed: bool) -> None:
         if time.monotonic() > deadline:
             raise Refused(f"processes of a model process still alive after {CLEAR_SECONDS:.0f} s: {left[:10]}")
         for pid in left:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         time.sleep(0.001)
 
 
 def reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
 
 
 def remove_sysv_ipc() -> None:
@@ -204,12 +177,9 @@ def sysv_ids(kind: str) -> list[int]:
 
 def mounts() -> list[tuple[str, str]]:
     """(mount point, filesystem type) of every mount in sight."""
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])  # spaces etc. octal-escaped
-        found.append((point, fields[fields.index("-") + 1]))
-    return found
+    return [(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]),  # spaces etc. octal-escaped
+             fields[fields.index("-") + 1])
+            for fields in map(str.split, Path("/proc/self/mountinfo").read_text().splitlines())]
 
 
 class Scratch:

@@ -3,6 +3,7 @@ answers one batch and dies."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -33,10 +34,8 @@ def become_model_process(requests: int, answers: int, output: int, first: bool) 
     os.dup2(output, 2)
     for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
         if fd > 2 and fd not in (requests, answers):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)
     why = private_namespaces()
@@ -74,7 +73,7 @@ def build(state: dict, device):
 
 
 def serve_batch(state: dict, device_name: str, requests: int, answers: int) -> None:
-    """Answers the batch's request (losses or logits) and then, from its logits, every picked one."""
+    """Answers the batch's losses request and then, from its logits, every picked one."""
     import numpy as np
     import torch
 
@@ -96,8 +95,5 @@ def serve_batch(state: dict, device_name: str, requests: int, answers: int) -> N
             continue
         with torch.no_grad(), autocast:
             logits = model(values[:, :-1]).float()
-        if op == "losses":
-            answer(torch.nn.functional.cross_entropy(logits.flatten(0, 1), values[:, 1:].flatten(),
-                                                     reduction="none").view(rows, cols - 1))
-        else:
-            answer(logits)
+        answer(torch.nn.functional.cross_entropy(logits.flatten(0, 1), values[:, 1:].flatten(),
+                                                 reduction="none").view(rows, cols - 1))

@@ -3,25 +3,16 @@ exact sizes, and the one header each answer may have."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
 HEADER_LIMIT = 1000        # bytes of a JSON line, requests and answers alike
-
-
 MAX_ROWS = 1 << 16
-
-
 MAX_COLS = 1 << 20
-
-
 MAX_VOCAB = 1 << 20
-
-
 CHUNK = 1 << 20            # bytes moved by one splice at most
-
-
-OPS = ("losses", "logits", "picked")
+OPS = ("losses", "picked")
 
 
 class Refused(Exception):
@@ -89,7 +80,5 @@ def read_request(fd: int) -> tuple[str, int, int, bytes] | None:
 
 
 def say(text: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.write(2, f"{text}\n".encode(errors="replace"))
-    except OSError:
-        pass

@@ -2,18 +2,18 @@
 
     python -m trainer.evaluator.model_server.server CHECKPOINT --device cpu|cuda [--sandboxed]
 
-Protocol on stdin/stdout: a JSON line ``{"op": "losses" | "logits" | "picked", "rows": r, "cols": c}``
+Protocol on stdin/stdout: a JSON line ``{"op": "losses" | "picked", "rows": r, "cols": c}``
 followed by r x c little-endian int32 values; the answer is a JSON line ``{"shape": [...]}`` followed by
 that many little-endian float32 values. ``losses``: the cross-entropy of ``rows[:, 1:]`` given
-``rows[:, :-1]`` per token; ``logits``: the logits themselves; ``picked``: the logits of the last
-``losses`` (or ``logits``) batch at the positions given per row (r x c of them).
+``rows[:, :-1]`` per token; ``picked``: the logits of the last ``losses`` batch at the positions given per
+row (r x c of them).
 
 The model is train.py's code (``GPTConfig(**config)``, ``build_model(config, device)``, ``model(inputs)``
 returns logits), so it is untrusted, and it must not learn from the text it is shown: nothing of one
 batch may reach the next. This process is a trusted zygote (trainer/evaluator/model_server/zygote.py) that never imports
 train.py. It loads the checkpoint on the CPU (it never starts CUDA, which a fork cannot inherit), makes
-itself not dumpable (no process of its user can read or write its memory) and, for every ``losses`` or
-``logits`` request, forks a fresh model process (trainer/evaluator/model_server/model_process.py), which alone imports
+itself not dumpable (no process of its user can read or write its memory) and, for every ``losses``
+request, forks a fresh model process (trainer/evaluator/model_server/model_process.py), which alone imports
 train.py, builds the model from the checkpoint tensors it shares copy-on-write, answers that request
 and the ``picked`` one that follows through pipes of its own, and is killed. It never holds the real
 stdin, stdout or log: its stdout and stderr are a third pipe, which the zygote copies to the log. Rows,

@@ -3,6 +3,7 @@ nothing of one batch left for the next."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
@@ -43,8 +44,6 @@ from trainer.evaluator.model_server.protocol import (
 )
 
 OUTPUT_LIMIT = 1 << 20     # bytes of one model process's output that reach the log; the rest is dropped
-
-
 
 
 class Zygote:
@@ -102,10 +101,8 @@ class Zygote:
                 traceback.print_exc()
             finally:
                 for stream in (sys.stdout, sys.stderr):
-                    try:
+                    with contextlib.suppress(Exception):
                         stream.flush()
-                    except Exception:
-                        pass
                 os._exit(status)
         for fd in (requests_r, answers_w, output_w):
             os.close(fd)
@@ -117,14 +114,10 @@ class Zygote:
         if self.child is None:
             return
         child, self.child = self.child, None
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(child.pid, 0)
-        except ChildProcessError:
-            pass
         self.clear()
         child.close()  # after clear: no writer of its output is left, what it printed is all there
 
@@ -172,8 +165,8 @@ class Child:
         header = read_line(self._read)
         if header is None:
             raise Refused(f"the model process ended before answering {op}{self._status()}")
-        shape = [rows, cols - 1] if op in ("losses", "logits") else [rows, cols]
-        if op != "losses":
+        shape = [rows, cols - 1] if op == "losses" else [rows, cols]
+        if op == "picked":
             if vocab is None:
                 found = re.fullmatch(rb'\{"shape": \[\d+, \d+, (\d{1,7})\]\}', header)
                 vocab = int(found[1]) if found else None
