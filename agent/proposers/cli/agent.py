@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from agent.proposers.cli.claude import ClaudeCode
+from agent.proposers.cli.codex import Codex
 from agent.proposers.cli.outcome import CLIOutcome
 from agent.recording.transcript import Transcript
-
-__all__ = ["CLIOutcome", "CODING_CLIS", "CodingCLI", "UnknownCLI", "chosen_cli", "scrubbed_environment"]
 
 # What every CLI is given of our own environment: nothing secret, enough to find itself and its login.
 PASSED_THROUGH = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "TMPDIR",
@@ -47,27 +47,12 @@ class CodingCLI(Protocol):
 
 
 def scrubbed_environment(cli: CodingCLI, scratch: Path, base_url: str | None) -> dict[str, str]:
-    """The whole environment a CLI runs with: PASSED_THROUGH from ours, then what the adapter adds."""
     env = {name: os.environ[name] for name in PASSED_THROUGH if name in os.environ}
     env.update(cli.environment(scratch, base_url))
     return env
 
 
-def _claude_code() -> CodingCLI:
-    from agent.proposers.cli.claude import ClaudeCode
-    return ClaudeCode()
-
-
-def _codex() -> CodingCLI:
-    from agent.proposers.cli.codex import Codex
-    return Codex()
-
-
-# name -> factory of its adapter (imported when chosen)
-CODING_CLIS: dict[str, Callable[[], CodingCLI]] = {
-    "claude-code": _claude_code,
-    "codex": _codex,
-}
+CODING_CLIS: dict[str, Callable[[], CodingCLI]] = {"claude-code": ClaudeCode, "codex": Codex}
 
 
 class UnknownCLI(ValueError):

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from agent.llm.types import Usage
-from agent.proposers.cli.outcome import CLIOutcome, clipped, json_event
+from agent.proposers.cli.outcome import CLIOutcome, clipped, count, json_event
 from agent.recording.transcript import Transcript
 
 TOOLS = "Read,Edit,Write,Glob,Grep"
@@ -49,7 +49,7 @@ class ClaudeCode:
         return env
 
     def read_event(self, line: str, transcript: Transcript, outcome: CLIOutcome) -> None:
-        if (event := json_event(line, outcome)) is None:
+        if (event := json_event(line)) is None:
             return
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
@@ -79,11 +79,11 @@ class ClaudeCode:
 
     def _result(self, event: dict, transcript: Transcript, outcome: CLIOutcome) -> None:
         usage = event.get("usage") or {}
-        fresh, written, read = (_count(usage, "input_tokens"), _count(usage, "cache_creation_input_tokens"),
-                                _count(usage, "cache_read_input_tokens"))
-        outcome.usage = Usage(input_tokens=fresh + written + read, output_tokens=_count(usage, "output_tokens"),
+        fresh, written, read = (count(usage, "input_tokens"), count(usage, "cache_creation_input_tokens"),
+                                count(usage, "cache_read_input_tokens"))
+        outcome.usage = Usage(input_tokens=fresh + written + read, output_tokens=count(usage, "output_tokens"),
                               cache_read_tokens=read, cache_write_tokens=written,
-                              thinking_tokens=_count(usage.get("output_tokens_details") or {}, "thinking_tokens"),
+                              thinking_tokens=count(usage.get("output_tokens_details") or {}, "thinking_tokens"),
                               cost_usd=float(event.get("total_cost_usd") or 0.0),
                               calls=int(event.get("num_turns") or 0))
         outcome.final_text = str(event.get("result") or "")
@@ -99,11 +99,6 @@ class ClaudeCode:
             advice = (" Log in once with `claude` (then /login), or set ANTHROPIC_API_KEY in the environment the "
                       "service runs in.")
         return f"claude-code failed (exit code {returncode}): {said[-1500:]}{advice}"
-
-
-def _count(usage: dict, key: str) -> int:
-    value = usage.get(key)
-    return value if isinstance(value, int) and value > 0 else 0
 
 
 def _text_of(content) -> str:

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from agent.llm.pricing import PriceTable
 from agent.llm.types import Usage
-from agent.proposers.cli.outcome import CLIOutcome, clipped, json_event
+from agent.proposers.cli.outcome import CLIOutcome, clipped, count, json_event
 from agent.recording.transcript import Transcript
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "CODEX_API_KEY")   # the key our provider sends, first one set
@@ -72,23 +72,19 @@ class Codex:
     def command(self, executable: str, scratch: Path, prompt: str, model: str | None) -> list[str]:
         self.model = model
         own_home = (scratch / HOME / "config.toml").is_file()  # environment() wrote it: a key or base URL is set
-        home = scratch / HOME if own_home else user_codex_home()
+        home = scratch / HOME if own_home else Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
         argv = [executable, "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--ignore-rules",
                 "-C", str(scratch)]
         if not own_home:
             argv.append("--ignore-user-config")
-        for key, value in settings(home, executable).items():
-            argv += ["-c", f"{key}={value}"]
-        for feature in DISABLED_FEATURES:
-            argv += ["--disable", feature]
+        argv += [arg for key, value in settings(home, executable).items() for arg in ("-c", f"{key}={value}")]
+        argv += [arg for feature in DISABLED_FEATURES for arg in ("--disable", feature)]
         return argv + (["-m", model] if model else []) + ["--", prompt]
 
     def environment(self, scratch: Path, base_url: str | None) -> dict[str, str]:
         key = next((name for name in KEY_VARIABLES if os.environ.get(name)), None)
         env = {key: os.environ[key]} if key else {}
-        # codex links its sandbox helper under CODEX_HOME/tmp, but never under the temporary directory (scratch is
-        # one): with TMPDIR inside scratch, scratch/.codex is not under it (and commands' temporary files stay in
-        # the one writable place)
+        # TMPDIR inside scratch, for the sandbox helper (module docstring); commands' temporary files stay there too
         (scratch / TMP).mkdir(exist_ok=True)
         env["TMPDIR"] = str(scratch / TMP)
         if key is None and base_url is None:
@@ -103,22 +99,22 @@ class Codex:
         return env
 
     def read_event(self, line: str, transcript: Transcript, outcome: CLIOutcome) -> None:
-        if (event := json_event(line, outcome)) is None:
+        if (event := json_event(line)) is None:
             return
         kind = event.get("type")
         if kind == "thread.started":
             transcript.event("cli_started", cli=self.name, model=self.model, thread=event.get("thread_id"))
         elif kind in ("item.started", "item.completed") and isinstance(event.get("item"), dict):
             self._item(event["item"], kind == "item.completed", transcript, outcome)
-        elif kind == "turn.completed":
-            self._usage(event.get("usage") or {}, outcome)
-            transcript.event("cli_result", cli=self.name, is_error=False, text=outcome.final_text[:RESULT_CHARS],
-                             usage=outcome.usage.model_dump())
-        elif kind == "turn.failed":
-            outcome.failed = True
-            outcome.final_text = _message(event.get("error")) or outcome.final_text
-            transcript.event("cli_result", cli=self.name, is_error=True, text=outcome.final_text[:RESULT_CHARS],
-                             usage=outcome.usage.model_dump())
+        elif kind in ("turn.completed", "turn.failed"):
+            if kind == "turn.completed":
+                self._usage(event.get("usage") or {}, outcome)
+            else:
+                outcome.failed, error = True, event.get("error")
+                said = error.get("message") if isinstance(error, dict) else error
+                outcome.final_text = str(said or "") or outcome.final_text
+            transcript.event("cli_result", cli=self.name, is_error=kind == "turn.failed",
+                             text=outcome.final_text[:RESULT_CHARS], usage=outcome.usage.model_dump())
         elif kind == "error":  # a retry it reports ("Reconnecting... 2/5"); the turn goes on or fails on its own
             transcript.event("cli_warning", cli=self.name, text=str(event.get("message", ""))[:RESULT_CHARS])
 
@@ -151,10 +147,10 @@ class Codex:
 
     def _usage(self, usage: dict, outcome: CLIOutcome) -> None:
         """turn.completed's usage: input_tokens include the cached ones (as the Responses API counts them)."""
-        turn = Usage(input_tokens=_count(usage, "input_tokens"), output_tokens=_count(usage, "output_tokens"),
-                     cache_read_tokens=_count(usage, "cached_input_tokens"),
-                     cache_write_tokens=_count(usage, "cache_write_input_tokens"),
-                     thinking_tokens=_count(usage, "reasoning_output_tokens"), calls=1)
+        turn = Usage(input_tokens=count(usage, "input_tokens"), output_tokens=count(usage, "output_tokens"),
+                     cache_read_tokens=count(usage, "cached_input_tokens"),
+                     cache_write_tokens=count(usage, "cache_write_input_tokens"),
+                     thinking_tokens=count(usage, "reasoning_output_tokens"), calls=1)
         turn.cost_usd = self.prices.cost(self.model, turn) if self.model else 0.0
         outcome.usage.add(turn)
 
@@ -168,10 +164,6 @@ class Codex:
                       "the service runs in.")
         said = said[-1500:].rstrip(". ") if advice else said[-1500:]
         return f"codex failed (exit code {returncode}): {said}{advice}"
-
-
-def user_codex_home() -> Path:
-    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
 
 
 def provider_config(base_url: str, key: str | None) -> str:
@@ -205,14 +197,3 @@ def program_dir(executable: str) -> Path:
 
 def _toml(text: str) -> str:
     return json.dumps(text)  # a TOML basic string: JSON's escapes are TOML's
-
-
-def _count(usage: dict, key: str) -> int:
-    value = usage.get(key)
-    return value if isinstance(value, int) and value > 0 else 0
-
-
-def _message(error) -> str:
-    if isinstance(error, dict):
-        return str(error.get("message") or "")
-    return str(error or "")

@@ -19,19 +19,21 @@ class CLIOutcome:
     usage: Usage = field(default_factory=Usage)
     final_text: str = ""          # the CLI's own last word (its result message)
     failed: bool = False          # the CLI said the run failed (even with exit code 0)
-    events: int = 0               # JSON events read
 
 
-def json_event(line: str, outcome: CLIOutcome) -> dict | None:
-    """One line of a CLI's stdout as the JSON object it holds (counted in outcome), None for any other line."""
+def json_event(line: str) -> dict | None:
+    """One line of a CLI's stdout as the JSON object it holds, None for any other line."""
     try:
         event = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(event, dict):
-        return None
-    outcome.events += 1
-    return event
+    return event if isinstance(event, dict) else None
+
+
+def count(usage: dict, key: str) -> int:
+    """A token count of a CLI's usage event: 0 where it is missing, negative or no integer."""
+    value = usage.get(key)
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def clipped(value: Any, chars: int = TEXT_CHARS) -> Any:

@@ -18,7 +18,8 @@ from pathlib import Path
 import agent.proposers.cli.scratch as scratch_dir
 from agent.llm.types import Usage
 from agent.proposers.base import Crashed, Proposal, ProposalContext, ProposerError
-from agent.proposers.cli.agent import CLIOutcome, CodingCLI, scrubbed_environment
+from agent.proposers.cli.agent import CodingCLI, scrubbed_environment
+from agent.proposers.cli.outcome import CLIOutcome
 from agent.proposers.cli.process import run_streaming
 from agent.proposers.diff_edits import edits_between
 from agent.proposers.llm import CODE_ONLY_RULE, values_only_refusal
@@ -112,16 +113,8 @@ class CLIResearcher:
 
     def _keep_notes(self, scratch: Path, before: str, transcript: Transcript) -> None:
         try:
-            text = scratch_dir.rewritten_notes(scratch, before)
-        except scratch_dir.BadScratch as err:
+            if (text := scratch_dir.rewritten_notes(scratch, before)) is not None:
+                transcript.event("notes_written", size=write_notes(self.workspace_dir, text, before).size)
+        except (scratch_dir.BadScratch, NotesFull, NotesChanged) as err:
             transcript.event("notes_refused", reason=str(err))
-            return
-        if text is None:
-            return
-        try:
-            written = write_notes(self.workspace_dir, text, before)
-        except (NotesFull, NotesChanged) as err:
-            transcript.event("notes_refused", reason=str(err))
-            return
-        transcript.event("notes_written", size=written.size)
 

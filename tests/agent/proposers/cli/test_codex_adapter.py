@@ -60,7 +60,7 @@ def test_events_become_the_transcript_and_the_usage(tmp_path):
     assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens,
             usage.thinking_tokens, usage.calls) == (18669, 9216, 100, 400, 50, 1)
     assert usage.cost_usd == PriceTable().cost("gpt-5.5", usage.model_copy(update={"cost_usd": 0.0})) > 0
-    assert outcome.final_text == "Proposed: LR 0.05" and not outcome.failed and outcome.events == len(STREAM)
+    assert outcome.final_text == "Proposed: LR 0.05" and not outcome.failed
 
 
 def test_a_failed_turn_fails_the_run_with_its_message(tmp_path):
