@@ -43,7 +43,7 @@ import os
 import secrets
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainer.evaluator.evaluation import RESULT_FD_FLAG, SPLITS, Evaluation
@@ -111,11 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         for line in (log.read_text(errors="replace").splitlines()[-30:] if log.exists() else []):
             print(f"model| {line}")
         return 1
-    evaluation = Evaluation(device=device, audit=worst.audit, audited_tokens=worst.audited_tokens,
-                            repeat=worst.repeat, lookahead=worst.lookahead, probes=worst.probes, val=bits["val"],
-                            holdout=bits.get("holdout"))
-    if args.result_fd is not None:
-        evaluation.write_to(args.result_fd)
+    evaluation = Evaluation(device=device, val=bits["val"], holdout=bits.get("holdout"), **asdict(worst))
+    if args.result_fd is not None:  # the harness's pipe, closed once written
+        with os.fdopen(args.result_fd, "w") as pipe:
+            pipe.write(evaluation.model_dump_json(exclude_none=True))
     print("evaluator: done", flush=True)
     return 0
 
@@ -138,9 +137,7 @@ def cuda_devices() -> int:
     except OSError:
         return 0
     count = ctypes.c_int(0)
-    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return 0
-    return count.value
+    return count.value if driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 else 0
 
 
 def packed_rows(prepare, tokenizer, split: str, count: int | None = None):
@@ -156,7 +153,6 @@ def bits_per_byte(losses, rows, token_bytes) -> float:
 
 
 def cross_entropy(logits, targets):
-    """Nats of each target under its logits (... x vocab), computed here in float64."""
     import numpy as np
     logits = logits.astype(np.float64)
     top = logits.max(axis=-1, keepdims=True)

@@ -31,11 +31,6 @@ class Evaluation(BaseModel):
     val: float
     holdout: float | None = None
 
-    def write_to(self, fd: int) -> None:
-        """Hands the result to the harness through the pipe it passed, and closes it."""
-        with os.fdopen(fd, "w") as pipe:
-            pipe.write(self.model_dump_json(exclude_none=True))
-
 
 class EvaluationOutcome(BaseModel):
     """How the evaluator's process ended and the Evaluation it handed back; evaluation is None when it handed

@@ -12,10 +12,14 @@ BLOCK = 1 << 22
 
 def file_sha256(path: Path) -> str:
     """The sha256 of a file the caller trusts to be a regular file (its own downloads, sealed weights)."""
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        while block := f.read(BLOCK):
-            digest.update(block)
+        return _sha256(f)
+
+
+def _sha256(handle) -> str:
+    digest = hashlib.sha256()
+    while block := handle.read(BLOCK):
+        digest.update(block)
     return digest.hexdigest()
 
 
@@ -28,10 +32,5 @@ def regular_file_sha256(path: Path, limit: int = 1 << 30) -> str | None:
         return None
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        digest = hashlib.sha256()
-        while block := handle.read(BLOCK):
-            digest.update(block)
-        return digest.hexdigest()
+        return _sha256(handle) if stat.S_ISREG(info.st_mode) and info.st_size <= limit else None
 

@@ -19,5 +19,4 @@ def parse(source: str, mode: str = "exec") -> ast.AST:
 
 
 def literal_eval(text: str):
-    """ast.literal_eval, parsed under the same lock."""
     return ast.literal_eval(parse(text.lstrip(" \t"), mode="eval"))

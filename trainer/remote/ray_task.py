@@ -42,7 +42,6 @@ _ready: set[str] = set()  # fingerprints this worker process found ready
 
 
 class NodePlace(BaseModel):
-    """The node a task ran on."""
     model_config = ConfigDict(extra="forbid")
     ip: str
     node_id: str
@@ -61,7 +60,6 @@ class NodeRun(BaseModel):
 
 
 class NodeEvaluation(EvaluationOutcome):
-    """An evaluation on a node and the node it ran on."""
     place: NodePlace
 
 
@@ -150,7 +148,6 @@ def run_dir_of(kept: Path) -> Path:
 
 
 def sweep_abandoned() -> None:
-    """Removes the results and run directories of tasks whose worker process is gone."""
     for kept in list((runs_root() / "ray-results").glob("*")):
         try:
             owner = int((kept / OWNER).read_text())
@@ -184,7 +181,6 @@ def process_gone(pid: int) -> bool:
 
 
 def capped(log_path: Path) -> tuple[bytes, int]:
-    """The log's first LOG_LIMIT bytes and how many were left out."""
     try:
         with open(log_path, "rb") as log:
             size = log.seek(0, 2)
@@ -225,7 +221,6 @@ def prepared_fingerprint(directory: Path) -> str:
 
 
 def build_track(wanted: TrackSpec, cache: Path, place: NodePlace) -> str:
-    """Prepares the track from the source the commit's track.json names; its fingerprint."""
     from trainer.tracks.builder import prepare_track
     found = prepared_fingerprint(track_dir(wanted.track, cache))
     if found != NONE:  # another process of this node built it meanwhile
@@ -242,7 +237,6 @@ def build_track(wanted: TrackSpec, cache: Path, place: NodePlace) -> str:
 
 @contextlib.contextmanager
 def cache_lock(cache: Path, place: NodePlace):
-    """An exclusive lock on the cache's ray-prepare.lock: one build at a time per cache, across processes."""
     with contextlib.ExitStack() as stack:
         try:
             cache.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ fields at fault.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -133,12 +134,9 @@ def claim_next(spool: Path, worker: str) -> SpoolJob | None:
 
 
 def refuse(spool: Path, claimed: Path, worker: str, problem: str) -> None:
-    """An infra result for a claimed job file that cannot be run."""
     job_id = claimed.stem
-    try:
+    with contextlib.suppress(ValidationError):  # a name no agent submits: no one waits on it
         write_message(spool / "results" / f"{job_id}.json", SpoolResult(id=job_id, worker=worker, infra=problem))
-    except ValidationError:
-        pass  # a name no agent submits: no one waits on it
     claimed.unlink(missing_ok=True)
 
 
@@ -152,8 +150,6 @@ def alive_workers(spool: Path, now: float | None = None, dead_after: float = DEA
     now = now or time.time()
     beats = []
     for path in (spool / "workers").glob("*.json"):
-        try:
+        with contextlib.suppress(SpoolMessageError):
             beats.append(read_message(path, Heartbeat))
-        except SpoolMessageError:
-            continue
     return [b for b in beats if b and now - b.time < dead_after and not b.stopped]

@@ -86,7 +86,7 @@ class Worker:
                                               f"{job.commit[:7]} from {envelope.workspace}: {err}"))
             return
         result = SpoolResult(id=envelope.id, worker=self.name)
-        run_dir, log_path = self.scratch / neutral_name(), self.log_path(envelope)
+        run_dir, log_path = self.scratch / neutral_name(), self.spool / "logs" / f"{envelope.id}.log"
         try:
             if isinstance(job, EvaluationJob):
                 result.evaluation = evaluate_commit(files, job, run_dir=run_dir, log_path=log_path,
@@ -109,9 +109,6 @@ class Worker:
     def device_env(self) -> dict[str, str]:
         return {"CUDA_VISIBLE_DEVICES": self.gpu} if self.gpu is not None else {}
 
-    def log_path(self, job: SpoolJob) -> Path:
-        return self.spool / "logs" / f"{job.id}.log"
-
     def finish(self, job: SpoolJob, result: SpoolResult) -> None:
         spoolfs.write_message(self.spool / "results" / f"{job.id}.json", result)
         (self.spool / "claimed" / f"{job.id}.json").unlink(missing_ok=True)
@@ -119,7 +116,6 @@ class Worker:
 
 
 def exported(workspace: Path, commit: str) -> dict[str, bytes]:
-    """The commit's tracked files, read from the workspace's repository."""
     tree = git.Repo(workspace).commit(commit).tree
     return {name: tree[name].data_stream.read() for name in TRACKED}
 

@@ -64,7 +64,6 @@ class RunId(BaseModel):
         return cls(experiment=experiment, kind=RunKind.VERIFY_BEST, best=best)
 
     def then(self, kind: RunKind, n: int = 0) -> RunId:
-        """The run that follows this one: its retry, a fix of it, its verification..."""
         return RunId(experiment=self.experiment, kind=kind, n=n, after=self)
 
     @property

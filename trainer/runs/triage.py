@@ -65,7 +65,6 @@ SEAL_BREACH = re.compile(r"\(validation seal\)|^\w*(?:Error|Exception)\b.*/(?:va
 FAIL_LINE = re.compile(r"^FAIL: (.*)$", re.MULTILINE)
 EXCEPTION_LINE = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Interrupt)\b.*)$", re.MULTILINE)
 
-
 SUMMARY_KEYS, SUMMARY_VALUE_CHARS = 64, 200
 # No model scores worse than this many bits per byte (a uniform guess over the vocabulary costs at most its log2, 13
 # bits a token, and a token is at least a byte): a printed number above it, or at or below 0, is no val_bpb. Beside

@@ -40,10 +40,7 @@ class Isolation:
 
 def run_uid() -> int | None:
     """A fresh uid for one run (or model server) where runs drop to one; None where they keep the caller's."""
-    if not isolation().as_root:
-        return None
-    first, count = RUN_UIDS
-    return first + secrets.randbelow(count)
+    return RUN_UIDS[0] + secrets.randbelow(RUN_UIDS[1]) if isolation().as_root else None
 
 
 def _bwrap_probe(namespaces: list[str], inner: list[str]) -> str | None:
@@ -72,11 +69,8 @@ def isolation() -> Isolation:
         return Isolation(False, "runs are NOT isolated: bubblewrap is not installed (`apt-get install bubblewrap`); "
                                 + NOT_ISOLATED)
     as_root = os.geteuid() == 0
-    if as_root:
-        namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                      "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    else:
-        namespaces = ["--unshare-all"]
+    namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                  "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if as_root else ["--unshare-all"]
     probe = Isolation(True, "", tuple(namespaces), as_root)
     why = _bwrap_probe(namespaces, probe.drop_to(STRANGER_UID))
     if why is None:

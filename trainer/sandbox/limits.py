@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import threading
@@ -41,7 +42,6 @@ class RunLimits:
 
     @classmethod
     def for_machine(cls, slots: int = 1) -> RunLimits:
-        """The defaults for one of `slots` runs training at once on this machine."""
         memory = None if gpu_in_reach() else int(MEMORY_SHARE * physical_memory() / max(1, slots))
         return cls(memory_bytes=memory, share=max(1, slots))
 
@@ -74,15 +74,12 @@ def gpu_in_reach() -> bool:
 
 
 def tasks_of_uid(uid: int) -> int:
-    """Threads of every process whose real uid is uid (Linux /proc)."""
     count = 0
     for status in Path("/proc").glob("[0-9]*/status"):
-        try:
+        with contextlib.suppress(OSError, KeyError, ValueError):
             fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
             if int(fields["Uid"].split()[0]) == uid:
                 count += int(fields["Threads"])
-        except (OSError, KeyError, ValueError):
-            continue
     return count
 
 

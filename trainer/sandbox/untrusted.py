@@ -1,14 +1,12 @@
 """Running untrusted code (train.py, and the model server that imports it) as a stranger.
 
 Where bubblewrap can make namespaces here (trainer/sandbox/isolation.py), the process runs in its own user
-or a uid of its own, pid, mount, network, IPC, UTS and cgroup namespaces, with no capabilities,
-seeing only what trainer/sandbox/view.py allows: the system's trees and the Python installation
-read-only, its track's training data, its own run directory writable, and private /tmp and
-/dev/shm of a fixed size. Its pid namespace dies with it, so nothing it started outlives it,
-whatever it did to escape (setsid, execve with an empty environment, ...). Every run is held to
-its limits (trainer/sandbox/limits.py: tasks, memory, disk), and its caller may end it early (`Ending`):
-a training run is stopped shortly after its weights are sealed and its evaluation handed over
-(trainer/sandbox/seal.py), since nothing it does after that can matter.
+or a uid of its own, pid, mount, network, IPC, UTS and cgroup namespaces, with no capabilities, seeing
+only what trainer/sandbox/view.py allows (its own run directory writable). Its pid namespace dies with it,
+so nothing it started outlives it, whatever it did to escape (setsid, execve with an empty environment,
+...). Every run is held to its limits (trainer/sandbox/limits.py: tasks, memory, disk), and its caller may
+end it early (`Ending`): a training run is stopped shortly after its weights are sealed and its evaluation
+handed over (trainer/sandbox/seal.py), since nothing it does after that can matter.
 
 Without bwrap or user namespaces the process runs as the caller, in its own session with an
 allowlisted environment and a hard timeout that kills its group and every process carrying its
@@ -84,20 +82,16 @@ def not_dumpable() -> None:
 
 
 def processes_with_token(token: str) -> list[int]:
-    """Pids whose environment carries this run's token (Linux /proc; empty elsewhere)."""
     needle = f"{RUN_TOKEN_VAR}={token}".encode()
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
-        try:
+        with contextlib.suppress(OSError):
             if needle in (entry / "environ").read_bytes().split(b"\0"):
                 found.append(int(entry.name))
-        except OSError:
-            continue
     return found
 
 
 def kill_run(process: subprocess.Popen, token: str) -> None:
-    """SIGKILL the run's process group and every process still carrying its token."""
     for _ in range(50):
         kill_group(process.pid)
         stragglers = [pid for pid in processes_with_token(token) if pid != os.getpid()]
@@ -121,13 +115,11 @@ def become_subreaper() -> None:
         ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
 
 
-def _status_field(pid: str, name: str) -> str | None:
-    try:
+def _parent(pid: str) -> str | None:
+    with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(name + ":"):
+            if line.startswith("PPid:"):
                 return line.split()[1]
-    except OSError:
-        return None
     return None
 
 
@@ -139,21 +131,19 @@ def adopted_strays(before: set[int], token: str) -> list[int]:
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         pid = int(entry.name)
-        if pid in before or _status_field(entry.name, "PPid") != me:
+        if pid in before or _parent(entry.name) != me:
             continue
-        try:
+        with contextlib.suppress(OSError):
             other_run = any(v.startswith(RUN_TOKEN_VAR.encode() + b"=") and v != f"{RUN_TOKEN_VAR}={token}".encode()
                             for v in (entry / "environ").read_bytes().split(b"\0"))
             if os.getsid(pid) != session and not other_run:
                 found.append(pid)
-        except OSError:
-            continue
     return found
 
 
 def own_children() -> set[int]:
     me = str(os.getpid())
-    return {int(e.name) for e in Path("/proc").glob("[0-9]*") if _status_field(e.name, "PPid") == me}
+    return {int(e.name) for e in Path("/proc").glob("[0-9]*") if _parent(e.name) == me}
 
 
 def kill_strays(before: set[int], token: str) -> None:
@@ -186,7 +176,10 @@ class CappedLog:
 
     def _copy(self) -> None:
         try:
-            self._copy_into_log()
+            with open(self.path, "ab") as out:
+                while chunk := self.source.read1(1 << 16):
+                    with self._lock:
+                        self._take(out, chunk)
         except OSError as err:  # the run must not block on a full pipe because the log cannot grow
             self.failed = f"writing {self.path} failed: {err}"
             while self.source.read1(1 << 16):
@@ -196,12 +189,6 @@ class CappedLog:
         with self._lock:
             if self.sealed_at is None:
                 self.sealed_at = self.received
-
-    def _copy_into_log(self) -> None:
-        with open(self.path, "ab") as out:
-            while chunk := self.source.read1(1 << 16):
-                with self._lock:
-                    self._take(out, chunk)
 
     def _take(self, out, chunk: bytes) -> None:
         self.received += len(chunk)
@@ -240,7 +227,6 @@ class CappedLog:
                     out.write(b"\n[runner] a process of the run still held its output; stopped reading it\n")
         except OSError as err:
             self.failed = f"writing {self.path} failed: {err}"
-
 
     def shown_bytes(self) -> int:
         """After close: how many bytes at the start of the file the run printed before it asked for its seal (the
@@ -364,6 +350,5 @@ def _wait(process: subprocess.Popen, deadline: float, ending, outcome: ProcessOu
 
 
 def kill_group(pid: int) -> None:
-    """SIGKILL the process group pid leads, if it is still there."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)

@@ -73,8 +73,7 @@ def _tmp_mounts(view: View) -> list[str]:
     sized = isolation().sized_tmpfs and view.tmp_bytes
     tmp = ["--size", str(view.tmp_bytes)] if sized else []
     shm = ["--size", str(max(1 << 20, view.tmp_bytes // 4))] if sized else []
-    args = ["--perms", "1777", *tmp, "--tmpfs", "/tmp", "--perms", "1777", *shm, "--tmpfs", "/dev/shm"]
-    return args
+    return ["--perms", "1777", *tmp, "--tmpfs", "/tmp", "--perms", "1777", *shm, "--tmpfs", "/dev/shm"]
 
 
 def bwrap_command(command: list[str], view: View, inner: list[str] | None = None) -> list[str]:

@@ -134,10 +134,6 @@ def describe(prepared: PreparedTrack) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------
-# Sources
-# ---------------------------------------------------------------------------
-
 def _source_spec(source: str, num_shards: int | None) -> dict:
     if num_shards is not None and source != "climbmix":
         raise PrepareError("--num-shards only applies to --source climbmix")
@@ -194,10 +190,6 @@ def _link_or_copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-# ---------------------------------------------------------------------------
-# Tokenizer
-# ---------------------------------------------------------------------------
-
 def _tokenizer_training_texts(train_files: list[Path]):
     budget = TOKENIZER_TOTAL_CHARS
     for texts, epoch in iter_documents(train_files):
@@ -252,10 +244,6 @@ def _check_enough_for_eval(tokenizer: Tokenizer, files: list[Path], constants: d
                            f"{packer.buffer_size} documents in its buffer); prepare from a larger source")
 
 
-# ---------------------------------------------------------------------------
-# Files
-# ---------------------------------------------------------------------------
-
 def _ensure_writable(cache: Path) -> None:
     try:
         cache.mkdir(parents=True, exist_ok=True)
@@ -281,12 +269,8 @@ def prepared_spec(directory: Path) -> TrackSpec | None:
 
 
 def _intact(directory: Path, spec: TrackSpec) -> bool:
-    for split in SPLITS:
-        for entry in spec.files[split]:
-            path = directory / split / entry.name
-            if not path.is_file() or path.stat().st_size != entry.bytes:
-                return False
-    return _tokenizer_ok(directory, spec.fingerprint)
+    return all((path := directory / split / entry.name).is_file() and path.stat().st_size == entry.bytes
+               for split in SPLITS for entry in spec.files[split]) and _tokenizer_ok(directory, spec.fingerprint)
 
 
 def _tokenizer_ok(directory: Path, fingerprint: str) -> bool:

@@ -10,6 +10,7 @@ in whichever split meets them first, so no document is shared between splits.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sysconfig
@@ -62,10 +63,6 @@ def _paragraphs(text: str, limit: int) -> Iterator[str]:
         yield paragraph
 
 
-# ---------------------------------------------------------------------------
-# Sources: each yields (unit text, is_whole_file)
-# ---------------------------------------------------------------------------
-
 def stdlib_root() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
@@ -77,10 +74,8 @@ def stdlib_files() -> list[Path]:
 
 def stdlib_units() -> Iterator[tuple[str, bool]]:
     for path in stdlib_files():
-        try:
+        with contextlib.suppress(UnicodeDecodeError, OSError):  # a handful of test fixtures are deliberately not UTF-8
             yield path.read_bytes().decode("utf-8"), True
-        except (UnicodeDecodeError, OSError):
-            continue  # a handful of test fixtures are deliberately not UTF-8
 
 
 def folder_files(folder: Path) -> list[Path]:
@@ -98,13 +93,11 @@ def folder_files(folder: Path) -> list[Path]:
 
 def folder_units(folder: Path) -> Iterator[tuple[str, bool]]:
     for path in folder_files(folder):
-        suffix = path.suffix.lower()
-        if suffix == ".txt":
+        if path.suffix.lower() == ".txt":
             yield _read_text(path), True
-        elif suffix == ".jsonl":
-            yield from ((text, False) for text in _jsonl_texts(path))
         else:
-            yield from ((text, False) for text in parquet_texts(path))
+            texts = _jsonl_texts(path) if path.suffix.lower() == ".jsonl" else parquet_texts(path)
+            yield from ((text, False) for text in texts)
 
 
 def _read_text(path: Path) -> str:
@@ -148,13 +141,7 @@ def parquet_texts(path: Path) -> Iterator[str]:
                 yield text
 
 
-# ---------------------------------------------------------------------------
-# Writing the splits
-# ---------------------------------------------------------------------------
-
 class ShardWriter:
-    """Writes one split's documents as shard_00000.parquet, shard_00001.parquet, ..."""
-
     def __init__(self, directory: Path):
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)

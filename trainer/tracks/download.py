@@ -34,16 +34,12 @@ class TransientDownloadError(Exception):
     """Worth another attempt: the server or the connection failed, not the request."""
 
 
-def hub_endpoint() -> str:
-    return os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
-
-
 def shard_name(index: int) -> str:
     return f"shard_{index:05d}.parquet"
 
 
-def shard_url(name: str, endpoint: str | None = None) -> str:
-    return f"{endpoint or hub_endpoint()}/datasets/{DATASET}/resolve/main/{name}"
+def shard_url(name: str, endpoint: str) -> str:
+    return f"{endpoint}/datasets/{DATASET}/resolve/main/{name}"
 
 
 def is_complete_shard(path: Path) -> bool:
@@ -60,7 +56,7 @@ def download_shards(names: list[str], dest: Path, *, endpoint: str | None = None
                     attempts: int = 6, backoff_seconds: float = 1.0, show_progress: bool = True) -> list[Path]:
     """Fetch every named shard into dest; returns their paths. Raises PrepareError naming what failed."""
     dest.mkdir(parents=True, exist_ok=True)
-    endpoint = endpoint or hub_endpoint()
+    endpoint = endpoint or os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
     retrying = dict(stop=stop_after_attempt(attempts), reraise=True,
                     wait=wait_exponential(multiplier=backoff_seconds, max=30 * backoff_seconds),
                     retry=retry_if_exception_type((TransientDownloadError, httpx.TransportError)))

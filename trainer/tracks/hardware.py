@@ -82,7 +82,6 @@ class HardwareError(Exception):
 
 @functools.lru_cache(maxsize=1)
 def this_machine() -> Hardware:
-    """This machine's training device, read once per process."""
     if gpu_in_reach() or sys.platform == "darwin":
         try:
             found = torch_view()

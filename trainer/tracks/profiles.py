@@ -86,9 +86,6 @@ def profile_for(track: str, hardware: Hardware | None = None, name: str | None =
 
 
 def choose_profile(hardware: Hardware, track: str, name: str | None = None) -> Profile:
-    """The profile for a device described by hardware on a track."""
-    values: dict[str, int | str] = {}
-    why: list[str] = []
     if hardware.backend == "cuda":
         major, minor = (int(part) for part in (hardware.capability or "0.0").split(".")[:2])
         if (major, minor) < MIN_CAPABILITY:
@@ -96,24 +93,21 @@ def choose_profile(hardware: Hardware, track: str, name: str | None = None) -> P
                 f"{hardware.name} has compute capability {major}.{minor}: train.py trains in bfloat16, which needs "
                 f"{MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]} (Ampere) or newer. Use a newer GPU, or the cpu track")
         if major == 9:
-            values["ATTENTION"] = "fa3"
-            why.append("Hopper (sm_90): FlashAttention-3, FlexAttention if no FA3 build loads")
+            attention, reason = "fa3", "Hopper (sm_90): FlashAttention-3, FlexAttention if no FA3 build loads"
         elif major == 12:
-            values["ATTENTION"] = "sdpa"
-            why.append(f"sm_{major}{minor} (consumer Blackwell): no FA3 build (Hopper only); SDPA, whose kernels "
-                       "ship with torch for it")
+            attention, reason = "sdpa", (f"sm_{major}{minor} (consumer Blackwell): no FA3 build (Hopper only); SDPA, "
+                                         "whose kernels ship with torch for it")
         else:
-            values["ATTENTION"] = "flex"
-            why.append(f"sm_{major}{minor}: no FA3 build (Hopper only); FlexAttention")
+            attention, reason = "flex", f"sm_{major}{minor}: no FA3 build (Hopper only); FlexAttention"
     elif hardware.backend == "rocm":
-        values["ATTENTION"] = "sdpa"
-        why.append(f"ROCm ({hardware.capability or 'AMD GPU'}): torch calls it cuda, but FA3 is CUDA's; SDPA")
+        attention, reason = "sdpa", (f"ROCm ({hardware.capability or 'AMD GPU'}): torch calls it cuda, but FA3 is "
+                                     "CUDA's; SDPA")
     elif hardware.backend == "mps":
-        values["ATTENTION"] = "sdpa"
-        why.append("Apple GPU (mps): SDPA in float32, no torch.compile")
+        attention, reason = "sdpa", "Apple GPU (mps): SDPA in float32, no torch.compile"
     else:
-        values["ATTENTION"] = "sdpa"
-        why.append("CPU: SDPA with a banded mask")
+        attention, reason = "sdpa", "CPU: SDPA with a banded mask"
+    values: dict[str, int | str] = {"ATTENTION": attention}
+    why = [reason]
     if track in GPU_TRACKS:
         rows = rows_that_fit(hardware.memory_bytes)
         if rows < 1:

@@ -80,11 +80,9 @@ def reachable_ancestors(ancestors: set[int]) -> list[int]:
     """Ancestors whose memory a process of this uid could write (/proc/<pid>/mem), so a model process too."""
     found = []
     for pid in sorted(ancestors - {os.getpid()}):
-        try:
+        with contextlib.suppress(OSError):
             os.close(os.open(f"/proc/{pid}/mem", os.O_RDWR))
             found.append(pid)
-        except OSError:
-            continue
     return found
 
 
@@ -155,7 +153,6 @@ def reap() -> None:
 
 
 def remove_sysv_ipc() -> None:
-    """Removes every SysV shared memory segment, message queue and semaphore set in this IPC namespace."""
     removers = dict(shm=lambda i: libc.shmctl(i, IPC_RMID, None), msg=lambda i: libc.msgctl(i, IPC_RMID, None),
                     sem=lambda i: libc.semctl(i, 0, IPC_RMID, 0))
     for kind, remove in removers.items():

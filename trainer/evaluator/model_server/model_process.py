@@ -73,7 +73,6 @@ def build(state: dict, device):
 
 
 def serve_batch(state: dict, device_name: str, requests: int, answers: int) -> None:
-    """Answers the batch's losses request and then, from its logits, every picked one."""
     import numpy as np
     import torch
 

@@ -110,7 +110,6 @@ class Zygote:
         return Child(pid, requests_w, answers_r, output_r, self.devnull)
 
     def end_child(self) -> None:
-        """Kills the batch's model process, then clears whatever of it is left."""
         if self.child is None:
             return
         child, self.child = self.child, None
