@@ -163,7 +163,7 @@ def cross_entropy(logits, targets):
 def audit(server: ModelServer, batch, reported, must_see: list[set[int]], worst: Worst):
     """Asks for the logits at AUDIT_POSITIONS positions per row that the server learns only after reporting
     (random, plus the probe positions in must_see) and re-computes the losses there; records the largest
-    difference in worst. Returns the positions and the logits."""
+    difference in worst."""
     import numpy as np
     draw = secrets.SystemRandom()
     chosen = []

@@ -69,8 +69,7 @@ class TrackUnavailable(Exception):
 
 def here() -> NodePlace:
     import ray
-    context = ray.get_runtime_context()
-    return NodePlace(ip=ray.util.get_node_ip_address(), node_id=context.get_node_id())
+    return NodePlace(ip=ray.util.get_node_ip_address(), node_id=ray.get_runtime_context().get_node_id())
 
 
 def gpu_env() -> dict[str, str]:

@@ -18,6 +18,7 @@ not readable by it through /proc (not dumpable), and it dies if its caller dies 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import os
 import re
@@ -76,7 +77,6 @@ def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:
 def not_dumpable() -> None:
     """This process's memory, and so its /proc/<pid>/environ (API keys), cannot be read by processes of the same
     user without CAP_SYS_PTRACE: the runs it starts. Children get their own flag back at exec."""
-    import ctypes
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE
 
@@ -108,13 +108,6 @@ def kill_run(process: subprocess.Popen, token: str) -> None:
         time.sleep(0.05)
 
 
-def become_subreaper() -> None:
-    """Orphans of this process's descendants become its children (not init's), where adopted_strays finds them."""
-    import ctypes
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
-
-
 def _parent(pid: str) -> str | None:
     with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -139,11 +132,6 @@ def adopted_strays(before: set[int], token: str) -> list[int]:
             if os.getsid(pid) != session and not other_run:
                 found.append(pid)
     return found
-
-
-def own_children() -> set[int]:
-    me = str(os.getpid())
-    return {int(e.name) for e in Path("/proc").glob("[0-9]*") if _parent(e.name) == me}
 
 
 def kill_strays(before: set[int], token: str) -> None:
@@ -298,11 +286,12 @@ def run_untrusted(command: list[str], cwd: Path, log_path: Path, timeout: float,
         env.update(HOME="/tmp", TMPDIR="/tmp")
         view = View([cwd, *view.writable], view.read_only, [*default_hidden(), *view.hidden], limits.tmp_bytes)
         command = bwrap_command(command, view, [*prefix, *isolation().drop_to(uid)])
-    else:
-        become_subreaper()
+    else:  # orphans of its descendants become this process's children, where adopted_strays finds them
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
         command = [*prefix, *command]
     command = [*dies_with_caller(), *command]
-    children_before = own_children()
+    children_before = {int(e.name) for e in Path("/proc").glob("[0-9]*") if _parent(e.name) == str(os.getpid())}
     log_path.write_bytes(b"")
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

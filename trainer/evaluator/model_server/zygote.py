@@ -191,7 +191,9 @@ class Child:
             try:
                 moved = os.splice(source, target, min(size, CHUNK), flags=os.SPLICE_F_NONBLOCK)
             except BlockingIOError:
-                blocked = source if not ready(source, select.POLLIN) else target
+                poll = select.poll()
+                poll.register(source, select.POLLIN)
+                blocked = target if poll.poll(0) else source
                 self._wait(blocked, select.POLLIN if blocked == source else select.POLLOUT)
                 continue
             if not moved:
@@ -261,8 +263,3 @@ class Child:
         for fd in (self.requests, self.answers):
             os.close(fd)
 
-
-def ready(fd: int, event: int) -> bool:
-    poll = select.poll()
-    poll.register(fd, event)
-    return bool(poll.poll(0))
