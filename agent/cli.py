@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import json
 import os
@@ -36,10 +37,10 @@ ProfileOption = Annotated[str | None, typer.Option(
     help="Hardware profile instead of this machine's (`autoresearch doctor` lists them).")]
 
 
-def checked_tag(tag: str | list[str]) -> str | list[str]:
+def checked_tag(tag: str | list[str] | None) -> str | list[str] | None:
     """A tag is a directory name under the workspace root and part of a git branch name: it must be both."""
     from agent.workspace import tag_problem
-    for one in [tag] if isinstance(tag, str) else tag:
+    for one in [tag] if isinstance(tag, str) else tag or []:
         problem = tag_problem(one)
         if problem:
             raise typer.BadParameter(f"{shown_repr(one)} {problem}; use letters, digits, '.', '_' or '-', "
@@ -91,7 +92,8 @@ def prepare(
     cache: CacheOption = None,
 ) -> None:
     """Build a track's data splits and tokenizer (skipped when already prepared from the same source)."""
-    console.print(_describe(_prepare(_new_track(track), source, num_shards, cache)))
+    from trainer.tracks.builder import describe
+    console.print(describe(_prepare(_new_track(track), source, num_shards, cache)))
 
 
 @app.command()
@@ -267,11 +269,13 @@ def _checked_night(settings: RunSettings):
     nor a runner: nothing is created here."""
     from agent.importing.imported import cannot_continue
     from agent.judging.plateau import settings_problem as plateau_problem
+    from agent.tracking.notify.night import webhook_problem
     from agent.workspace import Workspace, WorkspaceError
-    for problem in (unknown_proposer(settings.proposer), _notify_problem(settings.notify),
-                    *(_program_problem(program) for program in settings.program[:1])):
+    for problem in (unknown_proposer(settings.proposer), webhook_problem(settings.notify)):
         if problem:
             fail(problem)
+    for program in settings.program[:1]:
+        _check_program(program)
     try:
         workspace = Workspace.open(settings.tag, settings.workspaces)
     except WorkspaceError:
@@ -290,16 +294,12 @@ def _new_track(asked: str | None) -> str:
     """The track asked for, else gpu on a machine with a CUDA GPU, else cpu (what a new tag takes)."""
     if asked is not None:
         if asked not in TRACKS:
-            fail(f"unknown track {shown_repr(asked)}: use {', '.join(TRACKS)}" + did_you_mean(asked, TRACKS))
+            close = difflib.get_close_matches(asked, list(TRACKS), n=1)
+            fail(f"unknown track {shown_repr(asked)}: use {', '.join(TRACKS)}"
+                 + (f" (did you mean {close[0]}?)" if close else ""))
         return asked
     from trainer.tracks.profiles import default_track
     return default_track()
-
-
-def did_you_mean(given: str, known) -> str:
-    import difflib
-    close = difflib.get_close_matches(given, list(known), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _prepared_proposer(settings: RunSettings):
@@ -341,11 +341,6 @@ def _notify_stopped(notifier, why: str) -> None:
         notifier.close()
 
 
-def _notify_problem(urls: list[str]) -> str | None:
-    from agent.tracking.notify.night import webhook_problem
-    return webhook_problem(urls)
-
-
 def _start_notifying(urls: list[str], workspace):
     if not urls:
         return None
@@ -375,9 +370,9 @@ def _use_cache(cache: Path | None) -> None:
 
 
 def _runner(name: str, options: RunnerOptions):
-    from agent.running.registry import RunnerUnavailable, make_runner
+    from agent.running.registry import RUNNERS, RunnerUnavailable
     try:
-        return make_runner(name, options)
+        return RUNNERS[name].make(options)
     except RunnerUnavailable as err:
         fail(str(err))
 
@@ -424,7 +419,8 @@ def steer(tag: TagOption, program: Annotated[Path | None, typer.Argument(
         fail("give a research program to switch to, a --note to add, or both")
     workspace = open_workspace(tag, workspaces)
     if program is not None:
-        _set_program(workspace, program)
+        _check_program(program)
+        workspace.follow_program(program)
         console.print(f"{tag} now follows {program.resolve()} from its next experiment on")
     if note is not None:
         try:
@@ -591,22 +587,17 @@ def verify(bundle: Annotated[Path, typer.Argument(help="A folder `autoresearch e
         raise typer.Exit(3)  # the gain holds against a baseline the bundle chose: for a person to read, not a script
 
 
-def checked_optional_tag(tag: str | None) -> str | None:
-    return None if tag is None else checked_tag(tag)
-
-
-FROM_HELP = "The checkout a night of the reference autoresearch loop ran in (with its results.tsv)."
-
-
 def _terminated(*_) -> None:
     raise SystemExit(143)
 
 
 @app.command("import")
-def import_night(source: Annotated[Path, typer.Option("--from", help=FROM_HELP)],
+def import_night(source: Annotated[Path, typer.Option("--from", help="The checkout a night of the reference "
+                                                                     "autoresearch loop ran in (with its "
+                                                                     "results.tsv).")],
                  tag: Annotated[str | None, typer.Option(help="Tag of the new workspace (default: the branch's, "
                                                               "autoresearch/<tag>, else the checkout's folder and "
-                                                              "the branch).", callback=checked_optional_tag)]
+                                                              "the branch).", callback=checked_tag)]
                  = None,
                  branch: Annotated[str | None, typer.Option(help="The night's branch, local or a clone's "
                                                                  "remote one (default: the checked-out "
@@ -619,8 +610,7 @@ def import_night(source: Annotated[Path, typer.Option("--from", help=FROM_HELP)]
     from agent.importing.reference_import import import_reference
     from agent.importing.reference_night import ReferenceImportError
     _use_cache(cache)
-    if not program.is_file():
-        fail(f"research program {program} does not exist: pass --program PATH to a markdown file")
+    _check_program(program)
     signal.signal(signal.SIGTERM, _terminated)  # a killed import removes its half-built tag, as Ctrl-C does
     try:
         night = import_reference(source.expanduser(), program.resolve(), tag, branch, workspaces)
@@ -648,16 +638,10 @@ def _prepare(track: str, source: str | None, num_shards: int | None, cache: Path
         fail(str(err))
 
 
-def _describe(prepared) -> str:
-    from trainer.tracks.builder import describe
-    return describe(prepared)
-
-
 def _create(tag: str, track: str, program: Path, workspaces: Path | None, cache: Path | None,
             profile: str | None = None):
     from agent.workspace import Workspace, WorkspaceError
-    if problem := _program_problem(program):
-        fail(problem)
+    _check_program(program)
     chosen = _profile(track, profile)
     prepared = _prepare(track, None, None, cache)
     say(chosen.describe())
@@ -676,16 +660,9 @@ def _profile(track: str, name: str | None):
         fail(str(err))
 
 
-def _set_program(workspace, program: Path) -> None:
-    if problem := _program_problem(program):
-        fail(problem)
-    workspace.follow_program(program)
-
-
-def _program_problem(program: Path) -> str | None:
+def _check_program(program: Path) -> None:
     if not program.is_file():
-        return f"research program {program} does not exist: pass --program PATH to a markdown file"
-    return None
+        fail(f"research program {program} does not exist: pass --program PATH to a markdown file")
 
 
 def _where(workspace) -> None:

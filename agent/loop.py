@@ -193,19 +193,10 @@ class Loop:
         experiment = Experiment(experiment_id, transcript, read_program(self.workspace), time.monotonic(), facts)
         if admitted:
             experiment.admit()
-        future: Future = Future()
-        self.active[experiment_id] = (experiment, future)
-        threading.Thread(target=self._work, args=(experiment, future), name=f"experiment-{experiment_id}",
-                         daemon=True).start()
+        # started under self.changed, which its thread takes before it reads self.active
+        self.active[experiment_id] = (experiment, self._beside(f"experiment-{experiment_id}",
+                                                               lambda: self.steps.run(experiment)))
         return True
-
-    def _work(self, experiment: Experiment, future: Future) -> None:
-        try:
-            future.set_result(self.steps.run(experiment))
-        except BaseException as err:  # handed to the scheduler
-            future.set_exception(err)
-        finally:
-            self._moved(experiment)
 
     def _next_id(self) -> str:
         """The lowest id no record and no experiment in flight has (a failed proposal's id is proposed again)."""
@@ -243,7 +234,7 @@ class Loop:
         def measure() -> None:
             try:
                 future.set_result(work())
-            except BaseException as err:
+            except BaseException as err:  # handed to the scheduler
                 future.set_exception(err)
             finally:
                 if then is not None:
@@ -283,13 +274,21 @@ class Loop:
                 self.done, self.failures = self.done + 1, 0
                 if experiment.holds_slot_from is not None:
                     self.pace.ran(time.monotonic() - experiment.holds_slot_from)
-                self.say(f"{record.id} {record.status.value:<8} {_bpb(record)}  {record.description}"
+                bpb = f"{record.val_bpb:.6f}" if record.val_bpb is not None else "    -   "
+                self.say(f"{record.id} {record.status.value:<8} {bpb}  {record.description}"
                          + (f"  (${record.llm.cost_usd:.4f})" if record.llm.cost_usd else ""))
                 if record.plateau is not None:
-                    self._plateau(record)
+                    self.say(f"plateau: {describe(record)}")
+                    if record.plateau.action == OnPlateau.STOP.value:
+                        self.plateau_stop = self.plateau_stop or stop_reason(record)
         elif isinstance(error, (ProposerError, EditRejected)):
             self.failures += 1
-            self._proposal_failed(experiment.id, error, self.failures)
+            record_failure(self.workspace.dir, FailedProposal(experiment_id=experiment.id, kind="failed",
+                                                              reason=str(error), in_a_row=self.failures,
+                                                              usage=error.usage or Usage()))
+            self.say(f"proposal failed ({self.failures} in a row): {error}")
+            if self.failures >= MAX_CONSECUTIVE_PROPOSER_FAILURES:
+                self.halted = LoopStopped(f"the proposer failed {self.failures} times in a row; last error: {error}")
         elif isinstance(error, ProviderUnavailable):
             spent = (error.usage or Usage()).cost_usd
             self._record_spend(experiment.id, error)
@@ -301,11 +300,6 @@ class Loop:
             self.halted = LoopStopped(str(error))
         elif not isinstance(error, Stopping):
             raise error
-
-    def _plateau(self, record: ExperimentRecord) -> None:
-        self.say(f"plateau: {describe(record)}")
-        if record.plateau.action == OnPlateau.STOP.value:
-            self.plateau_stop = self.plateau_stop or stop_reason(record)
 
     def _record_spend(self, experiment_id: str, error: ProviderUnavailable | ProviderFatal) -> None:
         """A proposal cut by an outage or a night-ending error had paid for its calls: they are recorded."""
@@ -349,14 +343,6 @@ class Loop:
                 if not experiment.admitted.is_set():
                     experiment.admit(why_not=why)
 
-    def _proposal_failed(self, experiment_id: str, err: ProposerError | EditRejected, in_a_row: int) -> None:
-        record_failure(self.workspace.dir, FailedProposal(
-            experiment_id=experiment_id, kind="failed", reason=str(err), in_a_row=in_a_row,
-            usage=err.usage or Usage()))
-        self.say(f"proposal failed ({in_a_row} in a row): {err}")
-        if in_a_row >= MAX_CONSECUTIVE_PROPOSER_FAILURES:
-            self.halted = LoopStopped(f"the proposer failed {in_a_row} times in a row; last error: {err}")
-
     # -- stopping --------------------------------------------------------------------------------
 
     def _stop_all(self, why: str) -> None:
@@ -389,7 +375,3 @@ def run_cost(ledger: Ledger, gpu_usd_per_hour: float | None = None) -> float:
     records = ledger.records
     return (sum(r.llm.cost_usd for r in records) + failures_cost(ledger.jsonl.parent)
             + gpu_cost_usd(records, gpu_usd_per_hour))
-
-
-def _bpb(record: ExperimentRecord) -> str:
-    return f"{record.val_bpb:.6f}" if record.val_bpb is not None else "    -   "

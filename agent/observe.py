@@ -113,13 +113,12 @@ class ProgressObserver:
 
     def ran(self, run: RunId, where: str = "") -> None:
         """A run or an evaluation ended (where: what ran it, if the runner said): its experiment is decided now."""
-        key = run.line
         with self._lock:
-            phase = self.phases.get(key)
+            phase = self.phases.get(run.line)
             if phase is not None:
-                self.phases[key] = Phase(experiment_id=phase.experiment_id, phase=DECIDING, since=time.time(),
-                                         where=where or None)
-                self._changed(key, quiet=not where)  # a log learns what ran each run
+                self.phases[run.line] = Phase(experiment_id=phase.experiment_id, phase=DECIDING, since=time.time(),
+                                              where=where or None)
+                self._changed(run.line, quiet=not where)  # a log learns what ran each run
 
     def evaluating(self, run: RunId, splits: tuple[str, ...]) -> None:
         phase = "confirming on the holdout" if "holdout" in splits else "verifying"
@@ -134,8 +133,7 @@ class ProgressObserver:
         return [(phase, self._describe(phase)) for phase in phases]
 
     def _describe(self, phase: Phase) -> str:
-        step = last_step_line(self.workspace_dir / phase.log) if phase.log else None
-        return describe(phase, step)
+        return describe(phase, last_step_line(self.workspace_dir / phase.log) if phase.log else None)
 
     def _set(self, key: str, phase: Phase) -> None:
         with self._lock:
@@ -205,13 +203,6 @@ class ObservedRunner:
 
     def __getattr__(self, name):
         return getattr(self._runner, name)
-
-    @property
-    def slots(self) -> int:
-        return self._runner.slots
-
-    def cancel_all(self) -> None:
-        self._runner.cancel_all()
 
     def run(self, workspace, job: Job):
         self._observer.running(job.run, job.seed, workspace.paths(job.run).log)

@@ -31,17 +31,10 @@ class RunnerOptions:
 
 
 @dataclass(frozen=True)
-class NeededOption:
-    """An option a runner needs, and which no other runner takes: giving it chooses that runner."""
-    field: str    # the RunnerOptions field
-    metavar: str  # what the user types after the option
-
-
-@dataclass(frozen=True)
 class RunnerChoice:
     make: Callable[[RunnerOptions], Runner]  # raises RunnerUnavailable
     summary: str                             # what it is
-    needs: NeededOption | None = None
+    needs: str | None = None                 # the RunnerOptions field only it takes: giving it chooses it
 
 
 def _local(options: RunnerOptions) -> Runner:
@@ -65,25 +58,19 @@ def _ray(options: RunnerOptions) -> Runner:
         raise RunnerUnavailable(str(err)) from err
 
 
-DEFAULT_RUNNER = "local"
 RUNNERS: dict[str, RunnerChoice] = {
     "local": RunnerChoice(_local, "a subprocess here"),
-    "spool": RunnerChoice(_spool, "trainer workers", NeededOption("spool", "DIR")),
-    "ray": RunnerChoice(_ray, "a Ray cluster", NeededOption("ray_address", "HOST:PORT")),
+    "spool": RunnerChoice(_spool, "trainer workers", "spool"),
+    "ray": RunnerChoice(_ray, "a Ray cluster", "ray_address"),
 }
 
 
 def implied_runner(options: RunnerOptions) -> str:
     """The runner whose needed option is given (the last registered of several, so --ray-address wins over
-    --spool), else the default."""
+    --spool), else the local one."""
     given = [name for name, choice in RUNNERS.items()
-             if choice.needs and getattr(options, choice.needs.field) is not None]
-    return given[-1] if given else DEFAULT_RUNNER
-
-
-def make_runner(name: str, options: RunnerOptions) -> Runner:
-    """The named runner built from the options; RunnerUnavailable when it cannot start."""
-    return RUNNERS[name].make(options)
+             if choice.needs and getattr(options, choice.needs) is not None]
+    return given[-1] if given else "local"
 
 
 def listed(items: list[str], last_joint: str) -> str:
