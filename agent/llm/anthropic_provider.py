@@ -31,14 +31,13 @@ from agent.llm.types import (
     Usage,
     estimated_tokens,
     rate_headers,
+    trimmed,
 )
 
-# The system prompt and tools are the same for every experiment of a night: cached for an hour, they
-# outlive the training run between two proposals. The conversation's own prefix is only re-read within
-# one proposal, seconds apart: the 5-minute lifetime is enough and its writes cost less (1.25x vs 2x input).
+# The conversation's own prefix is only re-read within one proposal, seconds apart: the 5-minute lifetime is
+# enough and its writes cost less (1.25x vs 2x input).
 CACHE_NIGHT = {"type": "ephemeral", "ttl": "1h"}
 CACHE_PROPOSAL = {"type": "ephemeral", "ttl": "5m"}
-TRIMMED = "[cut to fit the context window]"
 
 
 class AnthropicConversation:
@@ -54,14 +53,12 @@ class AnthropicConversation:
         self.system, self.messages, self.tools = "", [], []
 
     def start(self, system: str, user: list[str], tools: list[ToolSpec]) -> None:
-        """user: the first message in parts, the stable one (train.py) first."""
         self.system = system
         self.messages = [{"role": "user", "content": [{"type": "text", "text": part} for part in user
                                                       if part.strip()]}]
         self.tools = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
 
     def options(self) -> dict:
-        """Everything the request sends besides the conversation itself."""
         options: dict = {"max_tokens": self.max_tokens}
         if self.info.thinking in ("adaptive", "adaptive_or_enabled"):
             options["thinking"] = {"type": "adaptive", "display": "summarized"}
@@ -86,8 +83,6 @@ class AnthropicConversation:
             for name, block, lifetime in stretches:
                 upto = next(i for i, b in enumerate(counted) if b is block)
                 tokens = prefix + sum(estimated_tokens(json.dumps(b)) for b in counted[: upto + 1])
-                if "cache_control" in block:
-                    continue
                 if tokens < minimum:
                     placed.append(f"{name}: not placed, ~{tokens} tokens < the model's minimum of {minimum}")
                     continue
@@ -139,12 +134,8 @@ class AnthropicConversation:
             self.messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
 
     def trim(self) -> bool:
-        cut = False
-        for message in self.messages[1:-1]:
-            for block in message["content"]:
-                if block.get("type") == "tool_result" and block.get("content") != TRIMMED:
-                    block["content"], cut = TRIMMED, True
-        return cut
+        return trimmed([block for message in self.messages[1:-1] for block in message["content"]
+                        if block.get("type") == "tool_result"], "content")
 
 
 def _usage(usage) -> Usage:

@@ -47,7 +47,6 @@ class ModelInfo(BaseModel):
     name: str
     provider: Literal["anthropic", "openai"]
     thinking: Thinking = "none"          # anthropic: which thinking configurations the model accepts
-    shows_thinking: bool = True          # anthropic: thinking text returned without display="summarized"
     reasoning: bool = False              # openai: a reasoning model (effort, no temperature, max_completion_tokens)
     efforts: tuple[str, ...] = ()        # the effort values the service accepts for it
     default_effort: str | None = None    # sent when --effort is not given (None: the service's own default)
@@ -74,16 +73,16 @@ LONG_GPT = 272_000  # gpt-5.4 and later: a request over 272K input tokens is bil
 
 
 def _claude(name: str, thinking: Thinking, price: tuple[float, float, float, float, float], *,
-            efforts: tuple[str, ...] = ALL_EFFORTS, cache_min: int = 512, shows_thinking: bool = False,
-            context: int = 1_000_000, max_output: int = 128_000, long_context: tuple[int, float] | None = None,
+            efforts: tuple[str, ...] = ALL_EFFORTS, cache_min: int = 512, context: int = 1_000_000,
+            max_output: int = 128_000, long_context: tuple[int, float] | None = None,
             source: str = ANTHROPIC_DOCS) -> ModelInfo:
     inp, out, write_5m, write_1h, read = price
     long = dict(long_context_above=long_context[0], long_input_factor=long_context[1],
                 long_output_factor=long_context[1]) if long_context else {}
-    return ModelInfo(name=name, provider="anthropic", thinking=thinking, shows_thinking=shows_thinking,
-                     efforts=efforts, context_window=context, max_output=max_output, cache_min_tokens=cache_min,
-                     source=source, prices=Prices(input=inp, output=out, cache_write_5m=write_5m,
-                                                  cache_write_1h=write_1h, cache_read=read, **long))
+    return ModelInfo(name=name, provider="anthropic", thinking=thinking, efforts=efforts, context_window=context,
+                     max_output=max_output, cache_min_tokens=cache_min, source=source,
+                     prices=Prices(input=inp, output=out, cache_write_5m=write_5m, cache_write_1h=write_1h,
+                                   cache_read=read, **long))
 
 
 def _gpt(name: str, price: tuple[float, float, float, float | None], *, efforts: tuple[str, ...] = GPT_EFFORTS,
@@ -101,6 +100,12 @@ def _gpt(name: str, price: tuple[float, float, float, float | None], *, efforts:
 def SHUT_DOWN_2026_12_11(replacement: str) -> dict:  # noqa: N802 - reads as the table's note
     return dict(breakpoints=False, long_context=False, context=400_000, retired="2026-12-11",
                 replacement=replacement, source="deprecations page, announced 2026-06-11; " + OPENAI_DOCS)
+
+
+# gpt-5.1 to 5.5 reason only when asked (their default effort is none): ask for medium.
+GPT_5_X = dict(efforts=GPT_5_X_EFFORTS, default_effort="medium", breakpoints=False)
+GPT_4 = dict(efforts=(), breakpoints=False, long_context=False,
+             source="shuts down 2027-01-14 (use gpt-6-luna); " + OPENAI_DOCS)
 
 
 def _retired(name: str, provider: Literal["anthropic", "openai"], on: str, replacement: str,
@@ -136,15 +141,14 @@ MODELS: list[ModelInfo] = [
     _claude("claude-opus-4-8", "adaptive", OPUS, cache_min=1024),
     _claude("claude-opus-4-7", "adaptive", OPUS, cache_min=2048),
     # Adaptive preferred, enabled (budget_tokens) still accepted; no xhigh.
-    _claude("claude-opus-4-6", "adaptive_or_enabled", OPUS, efforts=NO_XHIGH, cache_min=4096, shows_thinking=True),
-    _claude("claude-sonnet-4-6", "adaptive_or_enabled", SONNET_4, efforts=NO_XHIGH, cache_min=1024,
-            shows_thinking=True, max_output=64_000),
+    _claude("claude-opus-4-6", "adaptive_or_enabled", OPUS, efforts=NO_XHIGH, cache_min=4096),
+    _claude("claude-sonnet-4-6", "adaptive_or_enabled", SONNET_4, efforts=NO_XHIGH, cache_min=1024, max_output=64_000),
     # Enabled thinking only: 1024 <= budget_tokens < max_tokens.
     _claude("claude-opus-4-5", "enabled", OPUS, efforts=("low", "medium", "high"), cache_min=4096,
-            shows_thinking=True, context=200_000, max_output=64_000,
+            context=200_000, max_output=64_000,
             source="deprecated 2026-11-23, retires 2027-01-22 (use claude-opus-5-5); " + ANTHROPIC_DOCS),
-    _claude("claude-haiku-4-5", "enabled", (1.0, 5.0, 1.25, 2.0, 0.1), efforts=(), cache_min=4096,
-            shows_thinking=True, context=200_000, max_output=64_000),
+    _claude("claude-haiku-4-5", "enabled", (1.0, 5.0, 1.25, 2.0, 0.1), efforts=(), cache_min=4096, context=200_000,
+            max_output=64_000),
     _retired("claude-sonnet-4-5", "anthropic", "2026-11-30", "claude-sonnet-5-5", "model deprecations, 2026-09-30"),
     _retired("claude-opus-4-1", "anthropic", "2026-08-05", "claude-opus-5-5", "model deprecations"),
     _retired("claude-opus-4", "anthropic", "2026-06-15", "claude-opus-5-5", "release notes 2026-06-15"),
@@ -165,24 +169,17 @@ MODELS: list[ModelInfo] = [
     _gpt("gpt-5.6-terra", (2.0, 0.2, 12.0, 2.5)),
     _gpt("gpt-5.6-luna", (0.2, 0.02, 1.2, 0.25)),
     _gpt("gpt-5.6", (5.0, 0.5, 30.0, 6.25)),
-    # gpt-5.1 to 5.5 reason only when asked (their default effort is none): ask for medium.
-    _gpt("gpt-5.5", (5.0, 0.5, 30.0, None), efforts=GPT_5_X_EFFORTS, default_effort="medium", breakpoints=False),
-    _gpt("gpt-5.4", (2.5, 0.25, 15.0, None), efforts=GPT_5_X_EFFORTS, default_effort="medium", breakpoints=False),
-    _gpt("gpt-5.4-mini", (0.75, 0.075, 4.5, None), efforts=GPT_5_X_EFFORTS, default_effort="medium",
-         breakpoints=False, context=400_000),
-    _gpt("gpt-5.4-nano", (0.2, 0.02, 1.25, None), efforts=GPT_5_X_EFFORTS, default_effort="medium",
-         breakpoints=False, context=400_000),
-    _gpt("gpt-5.2", (1.75, 0.175, 14.0, None), efforts=GPT_5_X_EFFORTS, default_effort="medium", breakpoints=False,
-         long_context=False, context=400_000),
-    _gpt("gpt-5.1", (1.25, 0.125, 10.0, None), efforts=("none", "low", "medium", "high"), default_effort="medium",
-         breakpoints=False, long_context=False, context=400_000,
+    _gpt("gpt-5.5", (5.0, 0.5, 30.0, None), **GPT_5_X),
+    _gpt("gpt-5.4", (2.5, 0.25, 15.0, None), **GPT_5_X),
+    _gpt("gpt-5.4-mini", (0.75, 0.075, 4.5, None), **GPT_5_X, context=400_000),
+    _gpt("gpt-5.4-nano", (0.2, 0.02, 1.25, None), **GPT_5_X, context=400_000),
+    _gpt("gpt-5.2", (1.75, 0.175, 14.0, None), **GPT_5_X, long_context=False, context=400_000),
+    _gpt("gpt-5.1", (1.25, 0.125, 10.0, None), **{**GPT_5_X, "efforts": ("none", "low", "medium", "high")},
+         long_context=False, context=400_000,
          source="deprecated, shuts down 2027-04-01 (third parties); " + OPENAI_DOCS),
-    _gpt("gpt-4.1", (2.0, 0.5, 8.0, None), efforts=(), breakpoints=False, long_context=False, context=1_047_576,
-         max_output=32_768, source="shuts down 2027-01-14 (use gpt-6-luna); " + OPENAI_DOCS),
-    _gpt("gpt-4.1-mini", (0.4, 0.1, 1.6, None), efforts=(), breakpoints=False, long_context=False,
-         context=1_047_576, max_output=32_768, source="shuts down 2027-01-14 (use gpt-6-luna); " + OPENAI_DOCS),
-    _gpt("gpt-4o", (2.5, 1.25, 10.0, None), efforts=(), breakpoints=False, long_context=False, context=128_000,
-         max_output=16_384, source="shuts down 2027-01-14 (use gpt-6-luna); " + OPENAI_DOCS),
+    _gpt("gpt-4.1", (2.0, 0.5, 8.0, None), **GPT_4, context=1_047_576, max_output=32_768),
+    _gpt("gpt-4.1-mini", (0.4, 0.1, 1.6, None), **GPT_4, context=1_047_576, max_output=32_768),
+    _gpt("gpt-4o", (2.5, 1.25, 10.0, None), **GPT_4, context=128_000, max_output=16_384),
     # Shut down on 2026-12-11 (deprecations page, announced 2026-06-11): served until then.
     _gpt("gpt-5-mini", (0.25, 0.025, 2.0, None), efforts=GPT_5_EFFORTS, **SHUT_DOWN_2026_12_11("gpt-6.1-terra")),
     _gpt("gpt-5-nano", (0.05, 0.005, 0.4, None), efforts=GPT_5_EFFORTS, **SHUT_DOWN_2026_12_11("gpt-6-luna")),
@@ -193,8 +190,7 @@ MODELS: list[ModelInfo] = [
 ]
 
 # A model the table does not know: conservative limits that every current model accepts, no price.
-UNKNOWN_ANTHROPIC = dict(provider="anthropic", thinking="adaptive", shows_thinking=False, max_output=32_000,
-                         efforts=ALL_EFFORTS)
+UNKNOWN_ANTHROPIC = dict(provider="anthropic", thinking="adaptive", max_output=32_000, efforts=ALL_EFFORTS)
 UNKNOWN_OPENAI = dict(provider="openai", reasoning=True, max_output=32_000, efforts=GPT_EFFORTS)
 REASONING_NAME = re.compile(r"(^|[/-])(o\d|gpt-5|gpt-6|deepseek-r1|qwq|r1)", re.IGNORECASE)
 
@@ -203,9 +199,9 @@ def bare_name(model: str) -> str:
     return model.rsplit("/", 1)[-1].lower()
 
 
-def find_model(model: str, table: list[ModelInfo] = MODELS) -> ModelInfo | None:
+def find_model(model: str) -> ModelInfo | None:
     name = bare_name(model)
-    matches = [m for m in table if name.startswith(m.name) and SUFFIX.fullmatch(name[len(m.name):])]
+    matches = [m for m in MODELS if name.startswith(m.name) and SUFFIX.fullmatch(name[len(m.name):])]
     return max(matches, key=lambda m: len(m.name)) if matches else None
 
 
@@ -233,12 +229,9 @@ def read_price_overrides(path: Path) -> dict[str, Prices]:
         if not isinstance(raw, dict):
             raise PricingError(f"{path} must hold a JSON object of model name -> prices")
         return {name.lower(): Prices.model_validate(prices) for name, prices in raw.items()}
-    except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors())
+    except (OSError, json.JSONDecodeError, ValidationError) as err:
+        problems = ("; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors())
+                    if isinstance(err, ValidationError) else err)
         raise PricingError(f"cannot use --pricing {path}: {problems}. Expected e.g. "
-                           '{"my-model": {"input": 3.0, "output": 15.0, "cache_read": 0.3}} '
-                           "(USD per million tokens)") from err
-    except (OSError, json.JSONDecodeError) as err:
-        raise PricingError(f"cannot use --pricing {path}: {err}. Expected e.g. "
                            '{"my-model": {"input": 3.0, "output": 15.0, "cache_read": 0.3}} '
                            "(USD per million tokens)") from err

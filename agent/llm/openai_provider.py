@@ -35,9 +35,9 @@ from agent.llm.types import (
     Usage,
     estimated_tokens,
     rate_headers,
+    trimmed,
 )
 
-TRIMMED = "[cut to fit the context window]"
 MAX_CACHE_KEY = 64  # the service refuses a longer prompt_cache_key
 BREAKPOINT = {"mode": "explicit"}  # the TTL is the request's (prompt_cache_options.ttl, default 30m)
 
@@ -188,19 +188,16 @@ class ResponsesConversation:
         self.input.append({"role": "user", "content": text})
 
     def trim(self) -> bool:
-        cut = False
-        for item in self.input[1:-1]:
-            if item.get("type") == "function_call_output" and item["output"] != TRIMMED:
-                item["output"], cut = TRIMMED, True
-        return cut
+        return trimmed([item for item in self.input[1:-1] if item.get("type") == "function_call_output"], "output")
 
 
 class ChatConversation:
     """Chat Completions, for OpenAI-compatible servers."""
+    provider = "openai-compatible"
 
-    def __init__(self, info: ModelInfo, api_key: str, base_url: str | None = None, *,
-                 provider: str = "openai-compatible", effort: str | None = None, timeout: float = 600.0):
-        self.provider, self.model, self.info, self.effort = provider, info.name, info, effort
+    def __init__(self, info: ModelInfo, api_key: str, base_url: str | None = None, *, effort: str | None = None,
+                 timeout: float = 600.0):
+        self.model, self.info, self.effort = info.name, info, effort
         self.client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
         self.messages, self.tools = [], []
 
@@ -265,8 +262,8 @@ class ChatConversation:
         return FailedAfterAnswer(self.provider, str(kind or "server_error"), str(error.get("message") or error))
 
     def add_tool_results(self, results: list[ToolResult], note: str | None = None) -> None:
-        for r in results:
-            self.messages.append({"role": "tool", "tool_call_id": r.call_id, "content": _error_text(r) or "(empty)"})
+        self.messages.extend({"role": "tool", "tool_call_id": r.call_id, "content": _error_text(r) or "(empty)"}
+                             for r in results)
         if note:
             self.messages.append({"role": "user", "content": note})
 
@@ -274,8 +271,4 @@ class ChatConversation:
         self.messages.append({"role": "user", "content": text})
 
     def trim(self) -> bool:
-        cut = False
-        for message in self.messages[2:-1]:
-            if message["role"] == "tool" and message["content"] != TRIMMED:
-                message["content"], cut = TRIMMED, True
-        return cut
+        return trimmed([message for message in self.messages[2:-1] if message["role"] == "tool"], "content")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.llm.models import MODELS, Prices, bare_name, find_model, read_price_overrides
+from agent.llm.models import Prices, bare_name, find_model, read_price_overrides
 from agent.llm.types import Usage
 
 
@@ -13,13 +13,8 @@ class PriceTable:
         self.overrides = read_price_overrides(overrides) if overrides is not None else {}
 
     def price(self, model: str) -> Prices | None:
-        name = bare_name(model)
-        if name in self.overrides:
-            return self.overrides[name]
-        found = find_model(name, MODELS)
-        if found is not None and found.name in self.overrides:
-            return self.overrides[found.name]
-        return found.prices if found is not None else None
+        name, found = bare_name(model), find_model(model)
+        return self.overrides.get(name) or (found and (self.overrides.get(found.name) or found.prices))
 
     def cost(self, model: str, usage: Usage) -> float:
         """input_tokens include the cache reads and writes, which are billed at their own rates."""
@@ -29,9 +24,8 @@ class PriceTable:
         read, written_1h = usage.cache_read_tokens, usage.cache_write_1h_tokens
         written_5m = max(0, usage.cache_write_tokens - written_1h)
         fresh = max(0, usage.input_tokens - read - usage.cache_write_tokens)
-        read_rate = price.cache_read if price.cache_read is not None else price.input
-        rate_1h = price.cache_write_1h if price.cache_write_1h is not None else price.input
-        rate_5m = price.cache_write_5m if price.cache_write_5m is not None else price.input
+        read_rate, rate_1h, rate_5m = (price.input if rate is None else rate
+                                       for rate in (price.cache_read, price.cache_write_1h, price.cache_write_5m))
         inputs = fresh * price.input + read * read_rate + written_5m * rate_5m + written_1h * rate_1h
         output = usage.output_tokens * price.output
         if price.long_context_above is not None and usage.input_tokens > price.long_context_above:

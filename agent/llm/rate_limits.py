@@ -64,10 +64,8 @@ class RateLimiter:
         with self._changed:
             self._in_a_row += 1
             backoff = self.base_pause_s * 2 ** (self._in_a_row - 1)
-        hinted = retry_after(headers)
-        if hinted is None:
-            hinted = exhausted_for(headers, self.request_tokens)
-        self.pause(hinted if hinted is not None else backoff)
+        hints = (retry_after(headers), exhausted_for(headers, self.request_tokens))
+        self.pause(next((hint for hint in hints if hint is not None), backoff))
 
     def pause(self, seconds: float) -> None:
         with self._changed:
@@ -88,18 +86,12 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
 
 def exhausted_for(headers: Mapping[str, str], request_tokens: int) -> float | None:
     """Seconds until the first of the key's limits that cannot take another request resets; None if none."""
-    waits = []
-    for name in ANTHROPIC_LIMITS:
-        remaining, reset = headers.get(f"anthropic-ratelimit-{name}-remaining"), headers.get(
-            f"anthropic-ratelimit-{name}-reset")
-        if _short(remaining, 1 if name == "requests" else request_tokens):
-            waits.append(_until(reset))
-    for name in OPENAI_LIMITS:
-        remaining, reset = headers.get(f"x-ratelimit-remaining-{name}"), headers.get(f"x-ratelimit-reset-{name}")
-        if _short(remaining, 1 if name == "requests" else request_tokens):
-            waits.append(_duration(reset))
-    known = [w for w in waits if w is not None]
-    return max(known) if known else None
+    needs = {name: 1 if name == "requests" else request_tokens for name in ANTHROPIC_LIMITS}
+    waits = [_until(headers.get(f"anthropic-ratelimit-{name}-reset")) for name in ANTHROPIC_LIMITS
+             if _short(headers.get(f"anthropic-ratelimit-{name}-remaining"), needs[name])]
+    waits += [_duration(headers.get(f"x-ratelimit-reset-{name}")) for name in OPENAI_LIMITS
+              if _short(headers.get(f"x-ratelimit-remaining-{name}"), needs[name])]
+    return max((wait for wait in waits if wait is not None), default=None)
 
 
 def _short(remaining: str | None, needed: int) -> bool:

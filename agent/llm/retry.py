@@ -57,17 +57,6 @@ def is_exhausted(error: BaseException) -> bool:
     return error.status_code == 402 or any(marker in _detail(error) for marker in markers)
 
 
-def error_kind(error: BaseException) -> str | None:
-    """The service's own name for the error: Anthropic's error.type, OpenAI's error code or type."""
-    if isinstance(error, FailedAfterAnswer):
-        return error.kind
-    body = getattr(error, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
-        return inner.get("type") or inner.get("code")
-    return None
-
-
 def is_transient(error: BaseException) -> bool:
     if isinstance(error, CONNECTION_ERRORS):
         return True
@@ -75,17 +64,17 @@ def is_transient(error: BaseException) -> bool:
         return error.kind in TRANSIENT_KINDS
     if not isinstance(error, STATUS_ERRORS) or is_exhausted(error):
         return False
-    if error.status_code < 400:  # an error event after the 200 of a stream
-        return error_kind(error) in TRANSIENT_KINDS
+    if error.status_code < 400:  # an error event after the 200 of a stream: its body names the error's type
+        body = error.body if isinstance(error.body, dict) else {}
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        return (inner.get("type") or inner.get("code")) in TRANSIENT_KINDS
     return error.status_code in TRANSIENT_STATUS
 
 
 def retry_after_seconds(error: BaseException) -> float | None:
-    response = getattr(error, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
     try:
-        return float(value) if value is not None else None
-    except ValueError:
+        return float(getattr(getattr(error, "response", None), "headers", {})["retry-after"])
+    except (KeyError, TypeError, ValueError):
         return None
 
 

@@ -33,18 +33,17 @@ Opener = Callable[[ModelInfo], Conversation]  # opens a fresh conversation with 
 
 @dataclass(frozen=True)
 class ConversationSettings:
-    """How a night's conversations are opened: the command line's settings and the SDKs' environment."""
+    """How a night's conversations are opened, as the command line says (keys come from the environment)."""
     base_url: str | None
     thinking_budget: int
     effort: str | None
     caching: bool
     cache_key: str | None
-    environment: ProviderEnvironment
 
 
 def _anthropic(how: ConversationSettings) -> Opener:
     from agent.llm.anthropic_provider import AnthropicConversation
-    env = how.environment
+    env = ProviderEnvironment()
     if env.anthropic_api_key is None:
         raise ProviderFatal("no Anthropic API key: set ANTHROPIC_API_KEY (or use --proposer optuna offline)")
     key, url = env.anthropic_api_key.get_secret_value(), how.base_url or env.anthropic_base_url
@@ -54,7 +53,7 @@ def _anthropic(how: ConversationSettings) -> Opener:
 
 def _openai(how: ConversationSettings) -> Opener:
     from agent.llm.openai_provider import ResponsesConversation
-    env = how.environment
+    env = ProviderEnvironment()
     if env.openai_api_key is None:
         raise ProviderFatal("no OpenAI API key: set OPENAI_API_KEY (or use --proposer optuna offline)")
     key, url = env.openai_api_key.get_secret_value(), how.base_url or env.openai_base_url
@@ -64,7 +63,7 @@ def _openai(how: ConversationSettings) -> Opener:
 
 def _openai_compatible(how: ConversationSettings) -> Opener:
     from agent.llm.openai_provider import ChatConversation
-    env = how.environment
+    env = ProviderEnvironment()
     url = how.base_url or env.openai_base_url
     if not url:
         raise ProviderFatal("openai-compatible needs the server's URL: pass --base-url or set OPENAI_BASE_URL")
@@ -140,28 +139,24 @@ def conversation_opener(model_spec: str, base_url: str | None = None, thinking_b
     """The model's row and a function that opens a fresh conversation with a given row (the preflight may
     change the row of a model the table does not know); fails now if a key is missing."""
     provider, info = parse_model(model_spec)
-    how = ConversationSettings(base_url, thinking_budget, checked_effort(provider, info, effort), caching, cache_key,
-                               ProviderEnvironment())
+    how = ConversationSettings(base_url, thinking_budget, checked_effort(provider, info, effort), caching, cache_key)
     return info, PROVIDERS[provider].opener(how)
 
 
-def conversation_factory(model_spec: str, base_url: str | None = None, thinking_budget: int = 4000, *,
-                         effort: str | None = None, caching: bool = True,
+def conversation_factory(model_spec: str, *, effort: str | None = None, caching: bool = True,
                          cache_key: str | None = None) -> Callable[[], Conversation]:
     """A function that opens a fresh conversation per experiment with the table's row; fails now if a key is
     missing."""
-    info, open_with = conversation_opener(model_spec, base_url, thinking_budget, effort=effort, caching=caching,
-                                          cache_key=cache_key)
+    info, open_with = conversation_opener(model_spec, effort=effort, caching=caching, cache_key=cache_key)
     return lambda: open_with(info)
 
 
 def checked_factory(model_spec: str, base_url: str | None = None, thinking_budget: int = 4000, *,
-                    effort: str | None = None, caching: bool = True, cache_key: str | None = None,
+                    effort: str | None = None, cache_key: str | None = None,
                     retry_base_s: float = 1.0) -> tuple[Callable[[], Conversation], str]:
     """conversation_factory after the preflight (agent.llm.preflight), with the line saying what it found."""
     from agent.llm.preflight import preflight
     provider = model_spec.partition(":")[0]
-    info, open_with = conversation_opener(model_spec, base_url, thinking_budget, effort=effort, caching=caching,
-                                          cache_key=cache_key)
+    info, open_with = conversation_opener(model_spec, base_url, thinking_budget, effort=effort, cache_key=cache_key)
     row, found = preflight(open_with, provider, info, effort, retry_base_s)
     return (lambda: open_with(row)), found

@@ -16,11 +16,20 @@ class ToolSpec:
 
 
 UNPARSED = "__unparsed__"  # the key holding arguments that were not a JSON object
+TRIMMED = "[cut to fit the context window]"
 
 
 def estimated_tokens(text: str) -> int:
     """A low estimate of a text's tokens (about 4 characters each), to decide what is long enough to cache."""
     return len(text) // 4
+
+
+def trimmed(items: list[dict], key: str) -> bool:
+    """Sets each item's key to TRIMMED; False if every one already was."""
+    cut = [item for item in items if item[key] != TRIMMED]
+    for item in cut:
+        item[key] = TRIMMED
+    return bool(cut)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ def test_names_match_only_at_separators(name, row):
 
 def test_thinking_modes_by_family():
     assert model_info("anthropic", "claude-opus-4-8").thinking == "adaptive"
-    assert not model_info("anthropic", "claude-opus-4-8").shows_thinking
     assert model_info("anthropic", "claude-sonnet-4-6").thinking == "adaptive_or_enabled"
     assert model_info("anthropic", "claude-opus-4-5").thinking == "enabled"
     unknown = model_info("anthropic", "claude-opus-9")
