@@ -1,6 +1,15 @@
 """Choosing a provider from --model PROVIDER:MODEL, with keys and base URLs from the SDKs' own
 environment variables (read through pydantic-settings). A provider is an entry of PROVIDERS: a function
-that opens its conversations (importing its SDK when called) and how the model table applies to it."""
+that opens its conversations (importing its SDK when called) and how the model table applies to it.
+
+Before the baseline trains: one small request with exactly the night's configuration (model, thinking,
+effort, tools, caching), so that a request the service refuses stops `run` at once with the parameter
+and the fix, instead of failing every proposal in the small hours. For a model the table does not know,
+the preflight finds what the service takes: thinking adaptive, then enabled, then none (Anthropic);
+reasoning, then none (OpenAI-compatible servers). The night uses the first it accepts. A service that
+does not answer at all is not the configuration's fault: the night starts and pauses on the outage as
+it would later.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +17,21 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
+from functools import partial
 
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.llm.models import MODELS, ModelInfo, model_info
-from agent.llm.retry import KEY_VARIABLES
-from agent.llm.types import Conversation, ProviderFatal
+from agent.llm.retry import KEY_VARIABLES, call_with_retries
+from agent.llm.tools import TOOLS
+from agent.llm.types import Conversation, ProviderFatal, ProviderUnavailable, RequestRefused
 
 __all__ = ["KEY_VARIABLES", "PROVIDERS", "conversation_factory", "parse_model", "model_warnings"]
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+PREFLIGHT_SYSTEM = "This request checks that the service accepts the configuration of a research night."
+PREFLIGHT_QUESTION = "Answer with the single word: ready. Do not call a tool."
+PREFLIGHT_OUTAGE_S = 120.0
 
 
 class ProviderEnvironment(BaseSettings):
@@ -154,9 +168,57 @@ def conversation_factory(model_spec: str, *, effort: str | None = None, caching:
 def checked_factory(model_spec: str, base_url: str | None = None, thinking_budget: int = 4000, *,
                     effort: str | None = None, cache_key: str | None = None,
                     retry_base_s: float = 1.0) -> tuple[Callable[[], Conversation], str]:
-    """conversation_factory after the preflight (agent.llm.preflight), with the line saying what it found."""
-    from agent.llm.preflight import preflight
+    """conversation_factory after the preflight, with the line saying what the service accepted; ProviderFatal
+    when it refuses every configuration tried."""
     provider = model_spec.partition(":")[0]
     info, open_with = conversation_opener(model_spec, base_url, thinking_budget, effort=effort, cache_key=cache_key)
-    row, found = preflight(open_with, provider, info, effort, retry_base_s)
-    return (lambda: open_with(row)), found
+    refusals: list[str] = []
+    for candidate in candidates(provider, info):
+        conversation = open_with(candidate)
+        conversation.start(PREFLIGHT_SYSTEM, [PREFLIGHT_QUESTION], TOOLS)
+        try:
+            turn = call_with_retries(conversation.step, conversation.provider, on_retry=lambda _: None,
+                                     outage_window_s=PREFLIGHT_OUTAGE_S, base_s=retry_base_s)
+        except ProviderUnavailable as err:
+            return partial(open_with, candidate), (f"preflight: {provider} did not answer ({err}); the night "
+                                                   "starts and waits for it")
+        except RequestRefused as err:
+            refusals.append(f"{describe(provider, candidate, effort)}: {err}")
+            continue
+        return partial(open_with, candidate), (
+            f"preflight: {provider}:{info.name} accepts {describe(provider, candidate, effort)}"
+            + ("" if info.known else " (found by trying; the model is not in the table)")
+            + f" [{turn.usage.input_tokens} input, {turn.usage.output_tokens} output tokens]")
+    raise ProviderFatal(f"{provider} refused the night's configuration before anything ran: "
+                        + "; ".join(refusals) + ". " + fix_for(refusals[-1], info))
+
+
+def candidates(provider: str, info: ModelInfo) -> list[ModelInfo]:
+    """The configurations to try, in order: the table's, or for an unknown model each mode the service may take."""
+    if info.known:
+        return [info]
+    if provider == "anthropic":
+        return [info.model_copy(update={"thinking": mode}) for mode in ("adaptive", "enabled", "none")]
+    return [info, info.model_copy(update={"reasoning": False, "efforts": ()})]
+
+
+def describe(provider: str, info: ModelInfo, effort: str | None) -> str:
+    if provider == "anthropic":
+        mode = f"thinking {info.thinking}"
+    else:
+        mode = "reasoning" if info.reasoning else "no reasoning"
+    chosen = effort or info.default_effort
+    return mode + (f", effort {chosen}" if chosen and (info.efforts or provider == "openai-compatible") else "")
+
+
+def fix_for(refusal: str, info: ModelInfo) -> str:
+    text = refusal.lower()
+    if "effort" in text:
+        allowed = f" ({info.name} takes {', '.join(info.efforts)} by the model table)" if info.efforts else ""
+        return f"Fix: change or leave out --effort{allowed}."
+    if "thinking" in text or "budget_tokens" in text:
+        return "Fix: change --thinking-budget, or name a model whose thinking mode the table knows."
+    if "max_tokens" in text or "max_output_tokens" in text or "max_completion_tokens" in text:
+        return "Fix: the model's output limit differs from the table's; give the model's row with --pricing or " \
+               "report it."
+    return "Fix: check --model, --effort and --base-url against the service's documentation."
