@@ -105,7 +105,6 @@ class AnthropicConversation:
             failure.spent = _usage(reply.usage)
             raise failure
         content = [block.model_dump(exclude_none=True) for block in reply.content]
-        # Only blocks with content go back: an empty or blank text block (or message) is refused by the service.
         kept = [b for b in content if b["type"] != "text" or b.get("text", "").strip()]
         if kept:
             self.messages.append({"role": "assistant", "content": kept})

@@ -45,49 +45,38 @@ class ProviderEnvironment(BaseSettings):
 Opener = Callable[[ModelInfo], Conversation]  # opens a fresh conversation with a model's row
 
 
-@dataclass(frozen=True)
-class ConversationSettings:
-    """How a night's conversations are opened, as the command line says (keys come from the environment)."""
-    base_url: str | None
-    thinking_budget: int
-    effort: str | None
-    caching: bool
-    cache_key: str | None
-
-
-def _anthropic(how: ConversationSettings) -> Opener:
+def _anthropic(url: str | None, effort: str | None, budget: int, caching: bool, cache: str | None) -> Opener:
     from agent.llm.anthropic_provider import AnthropicConversation
     env = ProviderEnvironment()
     if env.anthropic_api_key is None:
         raise ProviderFatal("no Anthropic API key: set ANTHROPIC_API_KEY (or use --proposer optuna offline)")
-    key, url = env.anthropic_api_key.get_secret_value(), how.base_url or env.anthropic_base_url
-    return lambda row: AnthropicConversation(row, key, url, effort=how.effort, thinking_budget=how.thinking_budget,
-                                             caching=how.caching)
+    key, url = env.anthropic_api_key.get_secret_value(), url or env.anthropic_base_url
+    return lambda row: AnthropicConversation(row, key, url, effort=effort, thinking_budget=budget, caching=caching)
 
 
-def _openai(how: ConversationSettings) -> Opener:
+def _openai(url: str | None, effort: str | None, budget: int, caching: bool, cache: str | None) -> Opener:
     from agent.llm.openai_provider import ResponsesConversation
     env = ProviderEnvironment()
     if env.openai_api_key is None:
         raise ProviderFatal("no OpenAI API key: set OPENAI_API_KEY (or use --proposer optuna offline)")
-    key, url = env.openai_api_key.get_secret_value(), how.base_url or env.openai_base_url
-    return lambda row: ResponsesConversation(row, key, url, effort=how.effort, cache_key=how.cache_key,
-                                             caching=how.caching)
+    key, url = env.openai_api_key.get_secret_value(), url or env.openai_base_url
+    return lambda row: ResponsesConversation(row, key, url, effort=effort, cache_key=cache, caching=caching)
 
 
-def _openai_compatible(how: ConversationSettings) -> Opener:
+def _openai_compatible(url: str | None, effort: str | None, budget: int, caching: bool, cache: str | None) -> Opener:
     from agent.llm.openai_provider import ChatConversation
     env = ProviderEnvironment()
-    url = how.base_url or env.openai_base_url
+    url = url or env.openai_base_url
     if not url:
         raise ProviderFatal("openai-compatible needs the server's URL: pass --base-url or set OPENAI_BASE_URL")
     key = env.openai_api_key.get_secret_value() if env.openai_api_key else "not-needed"
-    return lambda row: ChatConversation(row, key, url, effort=how.effort)
+    return lambda row: ChatConversation(row, key, url, effort=effort)
 
 
 @dataclass(frozen=True)
 class Provider:
-    opener: Callable[[ConversationSettings], Opener]  # ProviderFatal when a key or URL is missing
+    # (base URL, effort, thinking budget, caching, cache key) -> Opener; ProviderFatal when a key or URL is missing
+    opener: Callable[[str | None, str | None, int, bool, str | None], Opener]
     tabled: bool  # the model table governs its models' retirement and efforts; False: the server decides
     unknown_model_probe: str  # what the first request finds out about a model the table does not know
 
@@ -153,8 +142,8 @@ def conversation_opener(model_spec: str, base_url: str | None = None, thinking_b
     """The model's row and a function that opens a fresh conversation with a given row (the preflight may
     change the row of a model the table does not know); fails now if a key is missing."""
     provider, info = parse_model(model_spec)
-    how = ConversationSettings(base_url, thinking_budget, checked_effort(provider, info, effort), caching, cache_key)
-    return info, PROVIDERS[provider].opener(how)
+    effort = checked_effort(provider, info, effort)
+    return info, PROVIDERS[provider].opener(base_url, effort, thinking_budget, caching, cache_key)
 
 
 def conversation_factory(model_spec: str, *, effort: str | None = None, caching: bool = True,

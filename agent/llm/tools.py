@@ -87,14 +87,10 @@ ARGUMENTS: dict[str, type[BaseModel]] = {"read_file": ReadFileArgs, "list_experi
                                          "write_notes": WriteNotesArgs, SUBMIT: SubmitArgs}
 
 
-def _spec(name: str, model: type[BaseModel]) -> ToolSpec:
-    schema = model.model_json_schema()
-    schema.pop("title", None)
-    schema.pop("description", None)
-    return ToolSpec(name, " ".join(model.__doc__.split()), schema)
-
-
-TOOLS = [_spec(name, model) for name, model in ARGUMENTS.items()]
+# The description is the model's docstring, once: the schema's own title and description would repeat it.
+TOOLS = [ToolSpec(name, " ".join(model.__doc__.split()),
+                  {k: v for k, v in model.model_json_schema().items() if k not in ("title", "description")})
+         for name, model in ARGUMENTS.items()]
 
 
 class BadToolCall(ValueError):

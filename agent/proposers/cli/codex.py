@@ -158,8 +158,7 @@ class Codex:
         said = outcome.final_text.strip() if outcome.failed else ""
         said = said or stderr_tail.strip() or outcome.final_text.strip() or "no message"
         advice = ""
-        lowered = said.lower()
-        if any(word in lowered for word in ("401", "unauthorized", "api key", "login", "logged in")):
+        if any(word in said.lower() for word in ("401", "unauthorized", "api key", "login", "logged in")):
             advice = (". Log in once with `codex login`, or set OPENAI_API_KEY (or CODEX_API_KEY) in the environment "
                       "the service runs in.")
         said = said[-1500:].rstrip(". ") if advice else said[-1500:]
