@@ -45,8 +45,7 @@ class Worker:
         beating.start()
         try:
             while not self.stopping.is_set():
-                job = spoolfs.claim_next(self.spool, self.name)
-                if job is None:
+                if (job := spoolfs.claim_next(self.spool, self.name)) is None:
                     if once:
                         return
                     time.sleep(poll)

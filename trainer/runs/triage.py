@@ -128,8 +128,9 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
     def _said(line: str) -> str:
         return line if quote else AFTER_SEAL
 
-    def _line_of(text: str, index: int) -> str:
-        return _said(_line_at(text, index))
+    def _line_of(index: int) -> str:
+        start, end = log_text.rfind("\n", 0, index) + 1, log_text.find("\n", index)
+        return _said(log_text[start:end if end != -1 else None].strip()[:300])
 
     if frozen_changed:
         return Verdict(Triage.TAMPER, f"frozen files changed during the run: {', '.join(frozen_changed)}", summary)
@@ -143,13 +144,13 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
         return Verdict(Triage.TAMPER, f"the harness refused to open validation data: {seal_refused}", summary)
     if breach := SEAL_BREACH.search(log_text):
         return Verdict(Triage.TAMPER, f"the training process reached for validation data: "
-                                      f"{_line_of(log_text, breach.start())}", summary)
+                                      f"{_line_of(breach.start())}", summary)
     if timed_out:
         return Verdict(Triage.TIMEOUT, f"{ended or 'killed at the hard timeout'} (the whole process group)", summary)
     infra = INFRA_PATTERNS.search(log_text)
     if infra and returncode != 0:
         exceptions = EXCEPTION_LINE.findall(log_text)
-        detail = _said(exceptions[-1][:300]) if exceptions else _line_of(log_text, infra.start())
+        detail = _said(exceptions[-1][:300]) if exceptions else _line_of(infra.start())
         return Verdict(Triage.INFRA, f"the machine or its data failed: {detail}", summary)
     if returncode == 0:
         value = summary.get("val_bpb", "")
@@ -164,18 +165,11 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
     if fail := FAIL_LINE.search(log_text):
         return Verdict(Triage.DIVERGED, _said(fail.group(1).strip()), summary)
     if oom := OOM_PATTERNS.search(log_text):
-        return Verdict(Triage.OOM, f"out of memory: {_line_of(log_text, oom.start())}", summary)
+        return Verdict(Triage.OOM, f"out of memory: {_line_of(oom.start())}", summary)
     if returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ):
         return Verdict(Triage.OVER_BUDGET, "killed for writing a file larger than its disk limit", summary)
     if returncode == -signal.SIGKILL:
         return Verdict(Triage.OOM, "killed by SIGKILL (most likely the kernel's out-of-memory killer)", summary)
-    exceptions = EXCEPTION_LINE.findall(log_text)
-    if exceptions:
+    if exceptions := EXCEPTION_LINE.findall(log_text):
         return Verdict(Triage.FIXABLE, _said(exceptions[-1][:300]), summary)
     return Verdict(Triage.FIXABLE, f"exited with code {returncode} and no traceback", summary)
-
-
-def _line_at(text: str, index: int) -> str:
-    start = text.rfind("\n", 0, index) + 1
-    end = text.find("\n", index)
-    return text[start:end if end != -1 else None].strip()[:300]

@@ -72,8 +72,7 @@ def isolation() -> Isolation:
     namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                   "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if as_root else ["--unshare-all"]
     probe = Isolation(True, "", tuple(namespaces), as_root)
-    why = _bwrap_probe(namespaces, probe.drop_to(STRANGER_UID))
-    if why is None:
+    if (why := _bwrap_probe(namespaces, probe.drop_to(STRANGER_UID))) is None:
         who = "a uid of their own" if as_root else "this user, without privileges"
         return Isolation(True, f"runs are isolated (bubblewrap): {who} in their own pid, mount, network and IPC "
                                "namespaces, seeing only the Python installation, their track's training data and "

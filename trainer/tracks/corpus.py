@@ -44,9 +44,7 @@ def chunk_text(text: str, doc_chars: int) -> list[str]:
             pieces.append(current)
             current = ""
         current += paragraph
-    if current:
-        pieces.append(current)
-    return [p for p in pieces if p.strip()]
+    return [p for p in [*pieces, current] if p.strip()]
 
 
 def _paragraphs(text: str, limit: int) -> Iterator[str]:

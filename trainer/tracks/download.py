@@ -142,7 +142,6 @@ def _published_sha256(response: httpx.Response) -> str | None:
     """The sha256 the hub publishes for LFS files (X-Linked-Etag on the redirect, or ETag)."""
     for r in (*response.history, response):
         for header in ("x-linked-etag", "etag"):
-            match = SHA256_HEX.match(r.headers.get(header, ""))
-            if match:
+            if match := SHA256_HEX.match(r.headers.get(header, "")):
                 return match.group(1)
     return None

@@ -67,8 +67,7 @@ def set_hyperparameters(source: str, values: dict[str, object], track: str | Non
             raise BlockError(f"{name}'s value spans several lines; write it on one line")
         line = lines[node.lineno - 1]
         head, rest = line[:node.col_offset] + literal(value), line[node.end_col_offset:]
-        comment = re.match(r"[ \t]+(#.*)", rest, re.DOTALL)
-        if comment:  # keep the comment column where the new value leaves room for it
+        if comment := re.match(r"[ \t]+(#.*)", rest, re.DOTALL):  # keep the comment column where there is room
             column = node.end_col_offset + comment.start(1)
             rest = " " * max(2, column - len(head)) + comment.group(1)
         lines[node.lineno - 1] = head + rest

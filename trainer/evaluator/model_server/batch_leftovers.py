@@ -41,8 +41,7 @@ def syscall_number(name: str) -> int | None:
 
 
 def keyctl(*args: int) -> int:
-    number = syscall_number("keyctl")
-    if number is None:
+    if (number := syscall_number("keyctl")) is None:
         return -1
     return libc.syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
 
@@ -122,11 +121,9 @@ def strays(keep: set[int], sandboxed: bool) -> list[int]:
     table = processes()
     if sandboxed:
         return [pid for pid, (_, state) in table.items() if pid not in keep and state not in "ZX"]
-    me, found, grew = os.getpid(), set(), True
-    while grew:
-        more = {pid for pid, (parent, _) in table.items() if (parent == me or parent in found) and pid not in found}
+    me, found = os.getpid(), set()
+    while more := {pid for pid, (parent, _) in table.items() if (parent == me or parent in found) and pid not in found}:
         found |= more
-        grew = bool(more)
     return [pid for pid in found if table[pid][1] not in "ZX"]
 
 
@@ -134,8 +131,7 @@ def kill_strays(keep: set[int], sandboxed: bool) -> None:
     deadline = time.monotonic() + CLEAR_SECONDS
     while True:
         reap()
-        left = strays(keep, sandboxed)
-        if not left:
+        if not (left := strays(keep, sandboxed)):
             reap()
             return
         if time.monotonic() > deadline:

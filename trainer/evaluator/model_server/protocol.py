@@ -36,8 +36,7 @@ def read_line(read, limit: int = HEADER_LIMIT) -> bytes | None:
 def read_exact(fd: int, size: int) -> bytes:
     parts, left = [], size
     while left:
-        part = os.read(fd, min(left, CHUNK))
-        if not part:
+        if not (part := os.read(fd, min(left, CHUNK))):
             raise Refused(f"the stream ended {left} bytes short")
         parts.append(part)
         left -= len(part)
@@ -72,8 +71,7 @@ def write_all(fd: int, data) -> None:
 
 
 def read_request(fd: int) -> tuple[str, int, int, bytes] | None:
-    header = read_line(lambda n: os.read(fd, n))
-    if header is None:
+    if (header := read_line(lambda n: os.read(fd, n))) is None:
         return None
     op, rows, cols = parse_request(header)
     return op, rows, cols, read_exact(fd, 4 * rows * cols)

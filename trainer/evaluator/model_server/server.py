@@ -97,8 +97,7 @@ def warm_torch() -> None:
     """Imports what building a model imports (torch._dynamo, ~1 s) here, once rather than in every model process.
     That import makes torch's compile cache directory: where /tmp is read-only (a CPU server, which compiles
     nothing) the nearest directory that exists stands for it."""
-    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if cache:
+    if cache := os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
         try:
             os.makedirs(cache, exist_ok=True)
         except OSError:

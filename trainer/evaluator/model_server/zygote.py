@@ -161,8 +161,7 @@ class Child:
     def relay(self, op: str, rows: int, cols: int, vocab: int | None) -> int | None:
         """Its answer to (op, rows, cols), to stdout once its header is the one expected; returns the vocabulary
         size the answer has (fixed by the first answer that has one)."""
-        header = read_line(self._read)
-        if header is None:
+        if (header := read_line(self._read)) is None:
             raise Refused(f"the model process ended before answering {op}{self._status()}")
         shape = [rows, cols - 1] if op == "losses" else [rows, cols]
         if op == "picked":
