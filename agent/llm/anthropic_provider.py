@@ -101,9 +101,8 @@ class AnthropicConversation:
                 raise
             request_id, limits = stream.request_id, rate_headers(stream.response.headers)
         if reply.stop_reason is None:  # the body ended before message_delta: whatever arrived is incomplete
-            failure = FailedAfterAnswer("anthropic", "api_error", "the stream ended before the message was complete")
-            failure.spent = _usage(reply.usage)
-            raise failure
+            raise FailedAfterAnswer("anthropic", "api_error", "the stream ended before the message was complete",
+                                    _usage(reply.usage))
         content = [block.model_dump(exclude_none=True) for block in reply.content]
         kept = [b for b in content if b["type"] != "text" or b.get("text", "").strip()]
         if kept:

@@ -74,9 +74,7 @@ def _responses_usage(usage) -> Usage:
 
 
 def _failed(kind: str | None, message: str | None, spent: Usage | None = None) -> FailedAfterAnswer:
-    failure = FailedAfterAnswer("openai", kind or "server_error", message or "no message")
-    failure.spent = spent
-    return failure
+    return FailedAfterAnswer("openai", kind or "server_error", message or "no message", spent)
 
 
 class ResponsesConversation:

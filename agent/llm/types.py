@@ -109,11 +109,12 @@ class ContextTooLong(RequestRefused):
 
 class FailedAfterAnswer(Exception):
     """The service answered 200 and then failed: an error event in the stream, a failed response, an error
-    body. kind is the service's error type (overloaded_error, server_error, ...), which says whether to retry."""
+    body. kind is the service's error type (overloaded_error, server_error, ...), which says whether to retry;
+    spent, what the failed answer reports it cost."""
 
-    def __init__(self, provider: str, kind: str, message: str):
+    def __init__(self, provider: str, kind: str, message: str, spent: Usage | None = None):
         super().__init__(f"{provider} failed after answering 200 ({kind}: {message})")
-        self.kind = kind
+        self.kind, self.spent = kind, spent
 
 
 class ProviderUnavailable(Exception):

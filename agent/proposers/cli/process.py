@@ -45,15 +45,12 @@ def run_streaming(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: fl
         reader.start()
     timed_out = False
     try:
-        returncode = process.wait(timeout=timeout_s)
+        process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        kill_group(process.pid)
-        returncode = process.wait()
     finally:
         kill_group(process.pid)
-        if process.poll() is None:
-            process.wait()
+        returncode = process.wait()
         drained_by = time.monotonic() + DRAIN_S
         for reader in readers:
             reader.join(timeout=max(0.0, drained_by - time.monotonic()))
