@@ -1,9 +1,8 @@
 """The coding-agent CLIs a CLI researcher can drive (the user's own `claude`, `codex`): what each one needs to be
 started headless in a scratch directory and how its JSON event stream is read.
 
-An adapter knows only its CLI; agent.proposers.cli.researcher does the rest (scratch directory, process group,
-timeout, the edit set). `--model NAME[:MODEL]` chooses the adapter by NAME; MODEL, when given, is passed to the CLI.
-An adapter imports CLIOutcome from agent.proposers.cli.outcome, never this module (which imports the adapters).
+An adapter knows only its CLI; agent.proposers.cli.researcher does the rest. An adapter imports CLIOutcome from
+agent.proposers.cli.outcome, never this module (which imports the adapters).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from agent.llm.types import Usage
-from agent.proposers.cli.outcome import CLIOutcome, clipped, count, json_event
+from agent.proposers.cli.outcome import RESULT_CHARS, CLIOutcome, clipped, count, json_event
 from agent.recording.transcript import Transcript
 
 TOOLS = "Read,Edit,Write,Glob,Grep"
@@ -29,7 +29,6 @@ FLAGS = ("--tools", TOOLS, "--restricted", "--strict-mcp-config", "--disable-sla
          "--permission-mode", "acceptEdits", "--permission-prompts", "none", "--no-session-persistence")
 # Its login: an API key, a token, or where `claude` keeps the subscription login (CLAUDE_CONFIG_DIR or ~/.claude).
 LOGIN_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR")
-RESULT_CHARS = 2000  # of each tool result kept in the transcript
 
 
 class ClaudeCode:
@@ -102,8 +101,6 @@ class ClaudeCode:
 
 
 def _text_of(content) -> str:
-    if isinstance(content, str):
-        return content
     if isinstance(content, list):
         return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    return ""
+    return content if isinstance(content, str) else ""

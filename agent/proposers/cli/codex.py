@@ -47,7 +47,7 @@ from pathlib import Path
 
 from agent.llm.pricing import PriceTable
 from agent.llm.types import Usage
-from agent.proposers.cli.outcome import CLIOutcome, clipped, count, json_event
+from agent.proposers.cli.outcome import RESULT_CHARS, CLIOutcome, clipped, count, json_event
 from agent.recording.transcript import Transcript
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "CODEX_API_KEY")   # the key our provider sends, first one set
@@ -57,7 +57,6 @@ PROVIDER = "autoresearch"
 OPENAI_URL = "https://api.openai.com/v1"
 DISABLED_FEATURES = ("apps", "plugins", "multi_agent", "goals", "image_generation", "tool_suggest", "hooks",
                      "browser_use")
-RESULT_CHARS = 2000  # of each command's output kept in the transcript
 
 
 class Codex:
@@ -188,10 +187,7 @@ def program_dir(executable: str) -> Path:
     """Where the codex program lives: for the npm package (bin/codex.js starting the native binary of
     @openai/codex-<platform>), the node_modules/@openai directory holding both; else the binary's directory."""
     real = Path(executable).resolve()
-    for parent in real.parents:
-        if parent.name == "@openai" and parent.parent.name == "node_modules":
-            return parent
-    return real.parent
+    return next((p for p in real.parents if p.name == "@openai" and p.parent.name == "node_modules"), real.parent)
 
 
 def _toml(text: str) -> str:

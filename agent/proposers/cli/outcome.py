@@ -11,18 +11,17 @@ from typing import Any
 from agent.llm.types import Usage
 
 TEXT_CHARS = 50_000  # of one message, thought or tool argument kept in the transcript (train.py fits whole)
+RESULT_CHARS = 2000  # of each tool result or command output kept in the transcript
 
 
 @dataclass
 class CLIOutcome:
-    """What one CLI run's event stream said, filled in line by line by the adapter's read_event."""
     usage: Usage = field(default_factory=Usage)
     final_text: str = ""          # the CLI's own last word (its result message)
     failed: bool = False          # the CLI said the run failed (even with exit code 0)
 
 
 def json_event(line: str) -> dict | None:
-    """One line of a CLI's stdout as the JSON object it holds, None for any other line."""
     try:
         event = json.loads(line)
     except ValueError:
@@ -31,7 +30,6 @@ def json_event(line: str) -> dict | None:
 
 
 def count(usage: dict, key: str) -> int:
-    """A token count of a CLI's usage event: 0 where it is missing, negative or no integer."""
     value = usage.get(key)
     return value if isinstance(value, int) and value > 0 else 0
 
