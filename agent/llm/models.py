@@ -189,9 +189,6 @@ MODELS: list[ModelInfo] = [
     _retired("o4-mini", "openai", "2026-10-23", "gpt-5.6-terra", "deprecations, announced 2026-04-22"),
 ]
 
-# A model the table does not know: conservative limits that every current model accepts, no price.
-UNKNOWN_ANTHROPIC = dict(provider="anthropic", thinking="adaptive", max_output=32_000, efforts=ALL_EFFORTS)
-UNKNOWN_OPENAI = dict(provider="openai", reasoning=True, max_output=32_000, efforts=GPT_EFFORTS)
 REASONING_NAME = re.compile(r"(^|[/-])(o\d|gpt-5|gpt-6|deepseek-r1|qwq|r1)", re.IGNORECASE)
 
 
@@ -206,17 +203,18 @@ def find_model(model: str) -> ModelInfo | None:
 
 
 def model_info(provider: str, model: str) -> ModelInfo:
-    """The table's row for `model`, or conservative defaults (known=False) for a name it does not know."""
-    found = find_model(model)
-    if found is not None:
+    """The table's row for `model`, or for a name it does not know conservative defaults (known=False): limits that
+    every current model accepts, no price."""
+    if (found := find_model(model)) is not None:
         return found
     if provider == "anthropic":
-        return ModelInfo(name=model, known=False, **UNKNOWN_ANTHROPIC)
+        return ModelInfo(name=model, known=False, provider="anthropic", thinking="adaptive", max_output=32_000,
+                         efforts=ALL_EFFORTS)
     # openai-compatible servers run anything; a name that looks like a reasoning model is treated as one.
-    reasoning = provider == "openai" or bool(REASONING_NAME.search(model))
     # Every OpenAI reasoning model takes medium; sent, it keeps a model whose default is none reasoning.
-    default = "medium" if provider == "openai" else None
-    return ModelInfo(name=model, known=False, **{**UNKNOWN_OPENAI, "reasoning": reasoning, "default_effort": default})
+    return ModelInfo(name=model, known=False, provider="openai", max_output=32_000, efforts=GPT_EFFORTS,
+                     reasoning=provider == "openai" or bool(REASONING_NAME.search(model)),
+                     default_effort="medium" if provider == "openai" else None)
 
 
 class PricingError(ValueError):

@@ -152,7 +152,6 @@ class ResponsesConversation:
         return reply, done, request_id, limits
 
     def _turn(self, reply, output, options: dict, request_id, limits) -> AssistantTurn:
-        """The reply's items kept for the next request, and the turn they make."""
         items = [item.model_dump(exclude_none=True) for item in output]
         kept = [item for item in items if item.get("type") in ("reasoning", "function_call", "message")]
         while kept and kept[-1]["type"] == "reasoning":  # never sent back without the item it led to
@@ -190,7 +189,6 @@ class ResponsesConversation:
 
 
 class ChatConversation:
-    """Chat Completions, for OpenAI-compatible servers."""
     provider = "openai-compatible"
 
     def __init__(self, info: ModelInfo, api_key: str, base_url: str | None = None, *, effort: str | None = None,

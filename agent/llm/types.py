@@ -25,7 +25,6 @@ def estimated_tokens(text: str) -> int:
 
 
 def trimmed(items: list[dict], key: str) -> bool:
-    """Sets each item's key to TRIMMED; False if every one already was."""
     cut = [item for item in items if item[key] != TRIMMED]
     for item in cut:
         item[key] = TRIMMED
