@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import configparser
 import difflib
+import functools
 import hashlib
 import io
 import json
@@ -31,6 +32,7 @@ from trainer.runs.training_run import FROZEN, TRACKED
 from trainer.sandbox.untrusted import runs_root
 from trainer.tracks.hyperparameters import train_source_for_track
 from trainer.tracks.profiles import Profile
+from trainer.tracks.spec import FrozenTrack, TrackSpec
 
 PROJECT = Path(__file__).resolve().parent.parent
 TRAINER_DIR = PROJECT / "trainer"
@@ -193,9 +195,9 @@ class Workspace:
         """The tag follows this research program from its next experiment on (run.json names it)."""
         self.update_settings(program=str(program.resolve()))
 
-    @property
-    def track(self) -> dict:
-        return json.loads(self.file_at("track.json", self.root_commit()))
+    @functools.cached_property
+    def track(self) -> FrozenTrack:
+        return TrackSpec.frozen(self.file_at("track.json", self.root_commit()), f"{self.dir}'s track.json")
 
     def head(self) -> str:
         return self.repo.head.commit.hexsha

@@ -122,7 +122,7 @@ def retrain(workspace: Workspace, runner: Runner, record: ExperimentRecord, seed
     values = []
     for number, seed in enumerate(seeds, RECHECK_RUN_NUMBER + 1):
         job = Job(run=RunId(experiment=record.id, kind=RunKind.RERUN, n=number), commit=record.commit, seed=seed,
-                  timeout=hard_timeout(workspace.track["constants"], settings))
+                  timeout=hard_timeout(workspace.track.constants, settings))
         result = dataclasses.replace(runner.run(workspace, job), run=job.run)  # which run it was, for its check
         run = RunEntry.of(result, seed, workspace.dir)
         if run.val_bpb is None:

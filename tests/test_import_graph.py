@@ -164,7 +164,9 @@ LAYERS = (("agent.settings", "agent.untrusted", "agent.workspace"), ("agent.llm"
 # trainer/ in wings, lowest first: train.py and prepare.py at the top import nothing of the harness; the model
 # server's package imports only itself; the boundary (sandbox, evaluator) lies under the tracks, the run path and
 # the remote transports.
-TRAINER_LAYERS = (("trainer.prepare", "trainer.train", "trainer.files"), ("trainer.evaluator.model_server",),
+# track.json's typed record sits with prepare.py, whose constants it types: the seal holds a run to them
+TRAINER_LAYERS = (("trainer.prepare", "trainer.train", "trainer.files", "trainer.tracks.spec"),
+                  ("trainer.evaluator.model_server",),
                   ("trainer.sandbox",), ("trainer.evaluator",), ("trainer.tracks",), ("trainer.runs",),
                   ("trainer.remote",))
 

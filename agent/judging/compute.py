@@ -22,6 +22,7 @@ import statistics
 from typing import Any
 
 from agent.recording.record import ExperimentRecord, ExperimentStatus, summary_number
+from trainer.tracks.spec import TrackConstants
 
 COMPUTE_TOLERANCE = 1.5
 # The share of the baseline's cost that grows with the tokens drawn (the rest is start-up and FLOPs, the same at
@@ -35,21 +36,16 @@ TOKEN_COST_SHARE = 0.4
 UNCOUNTED_MARGIN, UNCOUNTED_BUDGET_SHARE, UNCOUNTED_FLOOR_S = 0.25, 0.05, 2.0
 
 
-def counted_not_clocked(constants: dict) -> bool:
-    """Whether the track's budget is steps or FLOPs (counted at the seal), not a clock the harness reads."""
-    return bool(constants.get("step_budget") or constants.get("flops_budget"))
-
-
 def spent(run: Any) -> float | None:
     """What a run (a RunResult or a RunEntry) used up to its seal, as the harness measured it."""
     return run.seal_seconds if run.device == "cuda" else run.cpu_seconds
 
 
-def uncounted(run: Any, constants: dict) -> float | None:
+def uncounted(run: Any, constants: TrackConstants) -> float | None:
     """On a wall-clock track, the seconds from a run's start to its seal beyond the budget its clock counts."""
-    if counted_not_clocked(constants) or constants.get("budget_clock") == "cpu" or run.seal_seconds is None:
+    if constants.budget != "wall" or run.seal_seconds is None:
         return None
-    return max(0.0, run.seal_seconds - float(constants["time_budget"]))
+    return max(0.0, run.seal_seconds - constants.time_budget)
 
 
 def _unit(run: Any) -> str:
@@ -68,21 +64,22 @@ def baseline_runs(records: list[ExperimentRecord], run: Any) -> list[Any]:
             if entry.device == run.device and (entry.hardware.key if entry.hardware else None) == key]
 
 
-def uncounted_bound(records: list[ExperimentRecord], run: Any, constants: dict) -> tuple[float, float] | None:
+def uncounted_bound(records: list[ExperimentRecord], run: Any, constants: TrackConstants) -> tuple[float, float] | None:
     """(the most the baseline's runs spent before their clocks, what a run may spend there), None unmeasured."""
     measured = [value for entry in baseline_runs(records, run) if (value := uncounted(entry, constants)) is not None]
     if not measured:
         return None
     most = max(measured)
-    return most, most * (1 + UNCOUNTED_MARGIN) + max(UNCOUNTED_BUDGET_SHARE * float(constants["time_budget"]),
+    return most, most * (1 + UNCOUNTED_MARGIN) + max(UNCOUNTED_BUDGET_SHARE * constants.time_budget,
                                                      UNCOUNTED_FLOOR_S)
 
 
-def over_compute(run: Any, records: list[ExperimentRecord], constants: dict, declared_batch: int | None) -> str | None:
+def over_compute(run: Any, records: list[ExperimentRecord], constants: TrackConstants,
+                 declared_batch: int | None) -> str | None:
     """Why a run that reached its seal used more than its budget allows on this machine, or None."""
-    if constants.get("budget_clock") == "cpu":
+    if constants.budget == "cpu":
         return None  # the seal holds such a run to its CPU seconds itself
-    if not counted_not_clocked(constants):
+    if not constants.counted:
         return _over_clock(run, records, constants)
     steps = summary_number(run.summary.get("num_steps"))
     if steps is not None and declared_batch and run.trained_tokens is not None \
@@ -116,11 +113,11 @@ def compute_allowed(records: list[ExperimentRecord], run: Any) -> tuple[float, f
     return cost, COMPUTE_TOLERANCE * cost * (1 + TOKEN_COST_SHARE * (scale - 1))
 
 
-def _over_clock(run: Any, records: list[ExperimentRecord], constants: dict) -> str | None:
+def _over_clock(run: Any, records: list[ExperimentRecord], constants: TrackConstants) -> str | None:
     spent_before, measured = uncounted(run, constants), uncounted_bound(records, run, constants)
     if spent_before is None or measured is None or spent_before <= measured[1]:
         return None
-    return (f"it reached its seal {spent_before:,.0f} s past the {constants['time_budget']:g} s its clock counts; the "
+    return (f"it reached its seal {spent_before:,.0f} s past the {constants.time_budget:g} s its clock counts; the "
             f"baseline's runs spent at most {measured[0]:,.0f} s there (startup, compilation, uncounted warm-up) and a "
             f"run may spend {measured[1]:,.0f} s: what it does before its clock starts trains outside the budget")
 

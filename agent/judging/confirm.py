@@ -60,7 +60,7 @@ def confirm(workspace: Workspace, runner: Runner | None = None, timeout: float =
     confirmation = Confirmation(time=started, sigma=history.sigma(), baseline=baseline, best=best,
                                 search_gain=baseline.search_val - best.search_val,
                                 holdout_gain=baseline.holdout - best.holdout, chain=confirmed)
-    confirmation.warnings = warnings_of(confirmation, history.sigma() or USUAL_SIGMA.get(workspace.track["track"]))
+    confirmation.warnings = warnings_of(confirmation, history.sigma() or USUAL_SIGMA.get(workspace.track.track))
     confirmation.write(workspace.dir)
     return confirmation
 

@@ -130,7 +130,7 @@ class KeepProcedure:
                           case.record.runs)
         problem = holdout_disagrees(case.record.runs, scored[0].val, scored[0].holdout)
         if problem is None and len(scored) == 2:
-            sigma = Standing.of(self.history(), case.best).sigma or USUAL_SIGMA.get(self.workspace.track["track"])
+            sigma = Standing.of(self.history(), case.best).sigma or USUAL_SIGMA.get(self.workspace.track.track)
             problem = step_disagrees(case.record.runs, case.best.id, scored[1].val, scored[1].holdout, sigma)
         case.transcript.event("holdout_gate", passed=problem is None, problem=problem, anchor=anchor.id,
                               best_val=scored[0].val, best_holdout=scored[0].holdout,

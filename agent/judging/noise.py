@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from agent.judging.significance import one_sided_p, standard_error, z_score
-from agent.judging.usual_sigma import budget_follows_machine_speed, usual_sigmas
+from agent.judging.usual_sigma import usual_sigmas
 from agent.recording.record import Evidence, ExperimentRecord, ExperimentStatus, RunEntry
+from trainer.tracks.spec import TrackConstants
 
 
 class CloseCall(StrEnum):
@@ -91,7 +92,7 @@ def inflated_floor(sigma: float | None, track: str, keep_sigmas: float = 2.0) ->
     usual = USUAL_SIGMA.get(track)
     if sigma is None or not usual or sigma <= INFLATED_RATIO * usual:
         return None
-    if budget_follows_machine_speed(track):
+    if not TrackConstants.of_track(track).counted:
         why = "is the machine busy?"
     else:  # a step or FLOPs budget trains the same whatever else the machine does
         why = ("this track's budget counts steps or FLOPs, not time, so a busy machine does not explain it: the "

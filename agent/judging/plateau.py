@@ -121,7 +121,7 @@ class Plateaus:
 
     def __init__(self, workspace: Workspace, settings: LoopSettings):
         self.workspace, self.settings = workspace, settings
-        self.track = workspace.track["track"]
+        self.track = workspace.track.track
         self.limit = plateau_limit(settings, self.track)
         self.action = on_plateau(settings)
         self.problem = settings_problem(settings, self.track)  # the loop refuses to start with one

@@ -55,8 +55,3 @@ def record_measurement(track: str, measured: UsualSigma, table: Path = TABLE) ->
                                         ensure_ascii=False) + "\n")
 
 
-def budget_follows_machine_speed(track: str) -> bool:
-    """Whether how much a run trains depends on how fast the machine is (a wall-clock or CPU-second budget), as
-    opposed to a budget of steps or FLOPs, which trains the same on any machine."""
-    constants = TRACKS.get(track, {})
-    return constants.get("step_budget") is None and constants.get("flops_budget") is None

@@ -12,6 +12,7 @@ from agent.proposers.night_facts import NightFacts
 from agent.proposers.policy import checked_source
 from agent.recording.record import ExperimentRecord
 from agent.recording.transcript import Transcript
+from trainer.tracks.spec import FrozenTrack
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Running:
 
 @dataclass
 class ProposalContext:
-    track: dict                 # the workspace's track.json
+    track: FrozenTrack  # the workspace's frozen track.json
     program_name: str
     program_text: str
     train_source: str           # train.py at the best commit

@@ -20,7 +20,6 @@ thought, tool call and result goes to the transcript as it happens.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -164,7 +163,8 @@ class LLMProposer:
                          program=context.program_name, system_sha256=hashlib.sha256(system.encode()).hexdigest(),
                          system=system, user="\n\n".join(user), tools=[t.name for t in TOOLS])
         files = {"train.py": context.train_source, "prepare.py": _read(self.workspace_dir / "prepare.py"),
-                 "program.md": context.program_text, "track.json": json.dumps(context.track, indent=2)}
+                 "program.md": context.program_text,
+                 "track.json": context.track.model_dump_json(indent=2, exclude_unset=True)}
         toolbox = ToolBox(self.workspace_dir, files, context.history, notes.text)
         session = ProposalSession(conversation, toolbox, context.train_source, transcript,
                                   self._lesson_to_ask(context), context.claim, context.spend, context.code_only)

@@ -41,7 +41,7 @@ class ProposerChoice:
 def _optuna(request: ProposerRequest) -> Build:
     from agent.proposers.optuna_search import WARM_STARTS, OptunaProposer
     return lambda workspace: OptunaProposer(workspace.dir / "optuna.journal",
-                                            warm_start=WARM_STARTS.get(workspace.track["track"], []))
+                                            warm_start=WARM_STARTS.get(workspace.track.track, []))
 
 
 def _llm(request: ProposerRequest) -> Build:

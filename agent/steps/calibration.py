@@ -30,7 +30,8 @@ def calibrate(track_spec: dict, profile: Profile, seeds: list[int], runner: Runn
     """Trains the baseline once per seed in a scratch workspace, removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="autoresearch-calibrate-") as scratch:
         workspace = Workspace.create("calibrate", track_spec, Path(os.devnull), Path(scratch), profile)
-        timeout = hard_timeout(track_spec["constants"], LoopSettings())
+        track = workspace.track
+        timeout = hard_timeout(track.constants, LoopSettings())
         values, speeds, hardware = [], [], None
         for n, seed in enumerate(seeds):
             result = runner.run(workspace, Job(run=RunId.noise(workspace.head(), n), commit=workspace.head(),
@@ -46,7 +47,7 @@ def calibrate(track_spec: dict, profile: Profile, seeds: list[int], runner: Runn
             say(f"seed {seed}: val_bpb {value:.6f}" + (f", {speeds[-1]:,.0f} tokens/s" if speeds else ""))
     if hardware is None:
         raise CalibrationError(f"the runner {runner.name} did not say what machine its runs trained on")
-    return Calibration(track=track_spec["track"], data=track_spec["fingerprint"], hardware=hardware,
+    return Calibration(track=track.track, data=track.fingerprint, hardware=hardware,
                        profile=profile.name, seeds=seeds, val_bpb=values,
                        tokens_per_second=sum(speeds) / len(speeds) if speeds else None,
                        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 
 from agent.judging.drift import control_words, drift_of
-from agent.judging.usual_sigma import budget_follows_machine_speed
 from agent.judging.verify import Untrusted, score_runs
 from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, now
@@ -45,7 +44,7 @@ def run_control(training: Training, best: ExperimentRecord, seed: int, say=print
         previous = next((r for r in reversed(history.records) if r.status == ExperimentStatus.CONTROL
                          and r.of == best.id and r.drift is not None), None)
         drift = drift_of(earlier, run.val_bpb, history.sigma(), previous,
-                         budget_follows_machine_speed(workspace.track["track"])) if measured else None
+                         not workspace.track.constants.counted) if measured else None
         record = ExperimentRecord(
             id=record_id, status=ExperimentStatus.CONTROL, triage=run.triage, of=best.id, parent=best.commit,
             commit=best.commit, description=f"control: {best.id} re-run with seed {seed}", val_bpb=run.val_bpb,

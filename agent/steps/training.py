@@ -11,7 +11,7 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from agent.judging.compute import counted_not_clocked, over_compute
+from agent.judging.compute import over_compute
 from agent.judging.noise import floored, inflated_floor, sigma_of
 from agent.judging.salvage import SALVAGEABLE, salvage, salvageable
 from agent.judging.verify import Untrusted, score_runs
@@ -26,6 +26,7 @@ from trainer.runs.jobs import Job
 from trainer.runs.run_id import RunId, RunKind
 from trainer.runs.triage import Triage, Verdict
 from trainer.sandbox.seal import declared_batch_tokens
+from trainer.tracks.spec import TrackConstants
 
 # The hard timeout of a track whose budget the machine's load does not change (steps, FLOPs; CPU seconds in a cpu
 # workspace made before that track counted FLOPs) only catches a hang: such a run takes longer on a busy machine
@@ -38,10 +39,9 @@ class LoopStopped(Exception):
     """The loop cannot go on (e.g. the machine failed twice); the message says why and what to do."""
 
 
-def hard_timeout(constants: dict, settings: LoopSettings) -> float:
+def hard_timeout(constants: TrackConstants, settings: LoopSettings) -> float:
     """Wall-clock seconds after which a run of a track with these constants is killed: 2 x budget + grace."""
-    load_blind = constants.get("budget_clock") == "cpu" or counted_not_clocked(constants)
-    budget = constants["time_budget"] * (LOAD_BLIND_WALL_FACTOR if load_blind else 1)
+    budget = constants.time_budget * (LOAD_BLIND_WALL_FACTOR if constants.budget != "wall" else 1)
     return settings.timeout_seconds or 2 * budget + settings.grace_seconds
 
 
@@ -51,7 +51,7 @@ class Training:
 
     def run(self, commit: str, run: RunId, seed: int, transcript: Transcript) -> RunResult:
         """One run of a commit; an infra failure is retried once, not charged. result.run says which run it was."""
-        job = Job(run=run, commit=commit, seed=seed, timeout=hard_timeout(self.workspace.track["constants"],
+        job = Job(run=run, commit=commit, seed=seed, timeout=hard_timeout(self.workspace.track.constants,
                                                                            self.settings))
         transcript.event("run_started", commit=commit, timeout_s=job.timeout, runner=self.runner.name, seed=seed)
         result = self._run(job)
@@ -80,7 +80,7 @@ class Training:
             if any(r.commit == commit and r.status == ExperimentStatus.KEEP for r in records):
                 return result  # a kept commit's noise floor or control: its compute was judged at its keep
             declared = declared_batch_tokens(self.workspace.file_at("train.py", commit))
-        if over := over_compute(result, records, self.workspace.track["constants"], declared):
+        if over := over_compute(result, records, self.workspace.track.constants, declared):
             return dataclasses.replace(result, verdict=Verdict(Triage.OVER_BUDGET, over, result.verdict.summary))
         return result
 
@@ -142,7 +142,7 @@ class Training:
         with self.shared.lock:
             self.shared.check()
             values = ledger.history().runs_of(best.commit) + [r.val_bpb for r in runs if r.val_bpb is not None]
-            sigma, too_low = floored(sigma_of(values), self.workspace.track["track"])
+            sigma, too_low = floored(sigma_of(values), self.workspace.track.track)
             record = ExperimentRecord(
                 id=record_id, status=ExperimentStatus.NOISE, triage="ok", of=best.id, parent=best.commit,
                 commit=best.commit, description=f"noise floor: {best.id} re-run with seeds "
@@ -158,7 +158,7 @@ class Training:
         transcript.event("noise_floor", of=best.id, values=values, sigma=sigma)
         say(f"{record_id} sigma {sigma:.6f} from {len(values)} runs of {best.id}" if sigma is not None
             else f"{record_id}: too few runs succeeded to measure sigma")
-        for warning in (too_low, inflated_floor(sigma, self.workspace.track["track"], self.settings.keep_sigmas)):
+        for warning in (too_low, inflated_floor(sigma, self.workspace.track.track, self.settings.keep_sigmas)):
             if warning:
                 say(f"warning: {warning}")
         return record

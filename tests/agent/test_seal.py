@@ -14,6 +14,7 @@ import pytest
 
 from agent.workspace import TRACKED
 from trainer import prepare
+from trainer.prepare import TRACKS
 from trainer.runs.training_run import CHECKPOINT
 from trainer.runs.triage import Triage, classify
 from trainer.sandbox.seal import (
@@ -29,6 +30,7 @@ from trainer.sandbox.seal import (
     training_view,
 )
 from trainer.sandbox.untrusted import View, isolation_available, private_directory, run_untrusted
+from trainer.tracks.spec import TrackConstants
 
 # A model that evaluate_bpb can score: the same logits at every position (zeros: the uniform distribution).
 RUN = textwrap.dedent('''
@@ -73,7 +75,7 @@ def run_sealed(workspace, test_track, tmp_path, isolate, *argv):
         (run_dir / name).write_text(workspace.file_at(name))
     (run_dir / "probe.py").write_text(RUN)
     cache = test_track.directory.parent
-    seal = Seal(run_dir, test_track.directory, CHECKPOINT, tmp_path / "sealed" / "0001.pt")
+    seal = Seal(run_dir, test_track.directory, test_track.track.constants, CHECKPOINT, tmp_path / "sealed" / "0001.pt")
     env = {"AUTORESEARCH_CACHE": str(training_view(test_track.directory, run_dir)),
            "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **seal.env()}
     try:
@@ -125,7 +127,8 @@ def seal_client(tmp_path, budget, pid=None):
     (pid: the process whose tree the seal charges CPU seconds to)."""
     run_dir = tmp_path / "run"
     run_dir.mkdir(parents=True)
-    seal = Seal(run_dir, tmp_path / "track", CHECKPOINT, tmp_path / "sealed.pt", budget=budget)
+    seal = Seal(run_dir, tmp_path / "track", TrackConstants.of_track("test"), CHECKPOINT, tmp_path / "sealed.pt",
+                budget=budget)
     client = socket.socket(fileno=os.dup(seal.child_fd))
     seal.started(pid)
     return seal, client
@@ -170,10 +173,10 @@ def test_the_step_budget_is_counted_at_the_batch_train_py_declares(workspace, te
     run_dir.mkdir()
     for name in TRACKED:
         (run_dir / name).write_text(workspace.file_at(name))
-    assert RunBudget.of_run(test_track.directory, run_dir) == RunBudget(tokens=(30 + 1) * 2**11)
+    assert RunBudget.of_run(test_track.track.constants, run_dir) == RunBudget(tokens=(30 + 1) * 2**11)
     (run_dir / "train.py").write_text((run_dir / "train.py").read_text().replace(
         "TOTAL_BATCH_SIZE = 2048", "TOTAL_BATCH_SIZE = 2**12"))
-    assert RunBudget.of_run(test_track.directory, run_dir) == RunBudget(tokens=(30 + 1) * 2**12)
+    assert RunBudget.of_run(test_track.track.constants, run_dir) == RunBudget(tokens=(30 + 1) * 2**12)
 
 
 SPIN_IN_A_GRANDCHILD = """
@@ -191,10 +194,8 @@ spinner.wait()
 
 
 def test_a_cpu_clock_budget_counts_the_cpu_seconds_of_the_run_and_everything_below_it(tmp_path):
-    track = tmp_path / "track"
-    track.mkdir()
-    (track / "track.json").write_text(json.dumps({"constants": {"time_budget": 60, "budget_clock": "cpu"}}))
-    assert RunBudget.of_run(track, tmp_path) == RunBudget(cpu_seconds=120.0)  # 60 + the 60 s startup allowance
+    cpu_clock = TrackConstants.model_validate({**TRACKS["cpu"], "flops_budget": None, "budget_clock": "cpu"})
+    assert RunBudget.of_run(cpu_clock, tmp_path) == RunBudget(cpu_seconds=120.0)  # 60 + the 60 s startup allowance
 
     run = subprocess.Popen([sys.executable, "-c", SPIN_IN_A_GRANDCHILD], stdout=subprocess.PIPE, text=True)
     try:
@@ -229,13 +230,11 @@ def test_a_cpu_clock_budget_counts_the_cpu_seconds_of_the_run_and_everything_bel
     "for TOTAL_BATCH_SIZE in (2048,):\n    pass\n",
 ])
 def test_a_batch_declared_twice_leaves_a_step_budget_unknown_and_every_seal_refused(tmp_path, rebinding):
-    track = tmp_path / "track"
-    track.mkdir()
-    (track / "track.json").write_text(json.dumps({"constants": {"time_budget": 5, "step_budget": 30}}))
+    steps = TrackConstants.of_track("test")  # 30 steps
     (tmp_path / "train.py").write_text("TOTAL_BATCH_SIZE = 2**24\n")
-    assert RunBudget.of_run(track, tmp_path) == RunBudget(tokens=31 * 2**24)
+    assert RunBudget.of_run(steps, tmp_path) == RunBudget(tokens=31 * 2**24)
     (tmp_path / "train.py").write_text("TOTAL_BATCH_SIZE = 2**24\n" + rebinding)
-    budget = RunBudget.of_run(track, tmp_path)
+    budget = RunBudget.of_run(steps, tmp_path)
     assert budget.tokens is None and "assign once, at the top level" in budget.problem
     seal, client = seal_client(tmp_path / "seal", budget)
     assert ask(client, b"seal val trained_tokens=1\n").startswith(b"refused over budget: the step budget counts")

@@ -82,8 +82,12 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
     try:
         spec = TrackSpec.parse(files["track.json"], "the commit's track.json")
         track = track_dir(spec.track)
+        prepared = TrackSpec.read(track / "track.json")  # what the run's prepare.py reads, and its seal holds it to
     except PrepareError as err:
         return RunResult.infra(str(err), log_path)
+    if prepared is None:
+        return RunResult.infra(f"track {spec.track} is not prepared in {track.parent}: run `autoresearch prepare "
+                               f"--track {spec.track}`", log_path)
     private_directory(run_dir)
     for name in TRACKED:
         (run_dir / name).write_bytes(files[name])
@@ -91,7 +95,7 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
     compile_cache = run_dir / COMPILE_CACHE  # no run reads what another wrote: nothing of a run outlives it
     compile_cache.mkdir(mode=0o1777)
     compile_cache.chmod(0o1777)
-    seal = Seal(run_dir, track, CHECKPOINT, request.checkpoint_destination)
+    seal = Seal(run_dir, track, prepared.constants, CHECKPOINT, request.checkpoint_destination)
     kernels, kernel_env = kernel_caches()
     env = {"AUTORESEARCH_SEED": str(request.seed), "AUTORESEARCH_CACHE": str(training_view(track, run_dir)),
            "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **kernel_env, **seal.env(), **compile_cache_env(compile_cache),

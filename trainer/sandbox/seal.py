@@ -19,7 +19,6 @@ FLOPs-budgeted track); a run past its track's budget (RunBudget) is refused, and
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -33,6 +32,7 @@ from pathlib import Path
 from trainer.files.hashing import file_sha256
 from trainer.prepare import SEAL_FD_VAR
 from trainer.sandbox.untrusted import Ending
+from trainer.tracks.spec import TrackConstants
 
 SEALED_SPLITS = ("val", "holdout")
 OPENED_DIR = "opened"   # in the run directory: the val files, copied there at the seal
@@ -103,20 +103,14 @@ class RunBudget:
     problem: str | None = None  # why this run's budget cannot be known: every seal is refused with it
 
     @classmethod
-    def of_run(cls, track_dir: Path, run_dir: Path) -> RunBudget:
+    def of_run(cls, constants: TrackConstants, run_dir: Path) -> RunBudget:
         """The track's budget; on a step-budgeted track, its steps at the batch train.py declares in its
         hyperparameter block before the run starts (the one train.py in the run directory)."""
-        try:
-            constants = json.loads((track_dir / "track.json").read_text())["constants"]
-        except (OSError, ValueError, KeyError):
-            return cls()
-        steps = constants.get("step_budget")
-        if constants.get("flops_budget"):
-            return cls(flops=float(constants["flops_budget"]))
-        if not steps:
-            budget = float(constants["time_budget"])
-            allowed = budget + max(STARTUP_ALLOWANCE * budget, MIN_STARTUP_ALLOWANCE_S)
-            return cls(cpu_seconds=allowed) if constants.get("budget_clock") == "cpu" else cls(seconds=allowed)
+        if constants.budget == "flops":
+            return cls(flops=constants.flops_budget)
+        if constants.budget != "steps":
+            allowed = constants.time_budget + max(STARTUP_ALLOWANCE * constants.time_budget, MIN_STARTUP_ALLOWANCE_S)
+            return cls(cpu_seconds=allowed) if constants.budget == "cpu" else cls(seconds=allowed)
         try:
             batch = declared_batch_tokens((run_dir / "train.py").read_text())
         except (OSError, ValueError):
@@ -124,7 +118,7 @@ class RunBudget:
         if batch is None:
             return cls(problem="the step budget counts steps of TOTAL_BATCH_SIZE tokens, which train.py must "
                                "assign once, at the top level, as a whole number (2**11 or 2048)")
-        return cls(tokens=(steps + 1) * batch)  # + 1: the batch drawn ahead of the last step
+        return cls(tokens=(constants.step_budget + 1) * batch)  # + 1: the batch drawn ahead of the last step
 
 
 def declared_batch_tokens(source: str) -> int | None:
@@ -182,11 +176,11 @@ class Sealed:
 class Seal:
     """The harness's side of one run's seal, served from a thread while the run lives."""
 
-    def __init__(self, run_dir: Path, track_dir: Path, checkpoint_name: str, destination: Path,
-                 budget: RunBudget | None = None):
-        self.run_dir, self.track_dir = run_dir, track_dir
+    def __init__(self, run_dir: Path, track_dir: Path, constants: TrackConstants, checkpoint_name: str,
+                 destination: Path, budget: RunBudget | None = None):
+        self.run_dir, self.track_dir, self.seq_len = run_dir, track_dir, constants.max_seq_len
         self.checkpoint, self.destination = run_dir / checkpoint_name, destination
-        self.budget = budget or RunBudget.of_run(track_dir, run_dir)
+        self.budget = budget or RunBudget.of_run(constants, run_dir)
         self.result = Sealed()
         self._ours, self._theirs = socket.socketpair()
         self._thread = threading.Thread(target=self._serve, name=f"seal-{run_dir.name}", daemon=True)
@@ -312,7 +306,7 @@ class Seal:
         if tokens is None:
             return "the seal request did not say how many training tokens make_dataloader handed out"
         try:
-            per_token = sealed_flops_per_token(self.destination, self.track_dir)
+            per_token = sealed_flops_per_token(self.destination, self.seq_len)
         except Exception as err:  # whatever the run's file makes the loader do, the answer is a refusal
             return (f"the sealed weights could not be counted: {type(err).__name__}: "
                     f"{' '.join(str(err).split())[:200]}")
@@ -330,7 +324,7 @@ class Seal:
         return f"refused {why}"
 
 
-def sealed_flops_per_token(checkpoint: Path, track_dir: Path) -> int:
+def sealed_flops_per_token(checkpoint: Path, seq_len: int) -> int:
     """prepare.training_flops_per_token of sealed weights: every tensor's elements (read lazily: the file may
     be large), the config's layers and width, the track's sequence length. Only the form torch itself saves
     is counted: a flat state_dict of floating-point tensors and a config of plain values; anything else
@@ -354,7 +348,6 @@ def sealed_flops_per_token(checkpoint: Path, track_dir: Path) -> int:
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (n_layer, n_embd)):
         raise ValueError("its config needs whole n_layer and n_embd of at least 1 (GPTConfig's)")
     params = sum(tensor.numel() for tensor in weights.values())
-    seq_len = json.loads((track_dir / "track.json").read_text())["constants"]["max_seq_len"]
     return training_flops_per_token(params, n_layer, n_embd, seq_len)
 
 

@@ -25,14 +25,28 @@ class TrackConstants(BaseModel):
     time_budget: float
     eval_tokens: int
     vocab_size: int
-    source: str
-    doc_chars: int
+    source: str | None = None  # None (and doc_chars): a night imported from a prepare.py that names neither
+    doc_chars: int | None = None
     step_budget: int | None = None
     # What time_budget counts: wall-clock seconds, or the run's CPU seconds ("cpu": the cpu track of workspaces made
     # before it counted FLOPs, whose frozen track.json and prepare.py still say so).
     budget_clock: Literal["wall", "cpu"] = "wall"
     flops_budget: float | None = None  # training FLOPs the harness allows (trainer/sandbox/seal.py), instead of seconds
     threads: int | None = Field(None, ge=1)  # torch's threads per run, set by the harness (None: torch's default)
+
+    @classmethod
+    def of_track(cls, track: str) -> TrackConstants:
+        return cls.model_validate(TRACKS[track])
+
+    @property
+    def budget(self) -> Literal["flops", "steps", "cpu", "wall"]:
+        """What a run is held to: FLOPs or steps the seal counts, or seconds of a clock the harness reads."""
+        return "flops" if self.flops_budget else "steps" if self.step_budget else self.budget_clock
+
+    @property
+    def counted(self) -> bool:
+        """Whether the budget is counted at the seal (the same training on any machine), not read off a clock."""
+        return self.budget in ("flops", "steps")
 
 
 class ClimbmixSource(BaseModel):
@@ -114,6 +128,17 @@ class TrackSpec(BaseModel):
                                "again (`autoresearch prepare --track NAME`)") from None
 
     @classmethod
+    def frozen(cls, text: str | bytes, where: str) -> TrackSpec | UnpreparedTrack:
+        """A workspace's frozen track.json: a prepared track's, or an imported night's that was not prepared here."""
+        try:
+            return cls.parse(text, where)
+        except PrepareError as refused:
+            try:
+                return UnpreparedTrack.model_validate_json(text)
+            except ValidationError:
+                raise refused from None
+
+    @classmethod
     def read(cls, path: Path) -> TrackSpec | None:
         """The track.json at path, or None when there is none (or it cannot be opened: the caller builds one)."""
         try:
@@ -121,3 +146,15 @@ class TrackSpec(BaseModel):
         except OSError:
             return None
         return cls.parse(text, path)
+
+
+class UnpreparedTrack(BaseModel):
+    """track.json of a night imported under a track not prepared here: its constants and no data (it cannot run)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    track: str
+    constants: TrackConstants
+    fingerprint: None
+    prepared: Literal[False]
+
+
+FrozenTrack = TrackSpec | UnpreparedTrack  # what a workspace's frozen track.json can be

@@ -81,12 +81,12 @@ def code_change_request(records: list[ExperimentRecord], wanted: float | None) -
 
 def header(context: ProposalContext) -> str:
     track, best = context.track, context.best
-    constants = ", ".join(f"{k}={v}" for k, v in track.get("constants", {}).items())
+    constants = ", ".join(f"{k}={v}" for k, v in track.constants.model_dump(exclude_unset=True).items())
     summary = {key: said_number(value) for key, value in best.summary.items()}
     memory = summary.get("device_memory_mb")
     runs = best.measured
     hardware = best.hardware.name if best.hardware else None  # the harness's reading, not what the run printed
-    lines = [f"Track {track.get('track')} (fingerprint {str(track.get('fingerprint', ''))[:12]}): {constants}",
+    lines = [f"Track {track.track} (fingerprint {str(track.fingerprint or '')[:12]}): {constants}",
              f"Hardware: {hardware or 'unknown device'}"
              + (f", {float(memory) / 1024:.1f} GiB of memory" if _positive(memory) else ", memory not reported")
              + ". " + context.facts.budget_line(),

@@ -166,7 +166,7 @@ def test_a_night_under_other_constants_is_readable_and_run_refuses_it_in_its_own
              "20971520")
     assert words in said and words in status and "ran under MAX_SEQ_LEN = 2048, TIME_BUDGET = 1200" in status
     assert "best val_bpb 0.990200" in status and "hardware not recorded by the night" in page
-    assert workspace.track["constants"]["eval_tokens"] == 3 * 524288
+    assert workspace.track.constants.eval_tokens == 3 * 524288
 
     typed("import", "--from", str(tmp_path / "mlx"), "--workspaces", str(tmp_path / "ws"), "--tag", "again")
     typed("report", "--tag", "dec4", "--tag", "again", "--workspaces", str(tmp_path / "ws"))

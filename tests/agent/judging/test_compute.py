@@ -24,11 +24,12 @@ from agent.workspace import Workspace
 from tests.agent.conftest import PROGRAM
 from tests.helpers.scripted import ScriptedChanges
 from trainer.tracks.hardware import Hardware
+from trainer.tracks.spec import TrackConstants
 
 HERE = Hardware(backend="cpu", name="CPU here", memory_bytes=1 << 30, cores=2)
 ELSEWHERE = Hardware(backend="cpu", name="CPU elsewhere", memory_bytes=1 << 30, cores=2)
-STEPS = {"time_budget": 5, "step_budget": 30}
-CLOCK = {"time_budget": 300}
+STEPS = TrackConstants.of_track("test")  # 30 steps; 5 s of wall clock the budget was set from
+CLOCK = TrackConstants.of_track("gpu")  # 300 s of the run's own clock
 
 
 def baseline(*runs: RunEntry) -> list[ExperimentRecord]:
@@ -86,7 +87,8 @@ def test_on_a_wall_clock_track_the_time_before_the_runs_clock_is_held_to_the_bas
     assert over_compute(run(seal=300 + bound - 1), records, CLOCK, None) is None
     over = over_compute(run(seal=300 + bound + 1), records, CLOCK, None)
     assert over and "spent at most 40 s there" in over and f"may spend {bound:.0f} s" in over
-    assert over_compute(run(seal=900.0), records, {"time_budget": 60, "budget_clock": "cpu"}, None) is None
+    assert over_compute(run(seal=900.0), records, CLOCK.model_copy(update={"time_budget": 60, "budget_clock": "cpu"}),
+                        None) is None
 
 
 @pytest.fixture

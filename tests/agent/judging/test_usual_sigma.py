@@ -6,12 +6,13 @@ import json
 import pytest
 
 from agent.judging.noise import USUAL_SIGMA, inflated_floor
-from agent.judging.usual_sigma import TABLE, UsualSigma, budget_follows_machine_speed, record_measurement, usual_sigmas
+from agent.judging.usual_sigma import TABLE, UsualSigma, record_measurement, usual_sigmas
 from agent.loop import LoopSettings, run_loop
 from agent.recording.ledger import Ledger
 from tests.helpers.scripted import ScriptedEdits
 from tests.helpers.synthetic_runner import SyntheticRunner
 from trainer.prepare import TRACKS
+from trainer.tracks.spec import TrackConstants
 
 
 def test_the_rule_reads_the_measured_table():
@@ -35,8 +36,8 @@ def test_a_measurement_replaces_the_tracks_entry_and_keeps_the_others(tmp_path):
 
 
 def test_only_a_track_budgeted_in_time_blames_a_busy_machine():
-    assert budget_follows_machine_speed("gpu")
-    assert not any(map(budget_follows_machine_speed, ("cpu", "test", "gpu-flops")))  # FLOPs or steps
+    assert not TrackConstants.of_track("gpu").counted
+    assert all(TrackConstants.of_track(track).counted for track in ("cpu", "test", "gpu-flops"))  # FLOPs or steps
     on_gpu = inflated_floor(10 * USUAL_SIGMA["gpu"], "gpu")
     on_test = inflated_floor(10 * USUAL_SIGMA["test"], "test")
     assert "is the machine busy?" in on_gpu

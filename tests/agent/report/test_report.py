@@ -237,7 +237,7 @@ def test_the_report_names_the_machine_and_the_best_s_offset_from_its_calibrated_
     assert [run.hardware for r in records for run in r.runs] == [here] * sum(len(r.runs) for r in records)
     assert escape(here.describe()) in html and "not calibrated" in html
     best = headline(records).best
-    calibration = Calibration(track="test", data=workspace.track["fingerprint"], hardware=here, profile="cpu",
+    calibration = Calibration(track="test", data=workspace.track.fingerprint, hardware=here, profile="cpu",
                               seeds=[42, 43], val_bpb=[best + 0.1, best + 0.3], tokens_per_second=1000.0,
                               created="2026-12-05T07:00:00+0000")
     cached = calibration_path(cache_root(), "test", here)

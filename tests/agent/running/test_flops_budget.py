@@ -21,6 +21,7 @@ from trainer.runs.triage import Triage, classify
 from trainer.sandbox.seal import RunBudget, Seal, Sealed
 from trainer.tracks.hardware import this_machine
 from trainer.tracks.hyperparameters import train_source_for_track
+from trainer.tracks.spec import TrackConstants
 
 BUDGET_LINE = ("    STEP_BUDGET = budget_steps(num_params, config.n_layer, config.n_embd, TOTAL_BATCH_SIZE, "
                "rows * MAX_SEQ_LEN)\n")
@@ -39,7 +40,7 @@ def run(workspace: Workspace, source: str | None, name: str):
 
 
 def test_a_run_within_its_flops_trains_what_they_buy_and_one_past_them_is_over_budget(flops_workspace):
-    budget = flops_workspace.track["constants"]["flops_budget"]
+    budget = flops_workspace.track.constants.flops_budget
     baseline = run(flops_workspace, None, "0001")
     assert baseline.verdict.triage == Triage.OK, baseline.tail
     per_token = training_flops_per_token(294_980, 2, 64, 128)  # the test model: every parameter counted
@@ -91,7 +92,7 @@ def sealed_at(tmp_path: Path, weights: Path, tokens: int) -> tuple[str, Sealed]:
     (track / "track.json").write_text(json.dumps({"constants": TRACKS["cpu"]}))
     run_dir.mkdir()
     shutil.copy2(weights, run_dir / CHECKPOINT)
-    seal = Seal(run_dir, track, CHECKPOINT, tmp_path / "sealed.pt")
+    seal = Seal(run_dir, track, TrackConstants.of_track("cpu"), CHECKPOINT, tmp_path / "sealed.pt")
     assert seal.budget == RunBudget(flops=TRACKS["cpu"]["flops_budget"])  # not seconds of any clock
     client = socket.socket(fileno=os.dup(seal.child_fd))
     seal.started()
