@@ -6,15 +6,11 @@ puts reasoning summaries into the transcript; prompt_cache_key (one per run tag,
 keeps the repeated prefix on the same cache. With no --effort, the model table's default effort is sent
 (gpt-5.1 and 5.2 would otherwise not reason at all). Models that take explicit cache marks
 (cache_breakpoints) get a prompt_cache_breakpoint on train.py, the first block of the first message, when
-the prefix up to it is long enough to cache. Replies are streamed: an error event or response.failed
-after the 200 raises FailedAfterAnswer (with what the failed response reports spent), and so does a
-stream that ends before its terminal event.
+the prefix up to it is long enough to cache.
 
 Chat Completions (vLLM, llama.cpp, Ollama, OpenRouter, DeepSeek) keeps the reasoning text a server
 returns (reasoning_content); reasoning models there get max_completion_tokens, never max_tokens, and no
-temperature. DeepSeek's reasoning_content goes back on the assistant messages that
-call tools (even empty: the service refuses a tool-calling turn without it), OpenRouter's
-reasoning_details as they came; a 200 whose body is an error (as gateways send) raises FailedAfterAnswer.
+temperature.
 """
 
 from __future__ import annotations
@@ -222,7 +218,7 @@ class ChatConversation:
         if calls:
             assistant["tool_calls"] = [{"id": c.id, "type": "function", "function": {
                 "name": c.function.name, "arguments": c.function.arguments}} for c in calls]
-            if isinstance(extra.get("reasoning_content"), str):  # DeepSeek: must come back, even when empty
+            if isinstance(extra.get("reasoning_content"), str):  # DeepSeek refuses a tool call turn without it
                 assistant["reasoning_content"] = extra["reasoning_content"]
         if extra.get("reasoning_details"):  # OpenRouter: back as it came, for the reasoning to continue
             assistant["reasoning_details"] = extra["reasoning_details"]

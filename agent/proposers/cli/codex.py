@@ -119,14 +119,12 @@ class Codex:
 
     def _item(self, item: dict, completed: bool, transcript: Transcript, outcome: CLIOutcome) -> None:
         kind, item_id = item.get("type"), item.get("id")
-        if kind == "command_execution":
-            if not completed:
-                transcript.event("tool_call", id=item_id, name="shell",
-                                 arguments={"command": clipped(item.get("command"))})
-            else:
-                transcript.event("tool_result", id=item_id, is_error=item.get("status") != "completed",
-                                 exit_code=item.get("exit_code"),
-                                 content=str(item.get("aggregated_output") or "")[-RESULT_CHARS:])
+        if kind == "command_execution" and not completed:
+            transcript.event("tool_call", id=item_id, name="shell", arguments={"command": clipped(item.get("command"))})
+        elif kind == "command_execution":
+            transcript.event("tool_result", id=item_id, is_error=item.get("status") != "completed",
+                             exit_code=item.get("exit_code"),
+                             content=str(item.get("aggregated_output") or "")[-RESULT_CHARS:])
         elif kind == "file_change" and completed:
             changes = [{"path": c.get("path"), "kind": c.get("kind")} for c in item.get("changes") or []
                        if isinstance(c, dict)]
