@@ -48,8 +48,7 @@ class AnthropicConversation:
         self.model, self.info = info.name, info
         self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
         self.effort, self.caching = effort, caching
-        self.max_tokens = info.max_output
-        self.thinking_budget = min(max(1024, thinking_budget), self.max_tokens - 1)
+        self.thinking_budget = min(max(1024, thinking_budget), info.max_output - 1)
         self.system, self.messages, self.tools = "", [], []
 
     def start(self, system: str, user: list[str], tools: list[ToolSpec]) -> None:
@@ -59,7 +58,7 @@ class AnthropicConversation:
         self.tools = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
 
     def options(self) -> dict:
-        options: dict = {"max_tokens": self.max_tokens}
+        options: dict = {"max_tokens": self.info.max_output}
         if self.info.thinking in ("adaptive", "adaptive_or_enabled"):
             options["thinking"] = {"type": "adaptive", "display": "summarized"}
         elif self.info.thinking == "enabled":

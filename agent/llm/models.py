@@ -180,7 +180,6 @@ MODELS: list[ModelInfo] = [
     _gpt("gpt-4.1", (2.0, 0.5, 8.0, None), **GPT_4, context=1_047_576, max_output=32_768),
     _gpt("gpt-4.1-mini", (0.4, 0.1, 1.6, None), **GPT_4, context=1_047_576, max_output=32_768),
     _gpt("gpt-4o", (2.5, 1.25, 10.0, None), **GPT_4, context=128_000, max_output=16_384),
-    # Shut down on 2026-12-11 (deprecations page, announced 2026-06-11): served until then.
     _gpt("gpt-5-mini", (0.25, 0.025, 2.0, None), efforts=GPT_5_EFFORTS, **SHUT_DOWN_2026_12_11("gpt-6.1-terra")),
     _gpt("gpt-5-nano", (0.05, 0.005, 0.4, None), efforts=GPT_5_EFFORTS, **SHUT_DOWN_2026_12_11("gpt-6-luna")),
     _gpt("gpt-5", (1.25, 0.125, 10.0, None), efforts=GPT_5_EFFORTS, **SHUT_DOWN_2026_12_11("gpt-6.1-sol")),

@@ -18,8 +18,7 @@ class PriceTable:
 
     def cost(self, model: str, usage: Usage) -> float:
         """input_tokens include the cache reads and writes, which are billed at their own rates."""
-        price = self.price(model)
-        if price is None:
+        if (price := self.price(model)) is None:
             return 0.0
         read, written_1h = usage.cache_read_tokens, usage.cache_write_1h_tokens
         written_5m = max(0, usage.cache_write_tokens - written_1h)

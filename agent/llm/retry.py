@@ -49,9 +49,8 @@ def _detail(error) -> str:
     return f"{getattr(error, 'code', None) or ''} {error}".lower()
 
 
-def is_exhausted(error: BaseException) -> bool:
-    if not isinstance(error, STATUS_ERRORS):
-        return False
+def is_exhausted(error) -> bool:
+    """For a status error (its callers check): whether the account has no credit left."""
     # A rate limit's message may point at the billing page ("add a payment method"): only a spent quota is final.
     markers = EXHAUSTED_AT_429 if error.status_code == 429 else EXHAUSTED
     return error.status_code == 402 or any(marker in _detail(error) for marker in markers)
@@ -115,8 +114,7 @@ def limited(call: Callable, limiter: RateLimiter):
     try:
         turn = call()
     except Exception as error:
-        response = getattr(error, "response", None)
-        limiter.refused(getattr(error, "status_code", None), response.headers if response is not None else {})
+        limiter.refused(getattr(error, "status_code", None), getattr(getattr(error, "response", None), "headers", {}))
         raise
     finally:
         limiter.release()
