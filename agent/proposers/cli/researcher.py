@@ -74,8 +74,7 @@ class CLIResearcher:
         scratch_dir.fill(scratch, context, self.workspace_dir, notes, self.algorithmic_share,
                          CODE_ONLY_RULE if context.code_only else "")
         env = scrubbed_environment(self.cli, scratch, self.base_url)
-        executable = shutil.which(self.cli.executable, path=env.get("PATH", ""))
-        if executable is None:
+        if (executable := shutil.which(self.cli.executable, path=env.get("PATH", ""))) is None:
             raise ProposerError(f"{self.cli.name}: `{self.cli.executable}` is not on PATH; install it and log in "
                                 f"once, or choose another --proposer (PATH: {env.get('PATH', '')})")
         prompt = scratch_dir.prompt(scratch, crashed)
