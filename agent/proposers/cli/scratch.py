@@ -74,13 +74,9 @@ anything outside it and the network are refused, and you cannot train: the servi
      "lesson_for": "that experiment's id, or null"}}
 4. You may rewrite {NOTES} (your research notes, at most {NOTES_LIMIT} bytes; every later proposal sees them).
 Stop once train.py is edited and {PROPOSAL} is written.
-""" + (_fix_request(crashed) if crashed else "")
-
-
-def _fix_request(crashed: Crashed) -> str:
-    return (f"\nThis time train.py holds your last change, not the best, and it crashed ({crashed.triage}: "
-            f"{crashed.reason}). The log ends with:\n```\n{prompt_tail(crashed.log_tail, LOG_TAIL_LINES)}\n```\n"
-            f"Fix the cause and keep the idea; {PROPOSAL} describes the fix.\n")
+""" + (f"\nThis time train.py holds your last change, not the best, and it crashed ({crashed.triage}: "
+       f"{crashed.reason}). The log ends with:\n```\n{prompt_tail(crashed.log_tail, LOG_TAIL_LINES)}\n```\n"
+       f"Fix the cause and keep the idea; {PROPOSAL} describes the fix.\n" if crashed else "")
 
 
 def fill(scratch: Path, context: ProposalContext, workspace_dir: Path, notes: Notes,
