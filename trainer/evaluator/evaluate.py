@@ -29,8 +29,7 @@ server, as does a check's difference that is no number: max() would pass a NaN o
   rows), with probes in the same share, one at least.
 
 Bits per byte are computed here: nats over targets that are real bytes / (ln 2 x their bytes),
-over the same rows evaluate_bpb scores. The Evaluation goes to the pipe --result-fd names (the harness's), not to
-the output, which ends with the model server's when it fails.
+over the same rows evaluate_bpb scores. The Evaluation goes to the pipe --result-fd names (evaluation.py says why).
 """
 
 from __future__ import annotations
@@ -120,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @dataclass
-class Worst:
-    """The worst each check of the model server's answers has seen so far (see Evaluation)."""
+class Worst:  # the worst each check of the model server's answers has seen so far (see Evaluation)
     audit: float = 0.0
     audited_tokens: int = 0
     repeat: float = 0.0
@@ -140,11 +138,11 @@ def cuda_devices() -> int:
     return count.value if driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 else 0
 
 
-def packed_rows(prepare, tokenizer, split: str, count: int | None = None):
+def packed_rows(prepare, tokenizer, split: str):
     """The first rows of a split as evaluate_bpb packs them (MAX_SEQ_LEN + 1 tokens each)."""
     packer = prepare.BestFitPacker(tokenizer, prepare.iter_documents(prepare.split_files(split)),
                                    prepare.MAX_SEQ_LEN + 1)
-    return packer.rows(count or prepare.EVAL_TOKENS // prepare.MAX_SEQ_LEN)
+    return packer.rows(prepare.EVAL_TOKENS // prepare.MAX_SEQ_LEN)
 
 
 def bits_per_byte(losses, rows, token_bytes) -> float:
@@ -227,10 +225,9 @@ def plan_batches(rows, draw: secrets.SystemRandom, batch_rows: int = BATCH_ROWS,
 
 
 def perturbed(rows, original: int, draw: secrets.SystemRandom) -> Probe:
-    cols = rows.shape[1]
     copy = rows[original].copy()
     for _ in range(8):
-        t = draw.randrange(1, cols - 2)
+        t = draw.randrange(1, rows.shape[1] - 2)
         donor = rows[draw.randrange(len(rows))]
         copy[t + 1:] = donor[t + 1:]
         changed = (copy != rows[original]).nonzero()[0]

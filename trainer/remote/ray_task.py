@@ -180,13 +180,11 @@ def process_gone(pid: int) -> bool:
 
 
 def capped(log_path: Path) -> tuple[bytes, int]:
-    try:
-        with open(log_path, "rb") as log:
-            size = log.seek(0, 2)
-            log.seek(0)
-            return log.read(LOG_LIMIT), max(0, size - LOG_LIMIT)
-    except OSError:
-        return b"", 0
+    with contextlib.suppress(OSError), open(log_path, "rb") as log:
+        size = log.seek(0, 2)
+        log.seek(0)
+        return log.read(LOG_LIMIT), max(0, size - LOG_LIMIT)
+    return b"", 0
 
 
 def ensure_track(track_json: bytes, place: NodePlace) -> None:

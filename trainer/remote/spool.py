@@ -10,10 +10,6 @@
 
 A job is claimed by os.rename, which only one worker can win. A worker whose heartbeat is
 older than DEAD_AFTER seconds is gone: the agent treats its job as an infra failure.
-
-Jobs, results and heartbeats are typed messages (SpoolJob, SpoolResult, Heartbeat), validated when
-read: a file the other side wrote that does not fit is a SpoolMessageError naming the file and the
-fields at fault.
 """
 
 from __future__ import annotations

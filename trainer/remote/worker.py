@@ -5,8 +5,7 @@
 Each job's commit is read from the (read-only) workspace repository and trained in a fresh
 scratch directory by the run path (trainer/runs/training_run.py): where the machine allows, as a
 stranger that sees neither the spool nor the workspaces (trainer/sandbox/untrusted.py). The log (capped)
-streams into the spool; the result is written atomically. With --gpus, one worker
-process per GPU (CUDA_VISIBLE_DEVICES set for each).
+streams into the spool; the result is written atomically.
 """
 
 from __future__ import annotations
@@ -41,8 +40,7 @@ class Worker:
 
     def serve(self, once: bool = False, poll: float = 0.3) -> None:
         self.settle_own_claims()
-        beating = threading.Thread(target=self.beat, daemon=True)
-        beating.start()
+        threading.Thread(target=self.beat, daemon=True).start()
         try:
             while not self.stopping.is_set():
                 if (job := spoolfs.claim_next(self.spool, self.name)) is None:

@@ -97,7 +97,6 @@ class RunId(BaseModel):
 
 
 class RunPaths(BaseModel):
-    """Where a run of a workspace keeps its log, its sealed weights and its run directory."""
     model_config = ConfigDict(frozen=True)
 
     log: Path

@@ -42,12 +42,10 @@ def read_log(path: Path, end: int | None = None) -> LogView:
                 tail_bytes = log.read(TAIL_BYTES)
     except OSError:
         return LogView("", "", "", 0)
-    head_lines = _lines(head_bytes)
-    if not tail_bytes:
-        lines = head_lines
-    else:
+    lines = _lines(head_bytes)
+    if tail_bytes:
         skipped = size - HEAD_BYTES - TAIL_BYTES
-        lines = head_lines[:-1] + [f"[... {skipped} bytes of the log not read ...]"] + _lines(tail_bytes)[1:]
+        lines = lines[:-1] + [f"[... {skipped} bytes of the log not read ...]"] + _lines(tail_bytes)[1:]
     return LogView("\n".join(lines), "\n".join(lines[:HEAD_LINES]), "\n".join(lines[-TAIL_LINES:]), size)
 
 

@@ -222,10 +222,9 @@ class CappedLog:
         if self.failed or self._kept is None:
             return 0
         if self.sealed_at is None:
-            try:
+            with contextlib.suppress(OSError):
                 return self.path.stat().st_size
-            except OSError:
-                return 0
+            return 0
         received, line, kept = self._kept
         if self.sealed_at <= self.written:
             return self.sealed_at

@@ -66,8 +66,7 @@ def prepare_track(track: str, source: str | None = None, num_shards: int | None 
                   cache: Path | None = None, show_progress: bool = True) -> PreparedTrack:
     constants = track_constants(track)
     cache = (cache or cache_root()).expanduser().resolve()
-    source = source or constants["source"]
-    source_spec = _source_spec(source, num_shards)
+    source_spec = _source_spec(source or constants["source"], num_shards)
     final = cache / track
     existing = _readable_track(final)
     if (existing and existing.source.model_dump() == source_spec
@@ -175,14 +174,12 @@ def _build_splits(source_spec: dict, staging: Path, cache: Path, constants: dict
     downloads = cache / "downloads" / "climbmix"
     download.download_shards([n for split in SPLITS for n in names[split]], downloads,
                              show_progress=show_progress)
-    files: dict[str, list[Path]] = {}
-    for split in SPLITS:
-        (staging / split).mkdir(parents=True, exist_ok=True)
-        files[split] = [_link_or_copy(downloads / name, staging / split / name) for name in names[split]]
-    return files
+    return {split: [_link_or_copy(downloads / name, staging / split / name) for name in names[split]]
+            for split in SPLITS}
 
 
 def _link_or_copy(src: Path, dst: Path) -> Path:
+    dst.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.link(src, dst)
     except OSError:
@@ -247,8 +244,7 @@ def _check_enough_for_eval(tokenizer: Tokenizer, files: list[Path], constants: d
 def _ensure_writable(cache: Path) -> None:
     try:
         cache.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=cache):
-            pass
+        tempfile.NamedTemporaryFile(dir=cache).close()
     except OSError as err:
         raise PrepareError(f"cache dir {cache} is not writable ({err.strerror or err}): choose another "
                            "with --cache or AUTORESEARCH_CACHE") from err

@@ -114,20 +114,18 @@ def cpu_hardware(torch_version: str | None) -> Hardware:
 
 
 def installed_torch() -> str | None:
-    try:
+    with contextlib.suppress(metadata.PackageNotFoundError):
         return metadata.version("torch").split("+")[0]
-    except metadata.PackageNotFoundError:
-        return None
+    return None
 
 
 def chip_name() -> str:
     """The CPU's (on a Mac, the Apple chip's) marketing name."""
     if sys.platform == "darwin":
-        try:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
                                   timeout=5).stdout.strip() or "Apple silicon"
-        except (OSError, subprocess.TimeoutExpired):
-            return "Apple silicon"
+        return "Apple silicon"
     with contextlib.suppress(OSError):
         with open("/proc/cpuinfo") as info:
             for line in info:

@@ -133,11 +133,9 @@ def rows_that_fit(memory_bytes: int) -> int:
 
 
 def profile_name(hardware: Hardware) -> str:
-    """The known device's name where the description matches one, else the device's key."""
-    for name, known in KNOWN_DEVICES.items():
-        if known.backend == hardware.backend and known.name.lower() == hardware.name.lower():
-            return name
-    return hardware.backend if hardware.backend in ("cpu", "mps") else hardware.key
+    return next((name for name, known in KNOWN_DEVICES.items()
+                 if known.backend == hardware.backend and known.name.lower() == hardware.name.lower()),
+                hardware.backend if hardware.backend in ("cpu", "mps") else hardware.key)
 
 
 def default_track() -> str:

@@ -41,9 +41,8 @@ def syscall_number(name: str) -> int | None:
 
 
 def keyctl(*args: int) -> int:
-    if (number := syscall_number("keyctl")) is None:
-        return -1
-    return libc.syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
+    number = syscall_number("keyctl")
+    return -1 if number is None else libc.syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
 
 
 def clear_keyrings() -> None:
@@ -161,11 +160,10 @@ def remove_sysv_ipc() -> None:
 
 
 def sysv_ids(kind: str) -> list[int]:
-    try:
+    with contextlib.suppress(OSError):
         lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
-    except OSError:
-        return []
-    return [int(line.split()[1]) for line in lines[1:] if line.strip()]
+        return [int(line.split()[1]) for line in lines[1:] if line.strip()]
+    return []
 
 
 def mounts() -> list[tuple[str, str]]:
@@ -236,10 +234,9 @@ class Scratch:
 
 
 def writable_mount(point: str) -> bool:
-    try:
+    with contextlib.suppress(OSError):
         return not os.statvfs(point).f_flag & os.ST_RDONLY
-    except OSError:
-        return False
+    return False
 
 
 def _unlock_and_retry(function, path, _):

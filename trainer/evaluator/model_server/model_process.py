@@ -28,8 +28,7 @@ def become_model_process(requests: int, answers: int, output: int, first: bool) 
     """In the fork, before train.py: stdin /dev/null, stdout and stderr the output pipe, no other descriptor
     of the zygote's, a session keyring of its own, and its own network and IPC namespaces where the kernel
     allows them."""
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     os.dup2(output, 1)
     os.dup2(output, 2)
     for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
@@ -38,8 +37,7 @@ def become_model_process(requests: int, answers: int, output: int, first: bool) 
                 os.close(fd)
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)
-    why = private_namespaces()
-    if why and first:
+    if (why := private_namespaces()) and first:
         print(f"[model server] no network and IPC namespaces of its own for a model process ({why}): SysV IPC "
               "is cleared between batches where the server is sandboxed, the network namespace's TCP state is not",
               flush=True)

@@ -86,9 +86,7 @@ class Zygote:
                           + ", ".join(k for k in now if now[k] != self.attributes.get(k)))
         if shared := writable_shared_mappings():
             raise Refused(f"the server holds writable shared mappings a fork would share: {shared[:3]}")
-        requests_r, requests_w = os.pipe()
-        answers_r, answers_w = os.pipe()
-        output_r, output_w = os.pipe()
+        (requests_r, requests_w), (answers_r, answers_w), (output_r, output_w) = os.pipe(), os.pipe(), os.pipe()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:  # the model process: it never returns
@@ -128,11 +126,10 @@ class Zygote:
             self.scratch.restore()
 
     def close(self) -> None:
-        if self.child is not None:
-            try:
-                self.end_child()
-            except Refused as err:
-                say(f"model server: {err}")
+        try:
+            self.end_child()
+        except Refused as err:
+            say(f"model server: {err}")
 
 
 class Child:
