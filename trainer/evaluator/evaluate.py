@@ -271,8 +271,7 @@ def score(server: ModelServer, rows, worst: Worst):
                     worst.lookahead = worst_of(worst.lookahead, one.seen, seen, "lookahead")
                     worst.probes += 1
                     one.seen = None
-    again = server.ask("losses", first[0])
-    worst.repeat = worst_of(worst.repeat, again, first[1], "repeat")
+    worst.repeat = worst_of(worst.repeat, server.ask("losses", first[0]), first[1], "repeat")
     return losses
 
 

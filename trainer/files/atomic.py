@@ -29,7 +29,6 @@ def write_json_atomic(path: Path, data: dict, indent: int | None = None) -> None
 
 
 def read_json(path: Path) -> dict | None:
-    """The file's JSON object, or None when it is missing or unreadable."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):

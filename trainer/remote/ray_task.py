@@ -117,8 +117,7 @@ def evaluate_on_node(files: Mapping[str, bytes], weights: bytes, job: Evaluation
             outcome = evaluate_commit(files, job.model_copy(update={"checkpoint": checkpoint}),
                                       run_dir=run_dir_of(kept), log_path=log_path, extra_env=gpu_env(),
                                       python=sys.executable)
-        log, _ = capped(log_path)
-        return NodeEvaluation(**dict(outcome), place=place).model_dump_json(), log
+        return NodeEvaluation(**dict(outcome), place=place).model_dump_json(), capped(log_path)[0]
     finally:
         shutil.rmtree(kept, ignore_errors=True)
 

@@ -59,7 +59,6 @@ class SpoolJob(BaseModel):
 
 
 class SpoolResult(BaseModel):
-    """What became of a job: the run's result, the evaluator's outcome, or why neither exists (infra)."""
     model_config = ConfigDict(extra="forbid")
     id: JobId
     worker: str
@@ -142,7 +141,6 @@ def heartbeat(spool: Path, worker: str, **state) -> None:
 
 
 def alive_workers(spool: Path, now: float | None = None, dead_after: float = DEAD_AFTER) -> list[Heartbeat]:
-    """Workers that sent a heartbeat within dead_after seconds and did not stop (unreadable beats count as none)."""
     now = now or time.time()
     beats = []
     for path in (spool / "workers").glob("*.json"):

@@ -147,15 +147,13 @@ def classify(returncode: int | None, timed_out: bool, log_text: str, frozen_chan
                                       f"{_line_of(breach.start())}", summary)
     if timed_out:
         return Verdict(Triage.TIMEOUT, f"{ended or 'killed at the hard timeout'} (the whole process group)", summary)
-    infra = INFRA_PATTERNS.search(log_text)
-    if infra and returncode != 0:
+    if (infra := INFRA_PATTERNS.search(log_text)) and returncode != 0:
         exceptions = EXCEPTION_LINE.findall(log_text)
         detail = _said(exceptions[-1][:300]) if exceptions else _line_of(infra.start())
         return Verdict(Triage.INFRA, f"the machine or its data failed: {detail}", summary)
     if returncode == 0:
-        value = summary.get("val_bpb", "")
         try:
-            val_bpb = float(value)
+            val_bpb = float(summary.get("val_bpb", ""))
         except ValueError:
             return Verdict(Triage.TAMPER, "exited 0 without a val_bpb in its summary", summary)
         if not math.isfinite(val_bpb) or not 0 < val_bpb <= MAX_VAL_BPB:

@@ -32,10 +32,8 @@ class Isolation:
 
     def drop_to(self, uid: int | None) -> list[str]:
         """What the command runs under inside the namespaces: as root, setpriv to uid with no capabilities."""
-        if not self.as_root or uid is None:
-            return []
         return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--bounding-set=-all",
-                "--inh-caps=-all", "--no-new-privs", "--"]
+                "--inh-caps=-all", "--no-new-privs", "--"] if self.as_root and uid is not None else []
 
 
 def run_uid() -> int | None:
@@ -71,8 +69,7 @@ def isolation() -> Isolation:
     as_root = os.geteuid() == 0
     namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                   "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if as_root else ["--unshare-all"]
-    probe = Isolation(True, "", tuple(namespaces), as_root)
-    if (why := _bwrap_probe(namespaces, probe.drop_to(STRANGER_UID))) is None:
+    if (why := _bwrap_probe(namespaces, Isolation(True, "", (), as_root).drop_to(STRANGER_UID))) is None:
         who = "a uid of their own" if as_root else "this user, without privileges"
         return Isolation(True, f"runs are isolated (bubblewrap): {who} in their own pid, mount, network and IPC "
                                "namespaces, seeing only the Python installation, their track's training data and "

@@ -33,7 +33,6 @@ DISK_POLL_SECONDS = 0.01  # how often the free space is read (cheap); the run di
 
 @typed_dataclass(frozen=True)
 class RunLimits:
-    """The limits one run was held to, as its record names them."""
     tasks: int = RUN_TASKS
     memory_bytes: int | None = None   # None: no address-space limit (a GPU is in reach)
     disk_bytes: int = RUN_DISK
@@ -46,7 +45,6 @@ class RunLimits:
         return cls(memory_bytes=memory, share=max(1, slots))
 
     def for_directory(self, directory: Path) -> RunLimits:
-        """These limits with disk_bytes held to this run's share of the free space where directory lives."""
         room = max(0, free_bytes(directory) - DISK_RESERVE) // self.share
         return replace(self, disk_bytes=min(self.disk_bytes, room))
 

@@ -45,7 +45,6 @@ def python_paths() -> list[Path]:
 
 
 def library_paths() -> list[Path]:
-    """Where the environment says shared libraries are (LD_LIBRARY_PATH, CUDA_HOME), beside the system's."""
     listed = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p.startswith("/")]
     cuda = os.environ.get("CUDA_HOME")
     return [Path(p) for p in [*listed, *([cuda] if cuda else [])] if Path(p).is_dir()]

@@ -230,7 +230,6 @@ def train_tokenizer(train_files: list[Path], vocab_size: int, out_dir: Path, fin
 
 
 def _check_enough_for_eval(tokenizer: Tokenizer, files: list[Path], constants: dict, split: str) -> None:
-    """Packs the rows evaluate_bpb will score and fails if the split runs out before them."""
     row_len = constants["max_seq_len"] + 1
     rows = constants["eval_tokens"] // constants["max_seq_len"]
     packer = BestFitPacker(tokenizer, iter_documents(files), row_len)

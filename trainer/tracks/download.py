@@ -54,7 +54,6 @@ def is_complete_shard(path: Path) -> bool:
 
 def download_shards(names: list[str], dest: Path, *, endpoint: str | None = None, workers: int = 8,
                     attempts: int = 6, backoff_seconds: float = 1.0, show_progress: bool = True) -> list[Path]:
-    """Fetch every named shard into dest; returns their paths. Raises PrepareError naming what failed."""
     dest.mkdir(parents=True, exist_ok=True)
     endpoint = endpoint or os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
     retrying = dict(stop=stop_after_attempt(attempts), reraise=True,

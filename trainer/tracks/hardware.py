@@ -135,9 +135,8 @@ def chip_name() -> str:
 
 
 def nvidia_driver() -> str | None:
-    try:
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                               capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else None
+        return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else None
+    return None

@@ -31,7 +31,6 @@ class ProfileError(ValueError):
 
 
 class Profile(BaseModel):
-    """The block values a tag trains with on a device, and why they were chosen."""
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
     device: str                        # the device it was chosen for, described

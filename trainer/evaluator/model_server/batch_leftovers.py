@@ -148,9 +148,8 @@ def reap() -> None:
 
 
 def remove_sysv_ipc() -> None:
-    removers = dict(shm=lambda i: libc.shmctl(i, IPC_RMID, None), msg=lambda i: libc.msgctl(i, IPC_RMID, None),
-                    sem=lambda i: libc.semctl(i, 0, IPC_RMID, 0))
-    for kind, remove in removers.items():
+    for kind, remove in dict(shm=lambda i: libc.shmctl(i, IPC_RMID, None), msg=lambda i: libc.msgctl(i, IPC_RMID, None),
+                             sem=lambda i: libc.semctl(i, 0, IPC_RMID, 0)).items():
         for ident in sysv_ids(kind):
             if remove(ident) != 0:
                 raise Refused(f"cannot remove the SysV {kind} {ident} a model process left: "

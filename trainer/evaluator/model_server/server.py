@@ -22,18 +22,15 @@ memory, which later forks inherit, and an answer is relayed only after its heade
 the request calls for.
 
 Before the next fork the zygote makes sure nothing of a batch is left (`Zygote.clear`, with the checks
-of batch_leftovers.py): no process but itself and its ancestors (all of its pid namespace under
-bwrap; without, its descendants, which cannot leave it as it is their subreaper) and, sandboxed, no
+of batch_leftovers.py): no process but itself and its ancestors (with ``--sandboxed``, in bwrap's pid
+namespace from isolated_command in trainer/sandbox/view.py, all of it; without, its descendants, which
+cannot leave it as it is their subreaper) and, sandboxed only, as otherwise they are the machine's, no
 SysV IPC object, no key in its uid's keyrings and nothing new in any place a model process could write
 (`Scratch`: on CUDA /tmp and /dev/shm; on CPU the evaluator makes those read-only). Nor may its limits,
 priority, scheduling or CPU affinity have changed (another process of its uid may change them, and a
 fork inherits them). A model process also gets, where the kernel lets it, network and IPC namespaces of
 its own that die with it, and no POSIX message queue (a zero limit). Whatever fails here fails the
 server: the evaluator reports a failed model server.
-
-``--sandboxed`` says the server runs in bwrap's pid namespace with /tmp and /dev/shm of its own
-(isolated_command in trainer/sandbox/view.py): only then does it kill every process in sight and clear
-IPC objects, keyrings and writable mounts, which are otherwise the machine's.
 
 Left open, as between any processes that share a kernel: side channels of a few bits a batch (the
 zygote's CPU time and context switches in /proc/<pid>/stat, which a model process can modulate) and the
