@@ -7,22 +7,51 @@ this machine's paths scrubbed from all of it. The sealed weights stay home; `aut
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import time
+from collections import Counter
 from pathlib import Path
 
 from agent.bundle.manifest import BASELINE_TRAIN, BEST_TRAIN, MANIFEST, PATCH, Bundle, BundleKeep, BundleRun
-from agent.bundle.scrub import Scrubber
 from agent.recording.history import History
 from agent.recording.record import ExperimentRecord
 from agent.report.night import Night, read_night
-from agent.report.summary import commit_mean
 from agent.workspace import PROJECT, Workspace
 from trainer.prepare import cache_root
+
+KEY_PATTERNS = (re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"), re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),
+                re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-]{8,}"))
+SECRET_NAMES = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+MIN_SECRET_CHARS = 8
 
 
 class NothingToExport(Exception):
     pass
+
+
+class Scrubber:
+    """What must not leave the machine in a bundle: API keys and tokens, and the paths that name this machine's user
+    and folders."""
+
+    def __init__(self, places: dict[str, Path]):
+        """places: a placeholder -> the folder it stands for (the workspace, the checkout, the home)."""
+        self.secrets = sorted({value for name, value in os.environ.items()
+                               if SECRET_NAMES.search(name) and len(value) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+        found = [(str(path.resolve()), placeholder) for placeholder, path in places.items()]
+        found += [(str(path), placeholder) for placeholder, path in places.items()]
+        self.paths = sorted(set(found), key=lambda pair: len(pair[0]), reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "<secret>")
+        for pattern in KEY_PATTERNS:
+            text = pattern.sub("<secret>", text)
+        for path, placeholder in self.paths:
+            if len(path) > 1:
+                text = text.replace(path, placeholder)
+        return text
 
 
 def write_bundle(workspace: Workspace, destination: Path) -> Bundle:
@@ -89,19 +118,14 @@ def _patch(diff: str) -> str:
 
 def _manifest(workspace: Workspace, night: Night, baseline: ExperimentRecord, best: ExperimentRecord,
               keeps: list[BundleKeep], baseline_runs: list[BundleRun], scrub: Scrubber) -> Bundle:
-    models: dict[str, int] = {}
-    for events in night.events.values():
-        for event in events:
-            if event.get("service_model"):
-                name = scrub(str(event["service_model"]))[:200]
-                models[name] = models.get(name, 0) + 1
+    models = Counter(scrub(str(event["service_model"]))[:200] for events in night.events.values() for event in events
+                     if event.get("service_model"))
     h = night.headline
     return Bundle(tag=workspace.tag, track=str(night.track.get("track")), data=str(night.track.get("fingerprint")),
                   frozen=workspace.frozen_hashes(), baseline_id=baseline.id, best_id=best.id,
-                  baseline_val_bpb=commit_mean(night.records, baseline), best_val_bpb=commit_mean(night.records, best),
-                  gain=commit_mean(night.records, baseline) - commit_mean(night.records, best),
-                  baseline_runs=baseline_runs, confirmation=night.confirmation,
-                  keeps=keeps, models=models, llm_usd=h.cost_usd, device_hours=h.gpu_hours, device=h.device,
+                  baseline_val_bpb=h.baseline, best_val_bpb=h.best, gain=h.gain, baseline_runs=baseline_runs,
+                  confirmation=night.confirmation,
+                  keeps=keeps, models=dict(models), llm_usd=h.cost_usd, device_hours=h.gpu_hours, device=h.device,
                   hardware=[scrub(line) for line in h.hardware],
                   tolerances=night.tolerances.words() if night.tolerances else None,
                   keep_rule=night.keep_rule.words(), exported=time.strftime("%Y-%m-%dT%H:%M:%S%z"))

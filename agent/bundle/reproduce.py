@@ -156,15 +156,11 @@ def _run(workspace: Workspace, runner: Runner, side: str, n: int, commit: str, t
 def _tested(bundle: Bundle, baseline: list[float], best: list[float], baseline_changed: int = 0) -> Reproduction:
     gain = statistics.fmean(baseline) - statistics.fmean(best)
     va, vb = (statistics.variance(x) / len(x) if len(x) > 1 else 0.0 for x in (baseline, best))
-    if va + vb == 0:
-        return Reproduction(bundle_tag=bundle.tag, baseline_changed=baseline_changed, track=bundle.track,
-                            baseline=baseline, best=best,
-                            claimed_gain=bundle.gain, gain=gain, p=None, df=None, low=None, high=None,
-                            reproduces=gain > 0)
-    test = stats.ttest_ind(baseline, best, equal_var=False, alternative="greater")
-    df = (va + vb) ** 2 / ((va ** 2 / (len(baseline) - 1) if va else 0) + (vb ** 2 / (len(best) - 1) if vb else 0))
-    half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
+    test: dict = dict(p=None, df=None, low=None, high=None, reproduces=gain > 0)
+    if va + vb:
+        p = float(stats.ttest_ind(baseline, best, equal_var=False, alternative="greater").pvalue)
+        df = (va + vb) ** 2 / ((va ** 2 / (len(baseline) - 1) if va else 0) + (vb ** 2 / (len(best) - 1) if vb else 0))
+        half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
+        test = dict(p=p, df=float(df), low=gain - half, high=gain + half, reproduces=gain > 0 and p < ALPHA)
     return Reproduction(bundle_tag=bundle.tag, baseline_changed=baseline_changed, track=bundle.track,
-                        baseline=baseline, best=best,
-                        claimed_gain=bundle.gain, gain=gain, p=float(test.pvalue), df=float(df), low=gain - half,
-                        high=gain + half, reproduces=gain > 0 and float(test.pvalue) < ALPHA)
+                        baseline=baseline, best=best, claimed_gain=bundle.gain, gain=gain, **test)

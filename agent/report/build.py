@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.recording.ledger import read_records
 from agent.report.night import read_night
 from agent.report.page import comparison_page, page
 from agent.report.plot import PLOT_STYLES, comparison_png
-from agent.report.report_json import report_data
+from agent.report.status_json import report_data
 from agent.report.timeline import timeline_png
 from agent.workspace import Workspace
 
@@ -28,11 +27,11 @@ def write_report(workspace: Workspace, plot_style: str = "ours") -> Path:
 
 
 def write_comparison(workspaces: list[Workspace], destination: Path) -> Path:
-    runs = {w.tag: read_records(w.dir) for w in workspaces}
-    png = comparison_png(runs)
+    nights = {w.tag: read_night(w) for w in workspaces}
+    png = comparison_png({tag: night.records for tag, night in nights.items()})
     destination.mkdir(parents=True, exist_ok=True)
     (destination / "progress.png").write_bytes(png)
     index = destination / "index.html"
-    headlines = {w.tag: read_night(w).headline for w in workspaces}  # each tag's own, its GPU price included
+    headlines = {tag: night.headline for tag, night in nights.items()}  # each tag's own, its GPU price included
     index.write_text(comparison_page(headlines, png))
     return index

@@ -30,11 +30,8 @@ def loss_curve(log: Path) -> Curve:
             text = handle.read(MAX_LOG_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return []
-    points = []
-    for line in text.splitlines():
-        step = parse_step_line(line.strip())
-        if step is not None and step.loss is not None and math.isfinite(step.loss):
-            points.append((step.percent, step.loss))
+    steps = (parse_step_line(line.strip()) for line in text.splitlines())
+    points = [(s.percent, s.loss) for s in steps if s is not None and s.loss is not None and math.isfinite(s.loss)]
     if len(points) > MAX_POINTS:
         stride = len(points) / MAX_POINTS
         points = [points[int(i * stride)] for i in range(MAX_POINTS)] + [points[-1]]
@@ -49,12 +46,8 @@ def record_log(record: ExperimentRecord, workspace_dir: Path) -> Path | None:
 
 def curves(records: list[ExperimentRecord], workspace_dir: Path) -> dict[str, Curve]:
     """experiment id -> its loss curve, for the experiments whose log has step lines."""
-    found = {}
-    for record in records:
-        if record.is_experiment and (log := record_log(record, workspace_dir)) is not None:
-            if points := loss_curve(log):
-                found[record.id] = points
-    return found
+    return {r.id: points for r in records if r.is_experiment and (log := record_log(r, workspace_dir)) is not None
+            and (points := loss_curve(log))}
 
 
 def compared_with(record: ExperimentRecord, records: list[ExperimentRecord]) -> ExperimentRecord | None:

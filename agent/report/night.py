@@ -22,7 +22,7 @@ from agent.report.curves import Curve, curves
 from agent.report.returns import Returns, returns
 from agent.report.summary import Headline, headline, night_calibration
 from agent.report.timeline import Span, TimeWent, spans, time_went
-from agent.running.run_progress import describe, last_step_line, read_phases
+from agent.running.run_progress import Phase, describe, last_step_line, read_phases
 from agent.workspace import Workspace
 
 
@@ -30,15 +30,15 @@ class Night:
     def __init__(self, workspace: Workspace):
         self.workspace = workspace
         self.tag, self.track = workspace.tag, workspace.track
-        self.records, bad = read_ledger(workspace.dir)
-        self.bad_lines = bad
+        self.records, self.bad_lines = read_ledger(workspace.dir)
         history = History(self.records)
         self.best: ExperimentRecord | None = history.best() if self.records else None
-        self.baseline: ExperimentRecord | None = next(iter(history.kept()), None)
-
-    @property
-    def unreadable_lines(self) -> int:
-        return len(self.bad_lines)
+        self.baseline: ExperimentRecord | None = history.baseline()
+        self.failures: list[FailedProposal] = read_failures(workspace.dir)
+        self.in_flight: list[ExperimentRecord] = read_in_flight(workspace.dir)
+        self.confirmation: Confirmation | None = read_confirmation(workspace.dir)
+        self.imported: dict | None = workspace.settings.get("imported")
+        self.notes = read_notes(workspace.dir).text
 
     @cached_property
     def headline(self) -> Headline:
@@ -52,21 +52,11 @@ class Night:
         return {r.id: Transcript(self.workspace.dir / r.transcript).events() for r in self.records if r.transcript}
 
     @cached_property
-    def failures(self) -> list[FailedProposal]:
-        return read_failures(self.workspace.dir)
-
-    @cached_property
-    def in_flight(self) -> list[ExperimentRecord]:
-        return read_in_flight(self.workspace.dir)
-
-    @cached_property
-    def doing(self) -> dict[str, list[str]]:
-        """experiment id -> the lines `status` shows for it now (a loop running elsewhere wrote them)."""
-        lines: dict[str, list[str]] = {}
-        for phase in read_phases(self.workspace.dir):
-            step = last_step_line(self.workspace.dir / "logs" / Path(phase.log).name) if phase.log else None
-            lines.setdefault(phase.experiment_id, []).append(describe(phase, step))
-        return lines
+    def phases(self) -> list[tuple[Phase, str]]:
+        """The phases a loop running elsewhere is in now, each with the line `status` shows for it."""
+        logs = self.workspace.dir / "logs"
+        return [(phase, describe(phase, last_step_line(logs / Path(phase.log).name) if phase.log else None))
+                for phase in read_phases(self.workspace.dir)]
 
     @cached_property
     def keep_rule(self) -> KeepRule:
@@ -75,18 +65,6 @@ class Night:
     @cached_property
     def tolerances(self) -> Tolerances | None:
         return stored_tolerances(self.workspace)
-
-    @cached_property
-    def confirmation(self) -> Confirmation | None:
-        return read_confirmation(self.workspace.dir)
-
-    @cached_property
-    def notes(self) -> str:
-        return read_notes(self.workspace.dir).text
-
-    @property
-    def imported(self) -> dict | None:
-        return self.workspace.settings.get("imported")
 
     @cached_property
     def cumulative_diff(self) -> str:
@@ -114,3 +92,19 @@ class Night:
 
 def read_night(workspace: Workspace) -> Night:
     return Night(workspace)
+
+
+def imported_lines(imported: dict | None, results: bool = True) -> list[str]:
+    """Where an imported night came from (the page leaves out its results file), what it ran under, and whether
+    `run` may go on with it; none for a night this loop ran."""
+    if not imported:
+        return []
+    lines = [f"imported from {imported['from']} (branch {imported['branch']}"
+             + (f", {imported['results']}" if results and imported.get("results") else "") + ")"]
+    if constants := imported.get("constants"):
+        lines.append(f"ran under {', '.join(constants)}; hardware {imported.get('hardware') or 'not recorded'}")
+    if statuses := imported.get("statuses"):
+        lines.append("statuses read as ours: " + ", ".join(f"{word} -> {ours}" for word, ours in statuses.items()))
+    lines.append(f"`run` cannot continue it: {imported['cannot_continue']}" if imported.get("cannot_continue")
+                 else "`run` goes on from its last keep")
+    return lines

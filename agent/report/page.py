@@ -26,10 +26,9 @@ from agent.judging.tolerances import Tolerances
 from agent.recording.confirmation import Confirmation
 from agent.recording.novelty_share import tally
 from agent.recording.record import SIMPLIFY, ExperimentRecord, ExperimentStatus, summary_number
-from agent.recording.research_memory import lessons_by_id
+from agent.recording.research_memory import lessons_by_id, proposed, reasoning
 from agent.report.curves import Curve, compared_with, curve_svg
-from agent.report.learned import learned_section, reasoning_cell
-from agent.report.night import Night
+from agent.report.night import Night, imported_lines
 from agent.report.returns import MODEL, Returns
 from agent.report.summary import Headline, gains_by_program, where_ran
 from agent.report.timeline import TimeWent
@@ -148,28 +147,15 @@ def kept_changes(records: list[ExperimentRecord]) -> str:
 
 
 def program_name(record: ExperimentRecord) -> str:
-    if record.program.name:
-        return str(record.program.name)
-    return "not recorded" if record.imported is not None else ""
+    return str(record.program.name) if record.program.name else "not recorded" if record.imported is not None else ""
 
 
 def imported_html(imported: dict | None) -> str:
-    """Where an imported night came from and what it ran under."""
-    if not imported:
-        return ""
-    said = [f"imported from {imported['from']} (branch {imported['branch']})"]
-    if imported.get("constants"):
-        said.append(f"ran under {', '.join(imported['constants'])}; hardware "
-                    f"{imported.get('hardware') or 'not recorded'}")
-    if imported.get("statuses"):
-        said.append("statuses read as ours: " + ", ".join(f"{k} -> {v}" for k, v in imported["statuses"].items()))
-    said.append(f"`run` cannot continue it: {imported['cannot_continue']}" if imported.get("cannot_continue")
-                else "`run` goes on from its last keep")
-    return "".join(f"<div class='meta'>{escape(escape_controls(line, keep_newlines=False))}</div>" for line in said)
+    return "".join(f"<div class='meta'>{escape(escape_controls(line, keep_newlines=False))}</div>"
+                   for line in imported_lines(imported, results=False))
 
 
 def tolerances_html(tolerances: Tolerances | None) -> str:
-    """The tolerances the trusted evaluator's checks ran under, and what they were set from."""
     if tolerances is None:
         return "<p>No run was verified against tolerances measured on this machine.</p>"
     return f"<p>The trusted evaluator's tolerances: {escape(tolerances.words())}.</p>"
@@ -223,13 +209,11 @@ def controls_table(records: list[ExperimentRecord]) -> str:
     controls = [r for r in records if r.status == ExperimentStatus.CONTROL]
     if not controls:
         return ""
-    rows = []
-    for r in controls:
-        drift, flagged = r.drift, bool(r.drift and r.drift.flagged)
-        rows.append(f"<tr{' class=warning' if flagged else ''}><td>{escape(r.id)}</td><td>{_value(r.val_bpb)}</td>"
-                    f"<td>{_value(drift.earlier_mean if drift else None)}</td>"
-                    f"<td>{f'{drift.moved:+.6f}' if drift else '-'}</td><td>{'drift' if flagged else 'no'}</td>"
-                    f"<td>{escape(control_words(r))}</td></tr>")
+    rows = [f"<tr{' class=warning' if r.drift and r.drift.flagged else ''}><td>{escape(r.id)}</td>"
+            f"<td>{_value(r.val_bpb)}</td><td>{_value(r.drift.earlier_mean if r.drift else None)}</td>"
+            f"<td>{f'{r.drift.moved:+.6f}' if r.drift else '-'}</td>"
+            f"<td>{'drift' if r.drift and r.drift.flagged else 'no'}</td><td>{escape(control_words(r))}</td></tr>"
+            for r in controls]
     return ("<p>Control runs: the best re-run with a fresh seed on each new best and after experiments without a "
             "keep, pooled into the best's runs that decisions compare with when it agrees with them; one that "
             "disagrees is held back and the best re-measured.</p>"
@@ -244,7 +228,6 @@ def programs_table(records: list[ExperimentRecord]) -> str:
 
 
 def kinds_table(records: list[ExperimentRecord]) -> str:
-    """The share of hyperparameter and algorithmic experiments, and how each fared."""
     kinds = tally(records)
     if not kinds:
         return "<p>No experiment is labelled hyperparameter or algorithmic yet.</p>"
@@ -271,25 +254,56 @@ def verdict_html(record: ExperimentRecord) -> str:
             + (f"<br>rule: {escape(verdict.rule)}" if verdict.rule else "") + "</div>")
 
 
-def experiments_table(records: list[ExperimentRecord]) -> str:
-    rows = []
+def reasoning_cell(record: ExperimentRecord, lessons: dict[str, str]) -> str:
+    """The experiments table's cell: hypothesis, expected effect and lesson of one experiment."""
+    why = reasoning(record, lessons, 600)
+    parts = [(label, text) for label, text in (("hypothesis", why.hypothesis), ("expected", why.expected),
+                                               ("lesson", why.lesson)) if text]
+    return "".join(f"<div class='small'><b>{label}</b>: {escape(text)}</div>" for label, text in parts) or "-"
+
+
+def learned_section(records: list[ExperimentRecord], notes: str) -> str:
+    """Each experiment's hypothesis, expectation and lesson, the lessons of the keeps first, and the research notes
+    as the night left them."""
     lessons = lessons_by_id(records)
-    for r in records:
-        cost = r.llm.cost_usd
-        rows.append(
-            f"<tr><td><a href='#t-{escape(r.id)}'>{escape(r.id)}</a></td>"
-            f"<td class='{escape(r.status)}'>{escape(r.kept_as)}</td><td>{escape(r.novelty or '-')}</td>"
-            f"<td>{_value(r.val_bpb)}</td><td class='small'>{escape(trained(r))}</td>"
-            f"<td>{escape(r.triage_shown)}</td><td>{escape(where_ran(r) or '-')}</td>"
-            f"<td>{escape(str(r.proposer or ''))}<div class='small'>{escape(program_name(r))}</div></td>"
-            f"<td>{'-' if r.imported else f'${cost:.4f}'}</td>"
-            f"<td>{escape(r.description)}<div class='small'>{escape(r.reason)}</div>{verdict_html(r)}</td>"
-            f"<td>{reasoning_cell(r, lessons)}</td></tr>")
+    taught = [r for r in records if proposed(r) and r.id in lessons]
+    keeps = [r for r in taught if r.status == ExperimentStatus.KEEP]
+    rest = [r for r in taught if r.status != ExperimentStatus.KEEP]
+
+    def rows(chosen: list[ExperimentRecord]) -> str:
+        return "".join(f"<tr><td><a href='#t-{escape(r.id)}'>{escape(r.id)}</a></td>"
+                       f"<td class='{escape(r.status)}'>{escape(r.kept_as)}</td><td>{escape(r.description)}"
+                       f"</td><td>{reasoning_cell(r, lessons)}</td></tr>" for r in chosen)
+
+    header = "<tr><th>id</th><th>status</th><th>change</th><th>hypothesis, expected, lesson</th></tr>"
+    parts = []
+    if keeps:
+        parts.append(f"<h3>From the keeps</h3><table>{header}{rows(keeps)}</table>")
+    if rest:
+        parts.append(f"<details><summary>From the other {len(rest)} experiment(s)</summary><table>{header}"
+                     f"{rows(rest)}</table></details>")
+    if not parts:
+        parts.append("<p>No lessons were recorded (an offline proposer, or the night is young).</p>")
+    parts.append(f"<h3>Research notes</h3><pre class='notes'>{escape(notes)}</pre>" if notes.strip()
+                 else "<h3>Research notes</h3><p>notes.md is empty.</p>")
+    return "".join(parts)
+
+
+def experiments_table(records: list[ExperimentRecord]) -> str:
+    lessons = lessons_by_id(records)
+    rows = "".join(
+        f"<tr><td><a href='#t-{escape(r.id)}'>{escape(r.id)}</a></td>"
+        f"<td class='{escape(r.status)}'>{escape(r.kept_as)}</td><td>{escape(r.novelty or '-')}</td>"
+        f"<td>{_value(r.val_bpb)}</td><td class='small'>{escape(trained(r))}</td>"
+        f"<td>{escape(r.triage_shown)}</td><td>{escape(where_ran(r) or '-')}</td>"
+        f"<td>{escape(str(r.proposer or ''))}<div class='small'>{escape(program_name(r))}</div></td>"
+        f"<td>{'-' if r.imported else f'${r.llm.cost_usd:.4f}'}</td>"
+        f"<td>{escape(r.description)}<div class='small'>{escape(r.reason)}</div>{verdict_html(r)}</td>"
+        f"<td>{reasoning_cell(r, lessons)}</td></tr>" for r in records)
     return ("<table><tr><th>id</th><th>status</th><th>kind</th><th>val_bpb</th><th>what it trained</th>"
-            "<th>triage</th><th>ran on</th>"
-            "<th>proposer, program</th>"
+            "<th>triage</th><th>ran on</th><th>proposer, program</th>"
             "<th>LLM $</th><th>description and decision</th><th>hypothesis, expected, lesson</th></tr>"
-            f"{''.join(rows)}</table>")
+            f"{rows}</table>")
 
 
 def compute_table(records: list[ExperimentRecord], constants: dict) -> str:
@@ -378,7 +392,6 @@ def time_html(went: TimeWent | None, png: bytes | None) -> str:
 
 
 def curves_html(records: list[ExperimentRecord], found: dict[str, Curve]) -> str:
-    """Every experiment's loss curve over its budget, the best it was compared with dashed beneath it."""
     colour = {ExperimentStatus.KEEP: "#1f9d55", ExperimentStatus.DISCARD: "#3182ce"}
     cells = []
     for r in records:
@@ -396,9 +409,12 @@ def curves_html(records: list[ExperimentRecord], found: dict[str, Curve]) -> str
             f"<div class='curves'>{''.join(cells)}</div>")
 
 
-def in_flight_section(in_flight: list[ExperimentRecord], doing: dict[str, list[str]]) -> str:
+def in_flight_section(night: Night) -> str:
     """The experiments still running when the report was written (mid-night), each with what it was doing, and
     the conversations open then, each proposing an experiment not committed yet."""
+    in_flight, doing = night.in_flight, {}
+    for phase, line in night.phases:
+        doing.setdefault(phase.experiment_id, []).append(line)
     committed = {m.id for m in in_flight}
     proposing = {key: lines for key, lines in doing.items() if key not in committed
                  and any(" proposing " in line for line in lines)}
@@ -432,8 +448,7 @@ def event_html(e: dict) -> str:
         return (f"<details class='event tool'><summary>tool call <b>{escape(str(e.get('name')))}</b></summary>"
                 f"<pre>{arguments}</pre></details>")
     if kind == "tool_result":
-        css = "event error" if e.get("is_error") else "event tool"
-        label = "tool error" if e.get("is_error") else "tool result"
+        css, label = ("event error", "tool error") if e.get("is_error") else ("event tool", "tool result")
         return (f"<details class='{css}'><summary>{label} {escape(str(e.get('name')))}</summary>"
                 f"<pre>{escape(str(e.get('content', '')))}</pre></details>")
     if kind == "committed":
@@ -490,13 +505,10 @@ EVENT_WORDS = {
 
 
 def transcripts(records: list[ExperimentRecord], events_by_id: dict[str, list[dict]]) -> str:
-    parts = []
-    for r in records:
-        body = "".join(event_html(e) for e in events_by_id.get(r.id, [])) or "<p class='small'>(none)</p>"
-        parts.append(f"<details class='transcript' id='t-{escape(r.id)}'><summary><b>{escape(r.id)}</b> "
-                     f"<span class='{escape(r.status)}'>{escape(r.status)}</span> "
-                     f"{escape(r.description)}</summary>{body}</details>")
-    return "".join(parts)
+    return "".join(f"<details class='transcript' id='t-{escape(r.id)}'><summary><b>{escape(r.id)}</b> "
+                   f"<span class='{escape(r.status)}'>{escape(r.status)}</span> {escape(r.description)}</summary>"
+                   + ("".join(event_html(e) for e in events_by_id.get(r.id, [])) or "<p class='small'>(none)</p>")
+                   + "</details>" for r in records)
 
 
 def data_said(track: dict) -> str:
@@ -513,7 +525,7 @@ def page(night: Night, plot_png: bytes, timeline: bytes | None) -> str:
 <h1>{escape(tag)}</h1>
 <div class="meta">track {escape(str(track.get('track')))} · data {escape(data_said(track))}
  · generated {generated} · <a href="report.json">the data as JSON</a></div>{imported_html(night.imported)}
-{cards(h, night.confirmation)}{failed_proposals(night.failures)}{in_flight_section(night.in_flight, night.doing)}
+{cards(h, night.confirmation)}{failed_proposals(night.failures)}{in_flight_section(night)}
 <img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">
 <h2>Kept changes</h2>{kept_changes(records)}
 <h2>What the night bought and what it cost</h2>{returns_html(night.returns, h.device)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from itertools import accumulate
 
 import matplotlib
 
@@ -16,19 +17,14 @@ from agent.recording.record import ExperimentRecord, ExperimentStatus  # noqa: E
 LABEL_CHARS = 38
 
 
-def _experiments(records: list[ExperimentRecord]) -> list[ExperimentRecord]:
-    return [r for r in records if r.is_experiment]
-
-
 def _numbered(records: list[ExperimentRecord]) -> list[tuple[int, ExperimentRecord]]:
     """The experiments, each at the number its id carries (landing order differs where slots ran in parallel),
     sorted by it; an id without a number goes at its place in the ledger."""
-    return sorted(((int(r.id) if r.id.isdigit() else i, r) for i, r in enumerate(_experiments(records))),
+    return sorted(((int(r.id) if r.id.isdigit() else i, r) for i, r in enumerate(History(records).experiments())),
                   key=lambda pair: pair[0])
 
 
 def _running_best(records: list[ExperimentRecord]) -> tuple[list[int], list[float]]:
-    """The best among the keeps up to each experiment id."""
     xs, ys, best = [], [], None
     for i, r in _numbered(records):
         if r.status == ExperimentStatus.KEEP and r.val_bpb is not None:
@@ -69,8 +65,7 @@ def progress_png(records: list[ExperimentRecord], title: str) -> bytes:
                             color="#1f9d55", alpha=0.12, label=f"best ± 2 sigma (sigma {sigma:.4f})")
     crashes = [i for i, r in numbered if r.status in (ExperimentStatus.CRASH, ExperimentStatus.INTERRUPTED)]
     if crashes:
-        values = [v for _, r in valued for v in [r.val_bpb]]
-        low = min(values) if values else 0.0
+        low = min((r.val_bpb for _, r in valued), default=0.0)
         ax.scatter(crashes, [low] * len(crashes), marker="x", color="#d64545", s=30, label="crashed", zorder=3)
     ax.set_xlabel("experiment id")
     ax.set_ylabel("val_bpb (lower is better)")
@@ -86,7 +81,7 @@ def reference_progress_png(records: list[ExperimentRecord], title: str) -> bytes
     points up to just above the baseline, discards as faint grey dots, keeps as green dots joined by the running
     best's step line, each keep labelled with its description."""
     fig, ax = plt.subplots(figsize=(16, 8), dpi=110)
-    experiments = _experiments(records)
+    experiments = History(records).experiments()
     valid = [r for r in experiments if r.val_bpb is not None
              and r.status not in (ExperimentStatus.CRASH, ExperimentStatus.INTERRUPTED)]
     kept = [(i, r.val_bpb, r.description) for i, r in enumerate(valid) if r.status == ExperimentStatus.KEEP]
@@ -100,10 +95,8 @@ def reference_progress_png(records: list[ExperimentRecord], title: str) -> bytes
         if shown := [(i, bpb) for i, bpb, _ in kept if bpb <= ceiling]:
             ax.scatter(*zip(*shown, strict=True), c="#2ecc71", s=50, zorder=4, label="Kept", edgecolors="black",
                        linewidths=0.5)
-        running, best = [], None
-        for _, bpb, _ in kept:
-            best = bpb if best is None else min(best, bpb)
-            running.append(best)
+        running = list(accumulate((bpb for _, bpb, _ in kept), min))
+        best = running[-1]
         ax.step([i for i, _, _ in kept], running, where="post", color="#27ae60", linewidth=2, alpha=0.7, zorder=3,
                 label="Running best")
         for i, bpb, description in kept:

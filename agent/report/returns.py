@@ -59,10 +59,8 @@ def _saturating(hours, ceiling, tau):
 def returns(records: list[ExperimentRecord]) -> Returns:
     """Each keep's val_bpb is its commit's mean over all its runs (its noise floor's and controls' included), as the
     headline's baseline and best are."""
-    def mean(record: ExperimentRecord) -> float:
-        return commit_mean(records, record)
-
-    baseline = next((mean(r) for r in records if r.status == ExperimentStatus.KEEP and r.val_bpb is not None), None)
+    baseline = next((commit_mean(records, r) for r in records
+                     if r.status == ExperimentStatus.KEEP and r.val_bpb is not None), None)
     keeps, points = [], []
     best = baseline
     last_hours = last_usd = 0.0
@@ -71,11 +69,11 @@ def returns(records: list[ExperimentRecord]) -> Returns:
         landed = records[: i + 1]
         hours, usd = gpu_hours(landed), sum(r.llm.cost_usd for r in landed)
         is_keep = record.status == ExperimentStatus.KEEP and record.val_bpb is not None and best is not None
-        if is_keep and mean(record) < best and record.proposer != "baseline":
-            keeps.append(KeepCost(id=record.id, moved=best - mean(record), gain_so_far=baseline - mean(record),
+        if is_keep and (mean := commit_mean(records, record)) < best and record.proposer != "baseline":
+            keeps.append(KeepCost(id=record.id, moved=best - mean, gain_so_far=baseline - mean,
                                   device_hours=hours, usd=usd, device_hours_since=hours - last_hours,
                                   usd_since=usd - last_usd))
-            best, last_hours, last_usd = mean(record), hours, usd
+            best, last_hours, last_usd = mean, hours, usd
         if baseline is not None:
             start = hours if start is None else start   # the curve starts where the baseline landed, at no gain
             points.append((hours - start, baseline - best))

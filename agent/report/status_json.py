@@ -1,4 +1,5 @@
-"""What `autoresearch status --json` prints: the night's numbers for a machine to read, one JSON object.
+"""What `autoresearch status --json` prints: the night's numbers for a machine to read, one JSON object; and
+report/report.json beside the report page, that object with what only the page shows besides.
 
 The same numbers as the status view (the headline of agent/report/summary.py, each experiment's verdict of
 agent/report/verdict.py), typed, so that a script or a dashboard never parses the terminal's lines.
@@ -8,8 +9,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from agent.recording.confirmation import Confirmation
+from agent.recording.record import ExperimentRecord
+from agent.report.curves import Curve
 from agent.report.night import Night, read_night
+from agent.report.returns import MODEL, Returns
 from agent.report.summary import Headline
+from agent.report.timeline import Span, TimeWent
 from agent.report.verdict import record_verdict
 from agent.workspace import Workspace
 
@@ -54,7 +60,7 @@ def status_of(night: Night) -> NightStatus:
         gain_percent=round(h.gain_percent, 4), spent_usd=h.spent_usd, gain_per_device_hour=h.gain_per_gpu_hour,
         gain_per_usd=h.gain_per_usd,
         in_flight=[m.id for m in night.in_flight], failed_proposals=len(night.failures),
-        unreadable_ledger_lines=night.unreadable_lines, history=[_line(r) for r in night.records])
+        unreadable_ledger_lines=len(night.bad_lines), history=[_line(r) for r in night.records])
 
 
 def _line(record) -> ExperimentLine:
@@ -64,3 +70,22 @@ def _line(record) -> ExperimentLine:
                           implausible_fall=record.evidence.implausible_fall,
                           **({"gain": verdict.gain, "z": verdict.z, "p": verdict.p, "sigma_df": verdict.df}
                              if verdict else {}))
+
+
+class ReportData(BaseModel):
+    """Besides the status: each experiment's full record, what each keep cost and what more of the night would buy,
+    where the time went, and the loss curves."""
+    status: NightStatus
+    experiments: list[ExperimentRecord]
+    returns: Returns
+    returns_model: str
+    time_went: TimeWent | None
+    spans: list[Span]
+    loss_curves: dict[str, Curve]     # experiment id -> (percent of the budget, training loss), from its log
+    confirmation: Confirmation | None  # every keep scored on val and on the holdout split, and the warnings
+
+
+def report_data(night: Night) -> ReportData:
+    return ReportData(status=status_of(night), experiments=night.records, returns=night.returns, returns_model=MODEL,
+                      time_went=night.time_went, spans=night.spans, loss_curves=night.curves,
+                      confirmation=night.confirmation)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
 
 from rich.console import Group
 from rich.table import Table
@@ -15,14 +14,12 @@ from agent.judging.keep_rule import stored_keep_rule
 from agent.judging.noise import inflated_floor
 from agent.judging.plateau import plateau_lines
 from agent.recording.history import History
-from agent.recording.ledger import read_in_flight
 from agent.recording.novelty_share import tally
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import lessons_by_id, reasoning
-from agent.report.night import read_night
+from agent.report.night import Night, imported_lines, read_night
 from agent.report.summary import Headline, commit_mean, parse_time, where_ran
 from agent.report.verdict import record_verdict
-from agent.running.run_progress import Phase, describe, last_step_line, read_phases
 from agent.untrusted import bounded, shown
 from agent.workspace import Workspace
 
@@ -39,42 +36,37 @@ def status_view(workspace: Workspace) -> Group:
         lines.append(Text(f"{workspace.tag}: no experiments yet"))
     else:
         h = night.headline
-        lines += headline_lines(workspace, records, h)
+        lines += headline_lines(night, h)
         lines += noise_lines(workspace, records, h)
-        lines.extend(control_lines(records))
-        lines += spend_lines(records, h, imported=bool(workspace.settings.get("imported")))
-    failed = night.failures
-    if failed:
+        lines += control_lines(records)
+        lines += spend_lines(records, h, imported=bool(night.imported))
+    if failed := night.failures:
         spent = sum(f.usage.cost_usd for f in failed)
         lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
                           f"for {failed[-1].experiment_id}: {failed[-1].reason[:200]}"))
     if night.confirmation is not None:
         lines += holdout_lines(night.confirmation)
-    lines.extend(in_flight_lines(workspace))
+    lines += in_flight_lines(night)
     if records:
         lines.append(last_experiments(records))
     return Group(*lines)
 
 
-def headline_lines(workspace: Workspace, records: list[ExperimentRecord], h: Headline) -> list[Text]:
-    """The tag's counts, where an imported night came from, the best (and the head, where it is not the best)."""
-    profile = (workspace.settings.get("profile") or {}).get("name")
-    imported = workspace.settings.get("imported")
-    duty = "duty cycle not recorded" if imported else f"duty cycle {h.duty_cycle:.0%}"
+def headline_lines(night: Night, h: Headline) -> list[Text]:
+    settings = night.workspace.settings
+    profile = (settings.get("profile") or {}).get("name")
+    duty = "duty cycle not recorded" if night.imported else f"duty cycle {h.duty_cycle:.0%}"
     lines = [Text.from_markup(
-        f"[bold]{workspace.tag}[/bold]: track {workspace.settings['track']}"
+        f"[bold]{night.tag}[/bold]: track {settings['track']}"
         + (f" (profile {profile})" if profile else "") + f", {h.experiments} experiments, "
         f"{h.keeps} kept besides the baseline, keep rate {h.keep_rate:.0%}, {h.hours:.2f} h, {duty}")]
-    if imported:
-        lines.extend(shown(line) for line in imported_lines(imported))
-    history = History(records)
-    best = history.best() if h.best is not None else None
-    if best:
+    lines.extend(shown(line) for line in imported_lines(night.imported))
+    if best := night.best:
         lines.append(shown(f"best val_bpb {h.best:.6f} ({best.shown_commit}, {bounded(best.description)}); "
                            f"baseline {h.baseline:.6f}, {h.gain_percent:.2f}% better"))
-        if (head := history.head()) is not None and head.id != best.id:
+        if (head := History(night.records).head()) is not None and head.id != best.id:
             lines.append(shown(f"the branch head is the last keep, {head.id} ({head.shown_commit}, "
-                               f"{bounded(head.description)}), val_bpb {commit_mean(records, head):.6f}"))
+                               f"{bounded(head.description)}), val_bpb {commit_mean(night.records, head):.6f}"))
     return lines
 
 
@@ -87,7 +79,6 @@ def holdout_lines(confirmation) -> list[Text]:
 
 
 def noise_lines(workspace: Workspace, records: list[ExperimentRecord], h: Headline) -> list[Text]:
-    """The latest noise floor, flagged when it is far above the track's usual."""
     floors = [r for r in records if r.status == ExperimentStatus.NOISE]
     if not floors:
         return []
@@ -132,22 +123,7 @@ def spend_lines(records: list[ExperimentRecord], h: Headline, imported: bool) ->
     return lines
 
 
-def imported_lines(imported: dict) -> list[str]:
-    """Where an imported night came from, what it ran under, and whether `run` may go on with it."""
-    lines = [f"imported from {imported['from']} (branch {imported['branch']}"
-             + (f", {imported['results']}" if imported.get("results") else "") + ")"]
-    if constants := imported.get("constants"):
-        lines.append(f"ran under {', '.join(constants)}; hardware {imported.get('hardware') or 'not recorded'}")
-    if statuses := imported.get("statuses"):
-        lines.append("statuses read as ours: " + ", ".join(f"{word} -> {ours}" for word, ours in statuses.items()))
-    lines.append(f"`run` cannot continue it: {imported['cannot_continue']}" if imported.get("cannot_continue")
-                 else "`run` goes on from its last keep")
-    return lines
-
-
 def control_lines(records: list[ExperimentRecord]) -> list[Text]:
-    """How many control runs of the best ran and how many were flagged as drift, the latest flagged one, and the
-    latest control if it was not."""
     controls = [r for r in records if r.status == ExperimentStatus.CONTROL]
     if not controls:
         return []
@@ -160,30 +136,26 @@ def control_lines(records: list[ExperimentRecord]) -> list[Text]:
     return lines
 
 
-def in_flight_lines(workspace: Workspace) -> list[Text]:
+def in_flight_lines(night: Night) -> list[Text]:
     """A "running:" line per experiment in flight, each followed by what it is doing now, then the phases that
     belong to no experiment in flight (a proposal made ahead, a noise floor, a confirmation)."""
-    phases = read_phases(workspace.dir)
-    markers = read_in_flight(workspace.dir)
     lines = []
-    if conversations := sum(1 for phase in phases if phase.phase == "proposing"):
+    if conversations := sum(1 for phase, _ in night.phases if phase.phase == "proposing"):
         lines.append(shown(f"conversations open: {conversations} (each proposing one experiment, as shown below)"))
-    for current in markers:
+    for current in night.in_flight:
         elapsed = time.time() - parse_time(current.started)
         lines.append(shown(f"running: {current.id} {bounded(current.description)} ({elapsed:.0f} s)"))
-        lines.extend(_now(workspace, phase) for phase in phases if phase.experiment_id == current.id)
-    running = {marker.id for marker in markers}
-    lines.extend(_now(workspace, phase) for phase in phases if phase.experiment_id not in running)
+        lines.extend(_now(said) for phase, said in night.phases if phase.experiment_id == current.id)
+    running = {marker.id for marker in night.in_flight}
+    lines.extend(_now(said) for phase, said in night.phases if phase.experiment_id not in running)
     return lines
 
 
-def _now(workspace: Workspace, phase: Phase) -> Text:
-    step = last_step_line(workspace.dir / "logs" / Path(phase.log).name) if phase.log else None
-    return shown(f"  now: {describe(phase, step)}", 400, style="bold")
+def _now(said: str) -> Text:
+    return shown(f"  now: {said}", 400, style="bold")
 
 
 def last_experiments(records: list[ExperimentRecord]) -> Table:
-    """The last ten experiments, each with its hypothesis, expectation and the lesson drawn from it."""
     lessons = lessons_by_id(records)
     table = Table("id", "status", "kind", "val_bpb", "triage", "ran on", "description, hypothesis and lesson",
                   title="last experiments")

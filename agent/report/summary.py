@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.recording.calibration import Calibration, calibration_for
 from agent.recording.gpu_cost import gpu_cost_usd, gpu_hours
 from agent.recording.history import History
-from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.recording.record import ExperimentRecord, ExperimentStatus, summary_number
 from agent.report.attention import fallback_line
 from trainer.prepare import cache_root
 
@@ -75,11 +76,8 @@ def headline(records: list[ExperimentRecord], calibration: Calibration | None = 
     experiments, kept = history.experiments(), history.kept()
     proposed = [r for r in experiments if r.proposer != "baseline"]
     keeps = [r for r in kept if r.proposer != "baseline"]
-    crashes: dict[str, int] = {}
-    for r in experiments:
-        if r.status in (ExperimentStatus.CRASH, ExperimentStatus.INTERRUPTED):
-            triage = r.triage or "crash"
-            crashes[triage] = crashes.get(triage, 0) + 1
+    crashes = Counter(r.triage or "crash" for r in experiments
+                      if r.status in (ExperimentStatus.CRASH, ExperimentStatus.INTERRUPTED))
     wall = (parse_time(records[-1].finished) - parse_time(records[0].started)) if records else 0.0
     return Headline(
         baseline=commit_mean(records, kept[0]) if kept else None,
@@ -117,10 +115,9 @@ def commit_mean(records: list[ExperimentRecord], record: ExperimentRecord) -> fl
 
 
 def training_seconds(record: ExperimentRecord) -> float:
-    """Seconds the trainer spent training for this record, over all its runs."""
     if record.runs:
-        return sum(_number(run.training_seconds) for run in record.runs)
-    return _number(record.summary.get("training_seconds"))
+        return sum(summary_number(run.training_seconds) or 0.0 for run in record.runs)
+    return summary_number(record.summary.get("training_seconds")) or 0.0
 
 
 def gains_by_program(records: list[ExperimentRecord]) -> dict[str, tuple[int, int, float]]:
@@ -138,13 +135,6 @@ def gains_by_program(records: list[ExperimentRecord]) -> dict[str, tuple[int, in
             best = commit_mean(records, r)
         out[name] = (count + 1, kept, gain)
     return out
-
-
-def _number(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def where_ran(record: ExperimentRecord) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import calendar
 import io
+import math
 import time
 
 from pydantic import BaseModel
@@ -81,13 +82,10 @@ def spans(events_by_id: dict[str, list[dict]]) -> list[Span]:
 
 
 def union_seconds(intervals: list[tuple[float, float]]) -> float:
-    total, reach = 0.0, None
+    total, reach = 0.0, -math.inf
     for start, end in sorted(intervals):
-        if reach is None or start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
+        if start > reach or end > reach:
+            total += end - max(start, reach)
             reach = end
     return total
 

@@ -1,10 +1,7 @@
 """A transcript rendered for a person in the terminal (rich): one panel per step of the experiment.
 
-The conversation that made the proposal keeps a panel per message (request, thinking, reply, tool call and
-result); the proposal itself is one panel with its hypothesis and the diff it was committed as; each run one
-panel (seed, what it printed, its triage, where and how long), paired by seed; each verification one; the
-decision one, with the test behind it (agent/report/verdict.py). Anything else is a dim line. Everything in a
-transcript came from a model or a run: it is clipped, and reaches the terminal as text, never as markup.
+Everything in a transcript came from a model or a run: it is clipped, and reaches the terminal as text, never as
+markup.
 """
 
 from __future__ import annotations

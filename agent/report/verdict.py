@@ -31,7 +31,8 @@ class Verdict:
     def words(self) -> str:
         sigma = f"sigma {self.sigma:.6f}" if self.sigma else "no sigma measured"
         tail = f"t, {self.df} df" if self.df else "normal tail"
-        test = (f"z {self.z:.2f}, p {_p(self.p)} ({tail})" if self.z is not None and self.p is not None
+        p = f"{self.p:.3g}" if self.p is not None and self.p >= SMALLEST_P else f"< {SMALLEST_P:g}"
+        test = (f"z {self.z:.2f}, p {p} ({tail})" if self.z is not None and self.p is not None
                 else "z and p need a noise floor")
         threshold = f"threshold {self.threshold:.6f}" if self.threshold is not None else f"rule {self.rule}"
         return (f"gain {self.gain:+.6f}, {sigma}, runs {self.candidate_runs} vs the best's {self.best_runs}, "
@@ -54,9 +55,7 @@ def verdict_of(evidence: Evidence, status: ExperimentStatus | str, triage: str |
 
 
 def record_verdict(record: ExperimentRecord) -> Verdict | None:
-    if not record.is_experiment:
-        return None
-    return verdict_of(record.evidence, record.status, record.triage)
+    return verdict_of(record.evidence, record.status, record.triage) if record.is_experiment else None
 
 
 def _why(evidence: Evidence, status: ExperimentStatus, triage: str | None) -> str:
@@ -77,10 +76,6 @@ def _why(evidence: Evidence, status: ExperimentStatus, triage: str | None) -> st
     if status == ExperimentStatus.SUPERSEDED:
         return "superseded: the best moved on and its edits no longer apply"
     return f"not kept: {status.value}" + (f" ({triage})" if triage else "")
-
-
-def _p(p: float) -> str:
-    return f"{p:.3g}" if p >= SMALLEST_P else f"< {SMALLEST_P:g}"
 
 
 def _reran(evidence: Evidence) -> bool:
