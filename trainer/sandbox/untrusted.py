@@ -198,8 +198,7 @@ class CappedLog:
         timeout seconds, then left to the reader thread (a daemon), and what came so far is written."""
         self.thread.join(timeout)
         with self._lock:  # a writer that outlived the run may still be read: its later output is not kept
-            chunks, received = list(self.tail), self.received
-        kept = b"".join(chunks)
+            kept, received = b"".join(self.tail), self.received
         cut = self.cut + max(0, len(kept) - self.tail_limit)
         kept = kept[-self.tail_limit:]
         if self.failed:
