@@ -7,7 +7,9 @@ import inspect
 import json
 import os
 import signal
+import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Annotated
 
@@ -30,9 +32,7 @@ DEFAULT_PROGRAM = PROJECT / "prompts" / "program.md"
 
 TrackOption = Annotated[str | None, typer.Option(help=f"Track: {', '.join(TRACKS)} (default: gpu on a machine with "
                                                       "a CUDA GPU, else cpu).")]
-CacheOption = Annotated[Path | None, typer.Option(
-    help="Cache directory (default $AUTORESEARCH_CACHE or ~/.cache/autoresearch).")]
-TAG_HELP = "Run tag: the workspace is workspace/<tag>, branch autoresearch/<tag>."
+CacheOption = Annotated[Path | None, typer.Option(help=RunSettings.model_fields["cache"].description)]
 ProfileOption = Annotated[str | None, typer.Option(
     help="Hardware profile instead of this machine's (`autoresearch doctor` lists them).")]
 
@@ -41,8 +41,7 @@ def checked_tag(tag: str | list[str] | None) -> str | list[str] | None:
     """A tag is a directory name under the workspace root and part of a git branch name: it must be both."""
     from agent.workspace import tag_problem
     for one in [tag] if isinstance(tag, str) else tag or []:
-        problem = tag_problem(one)
-        if problem:
+        if problem := tag_problem(one):
             raise typer.BadParameter(f"{shown_repr(one)} {problem}; use letters, digits, '.', '_' or '-', "
                                      "e.g. --tag dec3-lr-sweep")
     return tag
@@ -52,9 +51,8 @@ def shown_repr(text: str) -> str:
     return repr(bounded(text, 80))
 
 
-TagOption = Annotated[str, typer.Option(help=TAG_HELP, callback=checked_tag)]
-WorkspacesOption = Annotated[Path | None, typer.Option(
-    help="Where workspaces live (default $AUTORESEARCH_WORKSPACES, else workspace/ in this checkout).")]
+TagOption = Annotated[str, typer.Option(help=RunSettings.model_fields["tag"].description, callback=checked_tag)]
+WorkspacesOption = Annotated[Path | None, typer.Option(help=RunSettings.model_fields["workspaces"].description)]
 ProgramOption = Annotated[Path, typer.Option(help="The research program (a markdown prompt).")]
 
 
@@ -64,7 +62,6 @@ def fail(message: str) -> None:
 
 
 def open_workspace(tag: str, workspaces: Path | None):
-    """The workspace of a tag, or a clear error naming what is missing and how to create it."""
     from agent.workspace import Workspace, WorkspaceError
     try:
         return Workspace.open(tag, workspaces)
@@ -214,8 +211,7 @@ def run(settings: RunSettings) -> None:
     _use_cache(settings.cache)
     workspace, track = _checked_night(settings)
     build = _prepared_proposer(settings)
-    where_to_train = RunnerOptions(parallel=settings.parallel, spool=settings.spool, ray_address=settings.ray_address)
-    trainer = _runner(implied_runner(where_to_train), where_to_train)
+    trainer = _runner(RunnerOptions(parallel=settings.parallel, spool=settings.spool, ray_address=settings.ray_address))
     workspace = _night_workspace(settings, workspace, track)
     chosen = build(workspace)
     console.print(f"research loop on {workspace.dir} (track {track}, proposer {chosen.name}"
@@ -311,8 +307,7 @@ def _prepared_proposer(settings: RunSettings):
         fail(str(err))
 
 
-def _finish(workspace, tracking, notifier=None) -> None:
-    """The report written and its path said; the MLflow mirror's last sync; the night's end notified."""
+def _finish(workspace, tracking, notifier) -> None:
     from agent.report.build import write_report
     report = write_report(workspace)
     console.print(f"report: {report}")
@@ -352,8 +347,7 @@ def _start_notifying(urls: list[str], workspace):
 
 def _start_tracking(option: str | None, workspace):
     from agent.tracking.mlflow_sync import MlflowSync, TrackingUnavailable, tracking_uri
-    uri = tracking_uri(option)
-    if uri is None:
+    if (uri := tracking_uri(option)) is None:
         return None
     try:
         tracking = MlflowSync(uri, workspace, say=say)
@@ -369,10 +363,10 @@ def _use_cache(cache: Path | None) -> None:
         os.environ["AUTORESEARCH_CACHE"] = str(cache.expanduser().resolve())
 
 
-def _runner(name: str, options: RunnerOptions):
+def _runner(options: RunnerOptions):
     from agent.running.registry import RUNNERS, RunnerUnavailable
     try:
-        return RUNNERS[name].make(options)
+        return RUNNERS[implied_runner(options)].make(options)
     except RunnerUnavailable as err:
         fail(str(err))
 
@@ -385,8 +379,7 @@ def confirm(tag: TagOption = "demo", workspaces: WorkspacesOption = None, cache:
     """Score the baseline's and the best's saved weights on val and on the holdout split that no decision read."""
     _use_cache(cache)
     workspace = open_workspace(tag, workspaces)
-    where_to_train = RunnerOptions(spool=spool, ray_address=ray_address)
-    if not _confirm(workspace, _runner(implied_runner(where_to_train), where_to_train)):
+    if not _confirm(workspace, _runner(RunnerOptions(spool=spool, ray_address=ray_address))):
         raise typer.Exit(1)
 
 
@@ -449,12 +442,10 @@ def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.
         known = {p.stem for p in (workspace.dir / "transcripts").glob("*.jsonl")}
         if experiment is not None and experiment not in known and not experiment.isdigit():
             fail(f"no transcript for experiment {shown_repr(experiment)}: give an id such as 0012, or none")
-        try:
+        with suppress(KeyboardInterrupt):
             follow_transcripts(workspace.dir / "transcripts", experiment,
                                lambda panel: console.print(panel, soft_wrap=False),
                                running=lambda: (workspace.dir / PROGRESS_FILE).exists())
-        except KeyboardInterrupt:
-            pass
         return
     paths = sorted((workspace.dir / "transcripts").glob("*.jsonl"))
     if not paths:
@@ -491,7 +482,7 @@ def status(tag: TagOption = "demo", workspaces: WorkspacesOption = None,
     if not watch:
         console.print(status_view(workspace))
         return
-    try:
+    with suppress(KeyboardInterrupt):
         if not console.is_terminal:  # a log or a pipe: a dated snapshot per interval, never a redraw
             while True:
                 console.print(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')}")
@@ -501,8 +492,6 @@ def status(tag: TagOption = "demo", workspaces: WorkspacesOption = None,
             while True:
                 time.sleep(interval)
                 live.update(status_view(workspace))
-    except KeyboardInterrupt:
-        pass
 
 
 @app.command()
@@ -587,10 +576,6 @@ def verify(bundle: Annotated[Path, typer.Argument(help="A folder `autoresearch e
         raise typer.Exit(3)  # the gain holds against a baseline the bundle chose: for a person to read, not a script
 
 
-def _terminated(*_) -> None:
-    raise SystemExit(143)
-
-
 @app.command("import")
 def import_night(source: Annotated[Path, typer.Option("--from", help="The checkout a night of the reference "
                                                                      "autoresearch loop ran in (with its "
@@ -611,7 +596,8 @@ def import_night(source: Annotated[Path, typer.Option("--from", help="The checko
     from agent.importing.reference_night import ReferenceImportError
     _use_cache(cache)
     _check_program(program)
-    signal.signal(signal.SIGTERM, _terminated)  # a killed import removes its half-built tag, as Ctrl-C does
+    # a killed import removes its half-built tag, as Ctrl-C does
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         night = import_reference(source.expanduser(), program.resolve(), tag, branch, workspaces)
     except ReferenceImportError as err:

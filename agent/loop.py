@@ -40,6 +40,7 @@ import threading
 import time
 from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
+from itertools import count
 
 from agent.importing.imported import cannot_continue
 from agent.judging.drift import control_due
@@ -146,8 +147,6 @@ class Loop:
             with self.changed:
                 self.changed.wait(timeout=0.2)
 
-    # -- starting experiments --------------------------------------------------------------------
-
     def _fill(self, started: float, may_start: bool) -> bool:
         """Admits one proposed experiment, or starts one if may_start, if there is room; True if it did."""
         with self.changed:
@@ -201,13 +200,9 @@ class Loop:
     def _next_id(self) -> str:
         """The lowest id no record and no experiment in flight has (a failed proposal's id is proposed again)."""
         taken = {r.id for r in self.ledger.records} | set(self.active)
-        number = 0
-        while f"{number:04d}" in taken:
-            number += 1
-        return f"{number:04d}"
+        return next(f"{number:04d}" for number in count() if f"{number:04d}" not in taken)
 
     def _start_floor(self) -> None:
-        """Measures the noise floor when it is due, beside the experiments."""
         best = self.ledger.head()
         if self.floor is not None or best is None or not wants_noise_floor(
                 self.ledger.records, self.settings.noise_seeds, self.settings.noise_every_keeps) or not self._room():
@@ -220,8 +215,7 @@ class Loop:
         """Re-runs the best when a control run is due, beside the experiments, never beside a noise floor."""
         if self.control is not None or self.floor is not None:
             return
-        best = control_due(self.ledger.records, self.settings)
-        if best is None or not self._room():
+        if (best := control_due(self.ledger.records, self.settings)) is None or not self._room():
             return
         seed = self.shared.seed()
         self.control = self._beside(f"{best.id}-control", lambda: run_control(self.steps.training, best, seed,
@@ -251,8 +245,6 @@ class Loop:
     def _others(self, experiment: Experiment) -> list[Running]:
         with self.changed:
             return [e.running() for e, _ in self.active.values() if e is not experiment]
-
-    # -- what finished ---------------------------------------------------------------------------
 
     def _collect(self) -> None:
         with self.changed:
@@ -289,31 +281,25 @@ class Loop:
             self.say(f"proposal failed ({self.failures} in a row): {error}")
             if self.failures >= MAX_CONSECUTIVE_PROPOSER_FAILURES:
                 self.halted = LoopStopped(f"the proposer failed {self.failures} times in a row; last error: {error}")
-        elif isinstance(error, ProviderUnavailable):
-            spent = (error.usage or Usage()).cost_usd
-            self._record_spend(experiment.id, error)
-            self.say(f"paused: {error}; " + (f"its proposal had spent ${spent:.4f}, " if spent else "nothing was "
-                     "charged, ") + f"trying again in {self.settings.outage_poll_seconds:.0f} s")
-            self.paused_until = time.monotonic() + self.settings.outage_poll_seconds
-        elif isinstance(error, ProviderFatal):
-            self._record_spend(experiment.id, error)
-            self.halted = LoopStopped(str(error))
+        elif isinstance(error, (ProviderUnavailable, ProviderFatal)):
+            usage = error.usage or Usage()
+            if usage.calls:  # the proposal an outage or a night-ending error cut short had paid for its calls
+                record_failure(self.workspace.dir, FailedProposal(experiment_id=experiment.id, kind="failed",
+                                                                  reason=str(error), usage=usage))
+            if isinstance(error, ProviderFatal):
+                self.halted = LoopStopped(str(error))
+            else:
+                self.say(f"paused: {error}; " + (f"its proposal had spent ${usage.cost_usd:.4f}, " if usage.cost_usd
+                         else "nothing was charged, ") + f"trying again in {self.settings.outage_poll_seconds:.0f} s")
+                self.paused_until = time.monotonic() + self.settings.outage_poll_seconds
         elif not isinstance(error, Stopping):
             raise error
 
-    def _record_spend(self, experiment_id: str, error: ProviderUnavailable | ProviderFatal) -> None:
-        """A proposal cut by an outage or a night-ending error had paid for its calls: they are recorded."""
-        usage = error.usage or Usage()
-        if usage.calls:
-            record_failure(self.workspace.dir, FailedProposal(experiment_id=experiment_id, kind="failed",
-                                                              reason=str(error), usage=usage))
-
     def _limit_reached(self, started: float) -> str | None:
         """Why no experiment may start now, or None."""
-        settings, counted = self.settings, self.done + len(self.active)
         if self.plateau_stop is not None:
             return self.plateau_stop
-        if settings.max_experiments is not None and counted >= settings.max_experiments:
+        if self.settings.max_experiments is not None and self.done + len(self.active) >= self.settings.max_experiments:
             return f"ran {self.done} experiment(s), the limit for this run"
         return self._out_of_time_or_money(started)
 
@@ -343,8 +329,6 @@ class Loop:
                 if not experiment.admitted.is_set():
                     experiment.admit(why_not=why)
 
-    # -- stopping --------------------------------------------------------------------------------
-
     def _stop_all(self, why: str) -> None:
         """Every run in flight stopped, every experiment in flight recorded once as interrupted, proposals
         made but not trained recorded with their spend; the branch stays at the best."""
@@ -356,17 +340,14 @@ class Loop:
         with self.shared.lock, self.changed:
             for experiment, _ in sorted(self.active.values(), key=lambda pair: pair[0].id):
                 try:
-                    self._record_stopped(experiment, why)
+                    if experiment.committed and not self.ledger.has(experiment.id):
+                        record_interrupted(self.workspace, self.ledger, experiment.record, self.ledger.head(),
+                                           experiment.transcript)
+                    elif not experiment.committed and experiment.proposal is not None and experiment.abandoned is None:
+                        made = experiment.proposal if experiment.best is not None else None
+                        self.steps.proposing.abandon(experiment.id, made, experiment.transcript, why)
                 except OSError as err:  # a full disk: its in-flight marker stays, settled when the tag resumes
                     self.say(f"{experiment.id} could not be recorded now ({err}); it will be when the tag resumes")
-
-    def _record_stopped(self, experiment: Experiment, why: str) -> None:
-        if experiment.committed and not self.ledger.has(experiment.id):
-            record_interrupted(self.workspace, self.ledger, experiment.record, self.ledger.head(),
-                               experiment.transcript)
-        elif not experiment.committed and experiment.proposal is not None and experiment.abandoned is None:
-            made = experiment.proposal if experiment.best is not None else None
-            self.steps.proposing.abandon(experiment.id, made, experiment.transcript, why)
 
 
 def run_cost(ledger: Ledger, gpu_usd_per_hour: float | None = None) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -32,7 +33,6 @@ DECIDING = "deciding"
 
 
 def run_phase(run: RunId, seed: int) -> tuple[str, str]:
-    """(phase, detail) of a run, from what it is."""
     chain = run.chain()
     kinds = {step.kind for step in chain}
     if RunKind.CANARY in kinds:
@@ -83,15 +83,13 @@ class ProgressObserver:
             self.phases.clear()
             write_phases(self.workspace_dir, [])
 
-    # --- told by the wrappers -------------------------------------------------------------------------
     def proposing(self, experiment_id: str, proposer: str) -> None:
         self._set(experiment_id, Phase(experiment_id=experiment_id, phase="proposing", detail=f"with {proposer}",
                                        since=time.time()))
 
     def tool_calls(self, experiment_id: str, proposer: str, count: int, last: str = "") -> None:
         with self._lock:
-            phase = self.phases.get(experiment_id)
-            if phase is None or phase.phase != "proposing":
+            if (phase := self.phases.get(experiment_id)) is None or phase.phase != "proposing":
                 return
             phase.detail = f"with {proposer}, {count} tool call{'s' if count != 1 else ''}" + (
                 f", the last {last}" if last else "")
@@ -99,8 +97,7 @@ class ProgressObserver:
 
     def proposed(self, experiment_id: str) -> None:
         with self._lock:
-            phase = self.phases.get(experiment_id)
-            if phase is not None and phase.phase == "proposing":
+            if (phase := self.phases.get(experiment_id)) is not None and phase.phase == "proposing":
                 del self.phases[experiment_id]
                 self._changed(experiment_id, quiet=True)
 
@@ -114,8 +111,7 @@ class ProgressObserver:
     def ran(self, run: RunId, where: str = "") -> None:
         """A run or an evaluation ended (where: what ran it, if the runner said): its experiment is decided now."""
         with self._lock:
-            phase = self.phases.get(run.line)
-            if phase is not None:
+            if (phase := self.phases.get(run.line)) is not None:
                 self.phases[run.line] = Phase(experiment_id=phase.experiment_id, phase=DECIDING, since=time.time(),
                                               where=where or None)
                 self._changed(run.line, quiet=not where)  # a log learns what ran each run
@@ -125,9 +121,7 @@ class ProgressObserver:
         self._set(run.line, Phase(experiment_id=run.experiment, phase=phase, detail="with the trusted evaluator",
                                   since=time.time()))
 
-    # --- shown -------------------------------------------------------------------------------------------
     def current(self) -> list[tuple[Phase, str]]:
-        """Each line shown, in experiment order: its phase and its text."""
         with self._lock:
             phases = [self.phases[key].model_copy() for key in sorted(self.phases)]
         return [(phase, self._describe(phase)) for phase in phases]
@@ -144,10 +138,8 @@ class ProgressObserver:
         """Called with the lock held: progress.json rewritten, the live lines redrawn or one plain line printed."""
         if self._stop.is_set():  # a run that ends after the loop stopped changes nothing shown
             return
-        try:
+        with suppress(OSError):  # a full disk: progress.json is a view, the loop says what stopped it
             write_phases(self.workspace_dir, [self.phases[k] for k in sorted(self.phases)])
-        except OSError:  # a full disk: progress.json is a view, the loop says what stopped it
-            pass
         if self._live is not None:
             self._redraw()
         elif not quiet and key in self.phases:
@@ -185,19 +177,13 @@ class ProgressObserver:
                 if self._live is not None:
                     self._redraw()
                     continue
-                for key, phase in list(self.phases.items()):
-                    if not phase.log:
-                        continue
+                for key, phase in [(key, phase) for key, phase in self.phases.items() if phase.log]:
                     step = last_step_line(self.workspace_dir / phase.log)
-                    quarter = sum(1 for mark in PLAIN_STEP_MARKS if step is not None and step.percent >= mark)
-                    if quarter:
+                    if quarter := sum(1 for mark in PLAIN_STEP_MARKS if step is not None and step.percent >= mark):
                         self._print_plain(key, phase, describe(phase, step), quarter)
 
 
 class ObservedRunner:
-    """A runner that tells the observer when its runs and evaluations start and end. Several may be in flight at
-    once (one thread each); slots and cancel_all are the wrapped runner's."""
-
     def __init__(self, runner, observer: ProgressObserver):
         self._runner, self._observer = runner, observer
 
@@ -223,8 +209,6 @@ class ObservedRunner:
 
 
 class _CountingTranscript(Transcript):
-    """The proposal's transcript, telling the observer of each tool call as it is written."""
-
     def __init__(self, inner: Transcript, on_tool_call):
         super().__init__(inner.path)
         self._on_tool_call, self._calls = on_tool_call, 0
@@ -237,9 +221,6 @@ class _CountingTranscript(Transcript):
 
 
 class ObservedProposer:
-    """A proposer that tells the observer when it proposes and how many tool calls it has made so far (several
-    proposals may be made at once, each for its own experiment)."""
-
     def __init__(self, proposer, observer: ProgressObserver, label: str):
         self._proposer, self._observer, self.label = proposer, observer, label
 

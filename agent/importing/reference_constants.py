@@ -45,28 +45,24 @@ def read_constants(source: str, where: str) -> tuple[dict[str, Constant], list[s
         return {}, [f"{where} does not parse as Python"]
     found, problems = {}, []
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-            if name in CONSTANTS:
-                words = " ".join((ast.get_source_segment(source, node.value) or "?").split())[:80]
-                try:
-                    value = bounded_value(node.value)
-                    if value <= 0 or value != int(value):
-                        raise ValueError(f"which is {value:g}, not a positive whole number")
-                    found[CONSTANTS[name]] = Constant(name, words, int(value))
-                except ValueError as err:
-                    problems.append(f"{where} sets {name} = {words}, {err}")
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and (name := node.targets[0].id) in CONSTANTS):
+            words = " ".join((ast.get_source_segment(source, node.value) or "?").split())[:80]
+            try:
+                if sum(1 for _ in ast.walk(node.value)) > MAX_NODES:
+                    raise ValueError(f"an expression of more than {MAX_NODES} parts; this import reads short "
+                                     "arithmetic only")
+                value = _value(node.value)
+                if value <= 0 or value != int(value):
+                    raise ValueError(f"which is {value:g}, not a positive whole number")
+                found[CONSTANTS[name]] = Constant(name, words, int(value))
+            except ValueError as err:
+                problems.append(f"{where} sets {name} = {words}, {err}")
     if missing := [name for name, key in CONSTANTS.items() if key not in found and
                    not any(problem.startswith(f"{where} sets {name} ") for problem in problems)]:
         problems.append(f"{where} does not set {', '.join(missing)}: it is not the reference's prepare.py, so the "
                         "night's constants are unknown")
     return found, problems
-
-
-def bounded_value(node: ast.expr) -> int | float:
-    if sum(1 for _ in ast.walk(node)) > MAX_NODES:
-        raise ValueError(f"an expression of more than {MAX_NODES} parts; this import reads short arithmetic only")
-    return _value(node)
 
 
 def _value(node: ast.expr) -> int | float:

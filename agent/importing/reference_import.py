@@ -39,7 +39,6 @@ from trainer.tracks.builder import prepared_spec
 # What the trusted evaluator imports from train.py to rebuild a scored model
 # (trainer/evaluator/model_server/model_process.py).
 EVALUATOR_NEEDS = ("GPTConfig", "build_model")
-STATUS = {"keep": ExperimentStatus.KEEP, "discard": ExperimentStatus.DISCARD, "crash": ExperimentStatus.CRASH}
 IMPORTED_TRACK = "imported"  # the track of a night under constants no track here has
 HARDWARE_COLUMNS = ("gpu", "device", "hardware")
 # a fork's reasoning columns -> the record's research fields, shown where this harness's own reasoning is
@@ -233,7 +232,7 @@ def build_history(workspace: Workspace, night: ReferenceNight) -> list[Experimen
             workspace.advance_to(commit)
         written = (night.resolved_baseline or row.commit)[:7] if row.commit == BASELINE_COMMIT else row.commit
         records.append(ExperimentRecord(
-            id=f"{number:04d}", status=STATUS[row.status], parent=parent, commit=commit,
+            id=f"{number:04d}", status=ExperimentStatus(row.status), parent=parent, commit=commit,
             description=row.description, val_bpb=row.val_bpb,
             peak_vram_mb=row.memory_gb * 1024 if row.memory_gb else None,
             proposer="baseline" if number == 0 else "reference",
@@ -247,9 +246,6 @@ def build_history(workspace: Workspace, night: ReferenceNight) -> list[Experimen
 
 
 def reasoning(extra: dict[str, str]) -> dict[str, str]:
-    """The hypothesis, expectation and lesson a fork wrote in columns of its own."""
-    found: dict[str, str] = {}
-    for column, value in extra.items():
-        if (field := REASONING_COLUMNS.get(column.lower())) and value and field not in found:
-            found[field] = value
-    return found
+    """The hypothesis, expectation and lesson a fork wrote in columns of its own (the first column of each)."""
+    return {field: value for column, value in reversed(extra.items())
+            if (field := REASONING_COLUMNS.get(column.lower())) and value}

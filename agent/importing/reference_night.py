@@ -62,10 +62,7 @@ class ReferenceNight:
     def tag(self) -> str:
         """The default tag: autoresearch/<tag>'s tag, else the checkout's folder and the branch."""
         name = self.branch.split("/", 1)[1] if self.remote else self.branch
-        if name.startswith(BRANCH_PREFIX):
-            name = name.removeprefix(BRANCH_PREFIX)
-        else:
-            name = f"{self.path.name}-{name}"
+        name = name.removeprefix(BRANCH_PREFIX) if name.startswith(BRANCH_PREFIX) else f"{self.path.name}-{name}"
         return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:64] or "imported"
 
     def baseline(self) -> ReferenceCommit | None:
@@ -80,8 +77,7 @@ def read_night(path: Path, branch: str | None = None) -> ReferenceNight:
     try:
         rows = read_results(text, results_from)
     except ResultsProblems as err:
-        problems.append(str(err))
-        rows = []
+        problems, rows = [str(err)], []
     constants, constant_problems = read_constants(prepare_source(repo, chosen), f"prepare.py on {chosen}")
     problems += constant_problems
     if problems:
@@ -110,7 +106,6 @@ def open_checkout(path: Path) -> git.Repo:
 
 
 def branch_names(repo: git.Repo) -> tuple[list[str], list[str]]:
-    """The local branches, and the remote-tracking ones a clone has (origin/...)."""
     local = [head.name for head in repo.heads]
     remote = [ref.name for ref in repo.references
               if isinstance(ref, git.RemoteReference) and not ref.name.endswith("/HEAD")]
@@ -184,8 +179,7 @@ def blob(commit: git.Commit, name: str) -> git.Blob | None:
 
 
 def prepare_source(repo: git.Repo, branch: str) -> str:
-    found = blob(repo.commit(branch), "prepare.py")
-    if found is None:
+    if (found := blob(repo.commit(branch), "prepare.py")) is None:
         raise ReferenceImportError(f"branch {branch} of {repo.working_dir} has no prepare.py: without it the "
                                    "night's constants (sequence length, budget, eval tokens, vocabulary) are "
                                    "unknown")

@@ -34,7 +34,6 @@ STATUS_WORDS = {"keep": "keep", "kept": "keep", "best": "keep", "baseline": "kee
 
 
 class ReferenceRow(BaseModel):
-    """One row of a night's results.tsv."""
     line: int                       # 1-based line number in results.tsv (the header is line 1)
     commit: str                     # lower-case hex as written, or BASELINE_COMMIT
     val_bpb: float | None           # None for a crash (the reference writes 0.000000 there)
@@ -49,9 +48,8 @@ class ResultsProblems(Exception):
     """The lines of results.tsv that cannot be read, each named; nothing was written."""
 
     def __init__(self, where: str, problems: list[str]):
-        shown = problems[:SHOWN_PROBLEMS]
         more = f"; and {len(problems) - SHOWN_PROBLEMS} more" if len(problems) > SHOWN_PROBLEMS else ""
-        super().__init__(f"{where}: {'; '.join(shown)}{more}. Fix those lines, then import again")
+        super().__init__(f"{where}: {'; '.join(problems[:SHOWN_PROBLEMS])}{more}. Fix those lines, then import again")
 
 
 def read_results(text: str, where: str) -> list[ReferenceRow]:

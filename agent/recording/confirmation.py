@@ -47,11 +47,8 @@ class Confirmation(BaseModel):
 
 
 def read_confirmation(workspace_dir: Path) -> Confirmation | None:
-    """The tag's confirmation, None when there is none or it cannot be read."""
     found = read_json(workspace_dir / FILE)
-    if found is None:
-        return None
     try:
-        return Confirmation.model_validate(found)
+        return None if found is None else Confirmation.model_validate(found)
     except ValidationError:
         return None

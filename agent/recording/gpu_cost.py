@@ -11,7 +11,6 @@ from agent.recording.record import ExperimentRecord
 from agent.workspace import Workspace
 
 STORED_AS = "gpu_usd_per_hour"  # its key in run.json
-GPUS_PER_RUN = 1
 
 
 def gpu_hours(records: list[ExperimentRecord]) -> float:
@@ -19,16 +18,14 @@ def gpu_hours(records: list[ExperimentRecord]) -> float:
     for record in records:
         runs = [run for moved in record.rebased_from for run in moved.runs] + record.runs
         seconds += sum(run.seconds or 0.0 for run in runs) if runs else record.timings.run_s or 0.0
-    return seconds * GPUS_PER_RUN / 3600
+    return seconds / 3600  # a run holds one GPU
 
 
 def gpu_cost_usd(records: list[ExperimentRecord], usd_per_hour: float | None) -> float:
-    """The runs' GPU time at usd_per_hour; 0 where no price was given."""
     return gpu_hours(records) * usd_per_hour if usd_per_hour else 0.0
 
 
 def stored_gpu_price(workspace: Workspace) -> float | None:
-    """The GPU price of the workspace's latest night, None where it was not given."""
     price = workspace.settings.get(STORED_AS)
     return float(price) if isinstance(price, (int, float)) and not isinstance(price, bool) and price > 0 else None
 

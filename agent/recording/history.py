@@ -18,13 +18,11 @@ class History:
         return [r for r in self.records if r.is_experiment]
 
     def kept(self) -> list[ExperimentRecord]:
-        """Every keep, the baseline first: the branch's history."""
         return [r for r in self.records if r.status == ExperimentStatus.KEEP]
 
     def head(self) -> ExperimentRecord | None:
         """The last keep: the branch head, what the loop builds on and judges against."""
-        kept = self.kept()
-        return kept[-1] if kept else None
+        return next(reversed(self.kept()), None)
 
     def best(self) -> ExperimentRecord | None:
         """The keep with the lowest val_bpb of record (the mean of its runs, see runs_of), the later of equals: what
@@ -32,8 +30,7 @@ class History:
         small cost; in an imported night an agent may have kept a worse change last."""
         best, lowest = None, None
         for record in self.kept():
-            values = self.runs_of(record.commit)
-            if values and (lowest is None or statistics.fmean(values) <= lowest):
+            if (values := self.runs_of(record.commit)) and (lowest is None or statistics.fmean(values) <= lowest):
                 best, lowest = record, statistics.fmean(values)
         return best or self.head()
 
@@ -42,11 +39,10 @@ class History:
         that steps each under the implausible line still meet the holdout split once they add up past it."""
         kept = self.kept()
         checked = [r for r in kept[1:] if r.evidence.implausible_fall]
-        return checked[-1] if checked else (kept[0] if kept else None)
+        return checked[-1] if checked else next(iter(kept), None)
 
     def baseline(self) -> ExperimentRecord | None:
-        kept = self.kept()
-        return kept[0] if kept else None
+        return next(iter(self.kept()), None)
 
     def runs_of(self, commit: str) -> list[float]:
         """val_bpb of every successful run of a kept commit: its experiment's runs, its noise runs and its control
@@ -79,5 +75,4 @@ class History:
 
     def best_ever_mean(self) -> float | None:
         """The lowest mean of the runs of any commit that was the best."""
-        means = [statistics.fmean(values) for r in self.kept() for values in [self.runs_of(r.commit)] if values]
-        return min(means, default=None)
+        return min((statistics.fmean(values) for r in self.kept() if (values := self.runs_of(r.commit))), default=None)

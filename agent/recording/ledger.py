@@ -1,12 +1,10 @@
 """The results ledger of a workspace: experiments.jsonl (the full record) and results.tsv.
 
-experiments.jsonl is the source of truth, one JSON object per line, appended with a single
-write of a whole line and fsynced. results.tsv keeps exactly the reference's five columns
-and is derived from it, so the two always agree; a torn last line (the agent was killed
-mid-write) is dropped when the ledger is opened. A marker per experiment in
-flight (inflight/<id>.json, one per experiment), so that a loop that died during runs can record each
-once as interrupted. A line that is
-not a record (not JSON, no status) is moved, with its line number, to experiments.quarantine.jsonl
+experiments.jsonl is the source of truth, one JSON object per line, appended with a single write of a whole line
+and fsynced. results.tsv keeps exactly the reference's five columns and is derived from it, so the two always
+agree; a torn last line (the agent was killed mid-write) is dropped when the ledger is opened. A marker per
+experiment in flight (inflight/<id>.json) lets a loop that died during runs record each once as interrupted. A
+line that is not a record (not JSON, no status) is moved, with its line number, to experiments.quarantine.jsonl
 when the ledger is opened for writing, and skipped when it is only read.
 """
 
@@ -24,6 +22,8 @@ from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from trainer.files.atomic import write_text_atomic
 
+IN_FLIGHT_DIR = "inflight"  # one <id>.json per experiment in flight
+LEGACY_IN_FLIGHT = "current.json"  # the single marker of versions that ran one experiment at a time
 TSV_HEADER = "commit\tval_bpb\tmemory_gb\tstatus\tdescription\n"
 QUARANTINE = "experiments.quarantine.jsonl"  # lines of experiments.jsonl that were not records, with their numbers
 TSV_STATUS = {ExperimentStatus.KEEP: "keep", ExperimentStatus.DISCARD: "discard", ExperimentStatus.CRASH: "crash",
@@ -90,7 +90,9 @@ class Ledger:
         self.in_flight_dir = directory / IN_FLIGHT_DIR
         self.set_aside: list[str] = []  # what _load moved to the quarantine file, for the user
         self.records: list[ExperimentRecord] = self._load()
-        self._sync_tsv()
+        expected = TSV_HEADER + "".join(tsv_row(r) for r in self.records)
+        if not self.tsv.exists() or self.tsv.read_text() != expected:
+            write_text_atomic(self.tsv, expected)
 
     def _load(self) -> list[ExperimentRecord]:
         if not self.jsonl.exists():
@@ -111,17 +113,10 @@ class Ledger:
             write_text_atomic(self.jsonl, complete.decode("utf-8"))
         return records
 
-    def _sync_tsv(self) -> None:
-        expected = TSV_HEADER + "".join(tsv_row(r) for r in self.records)
-        if not self.tsv.exists() or self.tsv.read_text() != expected:
-            write_text_atomic(self.tsv, expected)
-
     def append(self, record: ExperimentRecord) -> None:
         append_line(self.jsonl, record.to_json() + "\n")
         append_line(self.tsv, tsv_row(record))
         self.records.append(record)
-
-    # -- reading ------------------------------------------------------------
 
     def history(self) -> History:
         return History(self.records)
@@ -148,8 +143,6 @@ class Ledger:
             if path not in wanted:
                 path.unlink(missing_ok=True)
 
-    # -- the experiments in flight ------------------------------------------
-
     def save_draft(self, draft: ExperimentRecord) -> None:
         """Writes (or updates) the in-flight marker: the experiment's record as far as it is filled in."""
         self.in_flight_dir.mkdir(exist_ok=True)
@@ -161,18 +154,13 @@ class Ledger:
     def finish(self, experiment_id: str) -> None:
         """The experiment is recorded (or was never started): its in-flight marker goes."""
         (self.in_flight_dir / f"{experiment_id}.json").unlink(missing_ok=True)
-        legacy = read_in_flight_file(self.current)
-        if legacy is None or legacy.id == experiment_id:
+        if (legacy := read_in_flight_file(self.current)) is None or legacy.id == experiment_id:
             self.current.unlink(missing_ok=True)
 
     def clear_in_flight(self) -> None:
         for marker in self.in_flight_dir.glob("*.json"):
             marker.unlink(missing_ok=True)
         self.current.unlink(missing_ok=True)
-
-
-IN_FLIGHT_DIR = "inflight"  # one <id>.json per experiment in flight
-LEGACY_IN_FLIGHT = "current.json"  # the single marker of versions that ran one experiment at a time
 
 
 def read_in_flight(directory: Path) -> list[ExperimentRecord]:
@@ -198,8 +186,6 @@ def read_in_flight_file(path: Path) -> ExperimentRecord | None:
 def tsv_row(record: ExperimentRecord) -> str:
     if not record.is_experiment:
         return ""
-    val = record.val_bpb
     memory_gb = (record.peak_vram_mb or 0.0) / 1024
-    description = " ".join(record.description.split())
-    return (f"{record.commit[:7]}\t{val if val is not None else 0.0:.6f}\t{memory_gb:.1f}\t"
-            f"{TSV_STATUS[record.status]}\t{description}\n")
+    return (f"{record.commit[:7]}\t{record.val_bpb or 0.0:.6f}\t{memory_gb:.1f}\t"
+            f"{TSV_STATUS[record.status]}\t{' '.join(record.description.split())}\n")

@@ -78,7 +78,6 @@ def write_notes(workspace_dir: Path, text: str, read: str | None = None) -> Note
 
 
 def append_user_note(workspace_dir: Path, note: str) -> Notes:
-    """Adds a dated note from the user at the end of the notes; refused when it does not fit."""
     note = " ".join(note.split())
     if not note:
         raise NotesFull("the note is empty: give the text to add, e.g. --note 'try mixture of depths next'")
@@ -101,7 +100,6 @@ def append_user_note(workspace_dir: Path, note: str) -> Notes:
 
 def record_with_keep(repo, commit: str, workspace_dir: Path) -> None:
     """The notes as they are now, attached to a kept commit (git notes, outside the tracked tree)."""
-    notes = read_notes(workspace_dir)
-    if notes.text:
-        repo.git.notes(f"--ref={NOTES_REF}", "add", "-f", "-m", notes.text, commit)
+    if text := read_notes(workspace_dir).text:
+        repo.git.notes(f"--ref={NOTES_REF}", "add", "-f", "-m", text, commit)
 

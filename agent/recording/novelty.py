@@ -50,7 +50,7 @@ def _settings_and_code(source: str) -> tuple[dict[str, str], str]:
     settings: dict[str, str] = {}
     for node in module.body:
         names = _upper_case_targets(node)
-        if names and node.value is not None and _plain(node.value):
+        if names and node.value is not None and all(isinstance(part, PLAIN) for part in ast.walk(node.value)):
             for name in names:
                 settings[name] = ast.dump(node.value)
             node.value = ast.Constant(value=Ellipsis)
@@ -60,10 +60,5 @@ def _settings_and_code(source: str) -> tuple[dict[str, str], str]:
 def _upper_case_targets(node: ast.stmt) -> list[str]:
     targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
         else []
-    if targets and all(isinstance(t, ast.Name) and UPPER_CASE.match(t.id) for t in targets):
-        return [t.id for t in targets]
-    return []
-
-
-def _plain(value: ast.expr) -> bool:
-    return all(isinstance(node, PLAIN) for node in ast.walk(value))
+    return [t.id for t in targets] if targets and all(isinstance(t, ast.Name) and UPPER_CASE.match(t.id)
+                                                      for t in targets) else []

@@ -37,7 +37,6 @@ def labelled(records: list[ExperimentRecord]) -> list[ExperimentRecord]:
 
 
 def tally(records: list[ExperimentRecord]) -> list[KindTally]:
-    """One tally per kind, hyperparameter first; empty when no experiment is labelled."""
     experiments = labelled(records)
     if not experiments:
         return []

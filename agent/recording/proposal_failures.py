@@ -4,7 +4,6 @@ from the experiment ledger; its LLM spend counts towards the run's cost cap like
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Literal
@@ -38,8 +37,8 @@ def read_failures(workspace_dir: Path) -> list[FailedProposal]:
     failures = []
     for line in path.read_text().splitlines():
         try:
-            failures.append(FailedProposal.model_validate(json.loads(line)))
-        except (ValueError, ValidationError):
+            failures.append(FailedProposal.model_validate_json(line))
+        except ValidationError:
             continue  # a torn last line
     return failures
 

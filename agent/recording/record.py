@@ -33,10 +33,8 @@ class ExperimentStatus(str, Enum):
     INTERRUPTED = "interrupted"  # the loop stopped while it ran (results.tsv calls it crash)
     NOISE = "noise"              # re-runs of the best that measure sigma: not an experiment
     CONTROL = "control"          # a re-run of the best that checks the machine's conditions: not an experiment
-    PENDING = "pending"          # a draft being filled in while the experiment runs (inflight/<id>.json), never
-                                 # in the ledger
-    SUPERSEDED = "superseded"    # beat its parent, but the best moved on and its edits no longer apply to the new
-                                 # best (results.tsv calls it discard)
+    PENDING = "pending"          # a draft in inflight/<id>.json while the experiment runs, never in the ledger
+    SUPERSEDED = "superseded"    # beat its parent, but its edits no longer apply to the new best (results.tsv: discard)
 
     def __str__(self) -> str:
         return self.value
@@ -104,20 +102,17 @@ class RunEntry(_Part):
             return cls._salvaged(result, seed, workspace_dir)
         ok = result.verdict.triage.value == "ok"
         printed = summary_number(result.summary.get("val_bpb")) if ok else None
+        given = dict(cpu_seconds=result.cpu_seconds, flops=result.flops, where=result.where or None,
+                     limits=result.limits.describe() if result.limits else None, ended=result.ended or None,
+                     hardware=result.hardware, log_shown_bytes=result.log_shown_bytes)
         return cls(run_id=result.run, seed=seed, val_bpb=printed, printed=printed,
                    checkpoint=str(result.checkpoint.relative_to(workspace_dir)) if result.checkpoint else None,
                    checkpoint_sha256=result.checkpoint_sha256,
                    training_seconds=summary_number(result.summary.get("training_seconds")),
                    seal_seconds=result.seal_seconds, trained_tokens=result.trained_tokens,
-                   **({"cpu_seconds": result.cpu_seconds} if result.cpu_seconds is not None else {}),
-                   **({"flops": result.flops} if result.flops is not None else {}),
                    device=result.device, triage=result.verdict.triage.value,
                    seconds=round(result.seconds, 3), log=str(result.log_path.relative_to(workspace_dir)),
-                   **({"where": result.where} if result.where else {}),
-                   **({"limits": result.limits.describe()} if result.limits else {}),
-                   **({"ended": result.ended} if result.ended else {}),
-                   **({"hardware": result.hardware} if result.hardware else {}),
-                   **({"log_shown_bytes": result.log_shown_bytes} if result.log_shown_bytes is not None else {}))
+                   **{key: value for key, value in given.items() if value is not None})  # the rest left unset
 
     @classmethod
     def _salvaged(cls, result: Any, seed: int, workspace_dir: Path) -> RunEntry:
@@ -157,7 +152,6 @@ class SimplifyEvidence(_Part):
 
 
 class Verification(_Part):
-    """The checks of every scored run of an experiment and the seconds they took together."""
     checks: list[Check] = Field(default_factory=list)
     verify_s: int | float = 0             # an int where no run was scored: the sum of no seconds
 
@@ -306,7 +300,6 @@ class ExperimentRecord(BaseModel):
 
     @property
     def kept_as(self) -> str:
-        """SIMPLIFY for a keep won by removing code, else the status."""
         if self.status == ExperimentStatus.KEEP and self.evidence.kept_as == SIMPLIFY:
             return SIMPLIFY
         return self.status.value
@@ -343,12 +336,10 @@ class ExperimentRecord(BaseModel):
 
 
 def summary_number(value: Any) -> float | None:
-    """A summary-block value as a number, None when it is missing or not one."""
     try:
         return float(value)
     except (TypeError, ValueError):
         return None
-
 
 
 def now() -> str:

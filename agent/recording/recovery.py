@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import os
 import signal
-import time
+from contextlib import suppress
 from pathlib import Path
 
 from agent.recording.ledger import Ledger
-from agent.recording.record import ExperimentRecord, ExperimentStatus
+from agent.recording.record import ExperimentRecord, ExperimentStatus, now
 from agent.recording.transcript import Transcript
 from agent.workspace import Workspace
 from trainer.runs.triage import Triage
 
 
 def settle_interrupted(workspace: Workspace, ledger: Ledger, say=print) -> None:
-    """Record each experiment a dead loop left in flight (once), stop its orphans, reset to the best."""
     kill_orphans(workspace.runs_dir)  # also the runs of a noise floor, which has no in-flight marker
     for draft in ledger.in_flight():
         if not ledger.has(draft.id):
@@ -25,8 +24,7 @@ def settle_interrupted(workspace: Workspace, ledger: Ledger, say=print) -> None:
             record_interrupted(workspace, ledger, draft, ledger.head(), transcript)
             say(f"{draft.id} was interrupted by a stopped loop; recorded once as interrupted")
     ledger.clear_in_flight()  # unreadable markers too: every experiment they could name is settled
-    best = ledger.head()
-    if best is not None and (workspace.head() != best.commit or not workspace.is_clean()):
+    if (best := ledger.head()) is not None and (workspace.head() != best.commit or not workspace.is_clean()):
         workspace.reset_to(best.commit)
 
 
@@ -36,8 +34,7 @@ def record_interrupted(workspace: Workspace, ledger: Ledger, draft: ExperimentRe
     workspace.reset_to(best.commit if best else draft.parent)
     draft.status, draft.triage = ExperimentStatus.INTERRUPTED, Triage.INTERRUPTED.value
     draft.reason, draft.val_bpb, draft.peak_vram_mb = "the loop stopped while this experiment ran", None, None
-    draft.summary, draft.transcript = {}, str(transcript.path.relative_to(workspace.dir))
-    draft.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    draft.summary, draft.transcript, draft.finished = {}, str(transcript.path.relative_to(workspace.dir)), now()
     ledger.append(draft)
     ledger.finish(draft.id)
     transcript.event("interrupted", reason=draft.reason)
@@ -51,7 +48,5 @@ def kill_orphans(runs_dir: Path) -> None:
         except OSError:
             continue
         if cwd.is_relative_to(runs_dir) and int(entry.name) != os.getpid():
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(int(entry.name), signal.SIGKILL)
-            except ProcessLookupError:
-                pass

@@ -49,9 +49,7 @@ def lesson_due(records: list[ExperimentRecord], running_ids: Collection[str] = (
     Only the newest is asked for: an older one without a lesson (an offline proposer's) stays without."""
     lessons = lessons_by_id(records)
     decided = [r for r in records if proposed(r) and r.status in DECIDED and r.id not in running_ids]
-    if not decided or decided[-1].id in lessons:
-        return None
-    return decided[-1]
+    return decided[-1] if decided and decided[-1].id not in lessons else None
 
 
 def filter_records(records: list[ExperimentRecord], status: str | None = None, text: str | None = None,
@@ -59,21 +57,10 @@ def filter_records(records: list[ExperimentRecord], status: str | None = None, t
     """The records that match every filter given: status (keep, simplify, discard, crash, interrupted, noise),
     text (case-insensitive, in the description, hypothesis, expectation, lesson or reason), an id range."""
     lessons = lessons_by_id(records)
-    wanted = []
-    for r in records:
-        if status and status not in (r.status.value, r.kept_as):
-            continue
-        number = _number(r.id)
-        if from_id and number < _number(from_id):
-            continue
-        if to_id and number > _number(to_id):
-            continue
-        if text:
-            haystack = " ".join((r.description, r.hypothesis, r.expected, r.reason, lessons.get(r.id, "")))
-            if text.lower() not in haystack.lower():
-                continue
-        wanted.append(r)
-    return wanted
+    return [r for r in records if (not status or status in (r.status.value, r.kept_as))
+            and (not from_id or _number(r.id) >= _number(from_id)) and (not to_id or _number(r.id) <= _number(to_id))
+            and (not text or text.lower() in " ".join((r.description, r.hypothesis, r.expected, r.reason,
+                                                       lessons.get(r.id, ""))).lower())]
 
 
 def _number(experiment_id: str) -> int:

@@ -17,6 +17,7 @@ import secrets
 import socket
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
 from agent.running.evaluator import EvaluationFailed, evaluation_of
@@ -30,7 +31,6 @@ from trainer.runs.training_run import TRACKED
 
 REPORT_GRACE = 120.0     # seconds past twice the timeout before a task that has not reported is given up
 NO_GPU_PATIENCE = 120.0  # seconds a task may wait on a cluster with no GPU left before it is given up
-POLL = 1.0
 
 
 class RayUnavailable(Exception):
@@ -39,15 +39,6 @@ class RayUnavailable(Exception):
 
 class RayFailure(Exception):
     """Ray could not finish a task (a node died, the task was cancelled, ...)."""
-
-
-def import_ray():
-    try:
-        import ray
-    except ImportError as err:
-        raise RayUnavailable("--runner ray needs the ray package: pip install 'autoresearch[ray]' (the same "
-                             "version as on the cluster's nodes)") from err
-    return ray
 
 
 def answering(address: str, timeout: float = 10.0) -> None:
@@ -62,9 +53,13 @@ class RayRunner:
     isolation = ("runs are isolated on each Ray node as that node's sandbox allows (bubblewrap where installed "
                  "there); each run's result records whether it was")
 
-    def __init__(self, address: str, poll: float = POLL):
-        self.ray = import_ray()
-        self.address, self.poll = address, poll
+    def __init__(self, address: str, poll: float = 1.0):
+        try:
+            import ray
+        except ImportError as err:
+            raise RayUnavailable("--runner ray needs the ray package: pip install 'autoresearch[ray]' (the same "
+                                 "version as on the cluster's nodes)") from err
+        self.ray, self.address, self.poll = ray, address, poll
         if not self.ray.is_initialized():
             try:
                 answering(address)  # ray.init would wait minutes on an address where nothing listens
@@ -128,10 +123,8 @@ class RayRunner:
         with self._lock:
             tasks = list(self._in_flight)
         for task in tasks:
-            try:
+            with suppress(Exception):  # finished or lost meanwhile: nothing left to stop
                 self.ray.cancel(task, force=True)
-            except Exception:  # noqa: BLE001 - finished or lost meanwhile: nothing left to stop
-                pass
 
     @staticmethod
     def _files(workspace: Workspace, commit: str) -> tuple[dict[str, bytes], dict[str, str]]:

@@ -24,7 +24,6 @@ class RunnerUnavailable(Exception):
 
 @dataclass(frozen=True)
 class RunnerOptions:
-    """What the command line says about where to train."""
     parallel: int | None = None
     spool: Path | None = None
     ray_address: str | None = None

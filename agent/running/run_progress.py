@@ -42,7 +42,6 @@ class StepLine(BaseModel):
 
 
 class Phase(BaseModel):
-    """One experiment's phase, as the observer last wrote it."""
     experiment_id: str
     phase: str                 # proposing | training | re-running | noise floor | verifying | confirming | deciding
     detail: str = ""           # who proposes and with how many tool calls, the seed, ...
@@ -60,15 +59,12 @@ _PHASES = TypeAdapter(Progress | Phase)  # a single Phase is what a loop that ra
 
 
 def parse_step_line(line: str) -> StepLine | None:
-    if len(line) > MAX_LINE_CHARS:
-        return None
-    head = _STEP.match(line)
+    head = _STEP.match(line) if len(line) <= MAX_LINE_CHARS else None
     if head is None:
         return None
     values: dict = {"step": int(head.group(1)), "percent": min(float(head.group(2)), 100.0)}
     for name, pattern in _FIELDS.items():
-        found = pattern.search(line)
-        if found:
+        if found := pattern.search(line):
             values[name] = float(found.group(1).replace(",", ""))
     return StepLine(**values)
 
@@ -77,17 +73,12 @@ def last_step_line(log: Path) -> StepLine | None:
     """The last step line among the final TAIL_BYTES of log, or None (no log yet, no step line)."""
     try:
         with open(log, "rb") as handle:
-            handle.seek(0, 2)
-            size = handle.tell()
-            handle.seek(max(0, size - TAIL_BYTES))
+            handle.seek(max(0, handle.seek(0, 2) - TAIL_BYTES))
             tail = handle.read(TAIL_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return None
-    for line in reversed(tail.splitlines()):
-        parsed = parse_step_line(line.strip())
-        if parsed is not None:
-            return parsed
-    return None
+    parsed = (parse_step_line(line.strip()) for line in reversed(tail.splitlines()))
+    return next((step for step in parsed if step is not None), None)
 
 
 def write_phases(workspace_dir: Path, phases: list[Phase]) -> None:
@@ -106,33 +97,22 @@ def read_phases(workspace_dir: Path) -> list[Phase]:
         read = _PHASES.validate_python(data) if data else None
     except (ValidationError, TypeError):
         return []
-    if read is None:
-        return []
-    return read.phases if isinstance(read, Progress) else [read]
+    return [] if read is None else read.phases if isinstance(read, Progress) else [read]
 
 
 def describe(phase: Phase, step: StepLine | None, now: float | None = None) -> str:
     """The one line shown for an experiment: its phase, and the run's progress while it trains."""
     elapsed = (now or time.time()) - phase.since
-    text = f"{phase.experiment_id} {phase.phase}"
-    if phase.detail:
-        text += f" {phase.detail}"
-    if phase.log is not None:
-        if step is None:
-            text += f": starting ({elapsed:.0f} s)"
-        else:
-            text += f": step {step.step} ({step.percent:.0f}% of the budget)"
-            if step.loss is not None:
-                text += f", loss {step.loss:.4f}"
-            if step.tokens_per_second is not None:
-                text += f", {step.tokens_per_second:,.0f} tok/s"
-            if step.mfu_percent is not None:
-                text += f", MFU {step.mfu_percent:.1f}%"
-            text += f", {elapsed:.0f} s in"
-            if step.left_seconds is not None:
-                text += f", ETA {step.left_seconds:.0f} s + eval"
-    else:
+    text = f"{phase.experiment_id} {phase.phase}" + (f" {phase.detail}" if phase.detail else "")
+    if phase.log is None:
         text += f" ({elapsed:.0f} s)"
-    if phase.where:
-        text += f", ran on {phase.where}"
-    return text
+    elif step is None:
+        text += f": starting ({elapsed:.0f} s)"
+    else:
+        text += (f": step {step.step} ({step.percent:.0f}% of the budget)"
+                 + (f", loss {step.loss:.4f}" if step.loss is not None else "")
+                 + (f", {step.tokens_per_second:,.0f} tok/s" if step.tokens_per_second is not None else "")
+                 + (f", MFU {step.mfu_percent:.1f}%" if step.mfu_percent is not None else "")
+                 + f", {elapsed:.0f} s in"
+                 + (f", ETA {step.left_seconds:.0f} s + eval" if step.left_seconds is not None else ""))
+    return text + (f", ran on {phase.where}" if phase.where else "")

@@ -51,8 +51,7 @@ class Runner(Protocol):
 
 def visible_gpus() -> list[int]:
     """The CUDA GPUs this machine shows (CUDA_VISIBLE_DEVICES if set, else nvidia-smi); none without CUDA."""
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
+    if (listed := os.environ.get("CUDA_VISIBLE_DEVICES")) is not None:
         return [int(part) for part in listed.split(",") if part.strip().isdigit()]
     try:
         shown = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,

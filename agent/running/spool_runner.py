@@ -49,8 +49,7 @@ class SpoolRunner:
         if self._stopping.is_set():
             return RunResult.infra("not submitted: the loop is stopping and its spool jobs were cancelled",
                                    paths.log, said_by="spool")
-        job = self._envelope(workspace, asked)
-        log_path = paths.log
+        job, log_path = self._envelope(workspace, asked), paths.log
         result = self._through_spool(job, log_path)
         where = f"spool worker {result.worker}" if result.worker else ""
         if job.id in self._cancelled:
@@ -88,7 +87,6 @@ class SpoolRunner:
                         frozen=workspace.frozen_hashes(), job=job)
 
     def _through_spool(self, job: SpoolJob, log_path: Path) -> SpoolResult:
-        """Submits a job, waits for it, copies its log to log_path."""
         with self._lock:
             self._in_flight.add(job.id)
         spoolfs.submit(self.spool, job)
@@ -101,8 +99,7 @@ class SpoolRunner:
         finally:
             with self._lock:
                 self._in_flight.discard(job.id)
-        spool_log = self.spool / "logs" / f"{job.id}.log"
-        if spool_log.exists():
+        if (spool_log := self.spool / "logs" / f"{job.id}.log").exists():
             shutil.copyfile(spool_log, log_path)
         else:
             log_path.write_text("")

@@ -33,8 +33,7 @@ STATE_FILE = "mlflow.json"
 EXPERIMENT = "autoresearch"
 PARAM_CHARS = 500          # MLflow refuses params longer than 6000 characters; descriptions are kept short
 TAG_CHARS = 5000
-SUMMARY_METRICS = {"tokens_per_second": "tokens_per_second", "mfu_percent": "mfu_percent",
-                   "training_seconds": "training_seconds", "training_wall_seconds": "training_wall_seconds"}
+SUMMARY_METRICS = ("tokens_per_second", "mfu_percent", "training_seconds", "training_wall_seconds")
 
 
 class SyncState(BaseModel):
@@ -170,7 +169,7 @@ class MlflowSync:
             params["proposer"] = bounded(record.proposer, 100)
         metrics = {"val_bpb": record.val_bpb, "peak_vram_mb": record.peak_vram_mb, "cost_usd": record.llm.cost_usd,
                    "sigma": record.sigma, "run_seconds": record.timings.run_s}
-        metrics.update({name: record.summary.get(key) for name, key in SUMMARY_METRICS.items()})
+        metrics.update({key: record.summary.get(key) for key in SUMMARY_METRICS})
         tags = {"status": record.status.value, "triage": record.triage or "",
                 "decision": bounded(record.reason or record.description, TAG_CHARS)}
         if record.verified:
@@ -222,6 +221,4 @@ def _millis(record: ExperimentRecord) -> int:
 
 def tracking_uri(option: str | None) -> str | None:
     """--mlflow URI, or MLFLOW_TRACKING_URI when --mlflow is given without one or not at all."""
-    if option:
-        return option
-    return os.environ.get("MLFLOW_TRACKING_URI") or None
+    return option or os.environ.get("MLFLOW_TRACKING_URI") or None

@@ -292,7 +292,7 @@ def test_run_notifies_without_a_secret_a_log_line_or_the_url_anywhere(test_track
     changes = Changes("MATRIX_LR = 0.05", "WARMDOWN_RATIO = 0.32", "WARMDOWN_RATIO = 0.33", "WARMDOWN_RATIO = 0.34",
                       description=lambda change: f"{change} (the key is {key})")
     monkeypatch.setattr(cli, "_prepared_proposer", lambda settings: lambda workspace: changes)
-    monkeypatch.setattr(cli, "_runner", lambda name, options: MarkedLogs(GAINS, crashes=CRASHES))
+    monkeypatch.setattr(cli, "_runner", lambda options: MarkedLogs(GAINS, crashes=CRASHES))
     result = CliRunner().invoke(cli.app, ["run", "--workspaces", str(tmp_path / "ws"), "--tag", "n", "--track", "test",
                                           "--max-experiments", "5", "--noise-seeds", "0",
                                           "--notify", f"json+{hook.url(secret_path)}",

@@ -51,7 +51,6 @@ class Notification(BaseModel):
 
 
 def secrets_out(text: str) -> str:
-    """text with the value of every secret-looking environment variable replaced."""
     for name, value in os.environ.items():
         if len(value) >= SHORTEST_SECRET and SECRET_NAMES.search(name) and value in text:
             text = text.replace(value, f"[${name}]")

@@ -27,6 +27,7 @@ from agent.tracking.notify.events import Notification
 DISCORD_CONTENT_CHARS = 2000
 NTFY_BODY_BYTES = 4096
 SLACK_TEXT_CHARS = 3000  # Slack truncates far longer texts; ours are one line, this only bounds them
+DISCORD_HOSTS = {"discord.com", "discordapp.com", "ptb.discord.com", "canary.discord.com"}
 
 
 class Format(str, Enum):
@@ -34,9 +35,6 @@ class Format(str, Enum):
     DISCORD = "discord"
     NTFY = "ntfy"
     JSON = "json"
-
-
-DISCORD_HOSTS = {"discord.com", "discordapp.com", "ptb.discord.com", "canary.discord.com"}
 
 
 @dataclass(frozen=True)
@@ -58,38 +56,30 @@ class Body:
 def masked(url: str) -> str:
     """The URL with everything after its host left out: no path, token, topic, query or password."""
     parts = urlsplit(url)
-    host = parts.hostname or "?"
-    return f"{parts.scheme or '?'}://{host}{f':{parts.port}' if _port(parts) else ''}/…"
+    port = _port(parts)
+    return f"{parts.scheme or '?'}://{parts.hostname or '?'}{f':{port}' if port and port > 0 else ''}/…"
 
 
 def _port(parts) -> int | None:
+    """parts.port, -1 where it is not a number (urlsplit raises that only when the port is asked for)."""
     try:
         return parts.port
     except ValueError:
-        return None
-
-
-def _port_valid(parts) -> bool:
-    try:
-        return parts.port is None or parts.port >= 0
-    except ValueError:
-        return False
+        return -1
 
 
 def webhook(url: str, number: int) -> Webhook:
     """The webhook of a --notify URL; ValueError says what is wrong with it without showing it whole."""
     prefix, _, rest = url.partition("+")
-    if rest and prefix in {f.value for f in Format}:
-        chosen, url = Format(prefix), rest
-    else:
-        chosen = None
+    chosen = Format(prefix) if rest and prefix in {f.value for f in Format} else None
+    url = rest if chosen else url
     parts = urlsplit(url)
     problem = None
     if parts.scheme not in ("http", "https"):
         problem = f"its scheme is {parts.scheme!r}, not http or https"
     elif not parts.hostname:
         problem = "it names no host"
-    elif not _port_valid(parts):
+    elif _port(parts) == -1:
         problem = "its port is not a number"
     if problem:
         raise ValueError(f"--notify #{number} is not a webhook URL: {problem}; give the webhook's whole URL, e.g. "
@@ -111,7 +101,9 @@ def recognised(host: str, path: str) -> Format:
 
 def body(notification: Notification, chosen: Format) -> Body:
     if chosen == Format.SLACK:
-        return _json({"text": _slack_escaped(_clipped(notification.text, SLACK_TEXT_CHARS))})
+        # &, < and > escaped, so that a description cannot write <!channel> or a link
+        text = _clipped(notification.text, SLACK_TEXT_CHARS)
+        return _json({"text": text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")})
     if chosen == Format.DISCORD:
         # no mentions: a description that says @everyone must not ping a server
         return _json({"content": _clipped(notification.text, DISCORD_CONTENT_CHARS), "allowed_mentions": {"parse": []}})
@@ -127,11 +119,6 @@ def body(notification: Notification, chosen: Format) -> Body:
 
 def _json(payload: dict) -> Body:
     return Body(json.dumps(payload).encode("utf-8"), {"Content-Type": "application/json"})
-
-
-def _slack_escaped(text: str) -> str:
-    """&, < and > as Slack's text wants them, so that a description cannot write <!channel> or a link."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _clipped(text: str, limit: int) -> str:

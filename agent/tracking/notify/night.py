@@ -9,6 +9,7 @@ CRASH_STREAK experiments in a row that crashed) and a plateau are each one notif
 from __future__ import annotations
 
 import threading
+from itertools import takewhile
 from pathlib import Path
 
 from agent.judging.plateau import describe
@@ -45,12 +46,9 @@ class LedgerWatch:
         self.seen = len(records)
         best = History(records).best()
         self.best = best.val_bpb if best else None
-        self.crashes = 0
         self.fallback_said = any(attention_fallback(r.summary) for r in records)  # once a night: every run will
-        for record in reversed([r for r in records if r.is_experiment]):  # a resumed tag's streak goes on
-            if record.status != ExperimentStatus.CRASH:
-                break
-            self.crashes += 1
+        experiments = reversed([r for r in records if r.is_experiment])  # a resumed tag's streak goes on
+        self.crashes = sum(1 for _ in takewhile(lambda r: r.status == ExperimentStatus.CRASH, experiments))
 
     def new(self) -> list[Notification]:
         records = read_records(self.directory)
@@ -96,7 +94,6 @@ class NightNotifier:
         return self
 
     def check(self) -> None:
-        """Sends what the ledger gained since the last look."""
         with self._lock:
             try:
                 found = self.watch.new()
@@ -124,7 +121,6 @@ class NightNotifier:
     def close(self, seconds: float = DRAIN_SECONDS) -> int:
         """Waits up to `seconds` for what is queued to be sent; says what was not and returns how many."""
         self._stop.set()
-        unsent = drain(self.senders, seconds)
-        if unsent:
+        if unsent := drain(self.senders, seconds):
             self.say(f"notifications: {unsent} not sent within {seconds:.0f} s; the night's records are complete")
         return unsent

@@ -11,6 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 
 import httpx
@@ -30,23 +31,17 @@ class RetryPolicy:
     give_up_seconds: float = 90.0      # no try starts this long after the first
     backoff_seconds: float = 1.0       # waits 1, 2, 4 ... s between tries
     max_backoff_seconds: float = 15.0
-    max_retry_after_seconds: float = MAX_RETRY_AFTER_SECONDS
 
 
 class Refused(Exception):
-    """The webhook answered with an HTTP error."""
+    """The webhook answered with an HTTP error, and maybe a Retry-After in seconds (Slack, Discord and ntfy give
+    seconds; an HTTP date is not waited for)."""
 
-    def __init__(self, status: int, retry_after: float | None):
-        super().__init__(f"HTTP {status}")
-        self.status, self.retry_after = status, retry_after
-
-
-def retry_after(response: httpx.Response) -> float | None:
-    """Retry-After in seconds (Slack, Discord and ntfy give seconds; an HTTP date is not waited for)."""
-    try:
-        return max(0.0, float(response.headers.get("Retry-After", "")))
-    except ValueError:
-        return None
+    def __init__(self, response: httpx.Response):
+        super().__init__(f"HTTP {response.status_code}")
+        self.status, self.retry_after = response.status_code, None
+        with suppress(ValueError):
+            self.retry_after = max(0.0, float(response.headers.get("Retry-After", "")))
 
 
 class Sender:
@@ -69,9 +64,8 @@ class Sender:
     def join(self, seconds: float) -> int:
         """Waits up to `seconds` for the queue to drain; the notifications not sent by then."""
         self._thread.join(timeout=max(0.0, seconds))
-        if not self._thread.is_alive():
-            return 0
-        return self._queue.qsize()  # those queued, less the closing None, plus the one being tried
+        # those queued, less the closing None, plus the one being tried
+        return self._queue.qsize() if self._thread.is_alive() else 0
 
     def _work(self) -> None:
         while (notification := self._queue.get()) is not None:
@@ -91,16 +85,12 @@ class Sender:
             with attempt:
                 response = self._client.post(self.hook.url, content=made.content, headers=made.headers)
                 if response.status_code >= 300:
-                    raise Refused(response.status_code, retry_after(response))
+                    raise Refused(response)
 
     def _transient(self, error: BaseException) -> bool:
-        if isinstance(error, httpx.TransportError):
-            return True
-        if isinstance(error, Refused):
-            if error.status == 429:
-                return error.retry_after is None or error.retry_after <= self.policy.max_retry_after_seconds
-            return error.status >= 500
-        return False
+        if isinstance(error, Refused) and error.status == 429:
+            return error.retry_after is None or error.retry_after <= MAX_RETRY_AFTER_SECONDS
+        return isinstance(error, httpx.TransportError) or isinstance(error, Refused) and error.status >= 500
 
     def _wait(self, state: RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome else None
