@@ -48,10 +48,6 @@ def uncounted(run: Any, constants: TrackConstants) -> float | None:
     return max(0.0, run.seal_seconds - constants.time_budget)
 
 
-def _unit(run: Any) -> str:
-    return "wall seconds to its seal" if run.device == "cuda" else "CPU seconds"
-
-
 def baseline_runs(records: list[ExperimentRecord], run: Any) -> list[Any]:
     """The baseline's runs on the run's hardware and device: what the budget costs on this machine."""
     kept = [r for r in records if r.status == ExperimentStatus.KEEP]
@@ -62,16 +58,6 @@ def baseline_runs(records: list[ExperimentRecord], run: Any) -> list[Any]:
                 ExperimentStatus.KEEP, ExperimentStatus.NOISE, ExperimentStatus.CONTROL)
             for entry in r.runs
             if entry.device == run.device and (entry.hardware.key if entry.hardware else None) == key]
-
-
-def uncounted_bound(records: list[ExperimentRecord], run: Any, constants: TrackConstants) -> tuple[float, float] | None:
-    """(the most the baseline's runs spent before their clocks, what a run may spend there), None unmeasured."""
-    measured = [value for entry in baseline_runs(records, run) if (value := uncounted(entry, constants)) is not None]
-    if not measured:
-        return None
-    most = max(measured)
-    return most, most * (1 + UNCOUNTED_MARGIN) + max(UNCOUNTED_BUDGET_SHARE * constants.time_budget,
-                                                     UNCOUNTED_FLOOR_S)
 
 
 def over_compute(run: Any, records: list[ExperimentRecord], constants: TrackConstants,
@@ -91,7 +77,8 @@ def over_compute(run: Any, records: list[ExperimentRecord], constants: TrackCons
     allowed, used = compute_allowed(records, run), spent(run)
     if allowed is None or used is None or used <= allowed[1]:
         return None
-    return (f"it used {used:,.0f} {_unit(run)} before its seal, where the baseline's runs used {allowed[0]:,.0f} on "
+    unit = "wall seconds to its seal" if run.device == "cuda" else "CPU seconds"
+    return (f"it used {used:,.0f} {unit} before its seal, where the baseline's runs used {allowed[0]:,.0f} on "
             f"this machine and a run that draws {run.trained_tokens or 0:,} training tokens may use {allowed[1]:,.0f} "
             f"({COMPUTE_TOLERANCE}x, more where it draws more tokens than the baseline): it computed what the "
             "count cannot see (batches trained again, a model larger than the one it sealed, threads spinning)")
@@ -99,10 +86,8 @@ def over_compute(run: Any, records: list[ExperimentRecord], constants: TrackCons
 
 def compute_allowed(records: list[ExperimentRecord], run: Any) -> tuple[float, float] | None:
     """(the baseline's cost on this machine, what this run may use), None before the baseline was measured here.
-    At the same budget, what an honest run costs beyond its fixed part grows with the tokens it draws (the loss
-    over the vocabulary, norms, the optimizer's steps), not with FLOPs alone: a model half as deep draws 3.3x the
-    tokens and costs 1.9x on the cpu track. So the per-token share of the baseline's cost (TOKEN_COST_SHARE)
-    grows with the tokens the seal counted, where a run draws more."""
+    What an honest run costs beyond its fixed part grows with the tokens it draws (the loss over the vocabulary,
+    norms, the optimizer's steps): a model half as deep draws 3.3x the tokens and costs 1.9x on the cpu track."""
     base = baseline_runs(records, run)
     costs = [value for entry in base if (value := spent(entry))]
     if not costs:
@@ -114,10 +99,15 @@ def compute_allowed(records: list[ExperimentRecord], run: Any) -> tuple[float, f
 
 
 def _over_clock(run: Any, records: list[ExperimentRecord], constants: TrackConstants) -> str | None:
-    spent_before, measured = uncounted(run, constants), uncounted_bound(records, run, constants)
-    if spent_before is None or measured is None or spent_before <= measured[1]:
+    spent_before = uncounted(run, constants)
+    measured = [value for entry in baseline_runs(records, run) if (value := uncounted(entry, constants)) is not None]
+    if spent_before is None or not measured:
+        return None
+    most = max(measured)
+    allowed = most * (1 + UNCOUNTED_MARGIN) + max(UNCOUNTED_BUDGET_SHARE * constants.time_budget, UNCOUNTED_FLOOR_S)
+    if spent_before <= allowed:
         return None
     return (f"it reached its seal {spent_before:,.0f} s past the {constants.time_budget:g} s its clock counts; the "
-            f"baseline's runs spent at most {measured[0]:,.0f} s there (startup, compilation, uncounted warm-up) and a "
-            f"run may spend {measured[1]:,.0f} s: what it does before its clock starts trains outside the budget")
+            f"baseline's runs spent at most {most:,.0f} s there (startup, compilation, uncounted warm-up) and a "
+            f"run may spend {allowed:,.0f} s: what it does before its clock starts trains outside the budget")
 

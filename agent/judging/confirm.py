@@ -40,8 +40,7 @@ REGRESSION_SIGMAS = 2.0
 def confirm(workspace: Workspace, runner: Runner | None = None, timeout: float = 1800.0) -> Confirmation:
     """Scores every keep's weights on val and holdout, two side by side; writes confirmation.json."""
     history = History(read_records(workspace.dir))
-    kept = history.kept()
-    if not kept:
+    if not (kept := history.kept()):
         raise ConfirmError(f"{workspace.tag} has no kept experiment yet: run the loop first")
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     best_record = history.best()
@@ -66,16 +65,15 @@ def confirm(workspace: Workspace, runner: Runner | None = None, timeout: float =
 
 
 def warnings_of(confirmation: Confirmation, sigma: float | None) -> list[str]:
-    """Keeps that got worse on holdout than the keep before them, and a searched gain the holdout does not keep;
-    sigma: the noise floor's, else the track's usual."""
-    said = []
+    """The warnings the module docstring lists; sigma: the noise floor's, else the track's usual."""
+    said, margin = [], REGRESSION_SIGMAS * (sigma or 0.0) * math.sqrt(2)
     for before, after in zip(confirmation.chain, confirmation.chain[1:], strict=False):
         worse = after.holdout - before.holdout
         if sigma and worse > REGRESSION_SIGMAS * sigma:
             said.append(f"{after.id} ({after.description}) is worse than {before.id} before it on holdout by "
                         f"{worse:.6f}, more than {REGRESSION_SIGMAS:g} sigma ({REGRESSION_SIGMAS * sigma:.6f}): "
                         "it undid a gain the search credited")
-        searched, margin = before.search_val - after.search_val, REGRESSION_SIGMAS * (sigma or 0.0) * math.sqrt(2)
+        searched = before.search_val - after.search_val
         if sigma and searched > REGRESSION_SIGMAS * sigma and -worse < HOLDOUT_SHARE * searched - margin:
             said.append(f"{after.id} ({after.description}) gained {searched:.6f} on val over {before.id} but "
                         f"{-worse:.6f} on holdout, short of {100 * HOLDOUT_SHARE:.0f}% of it by more than "
@@ -83,7 +81,6 @@ def warnings_of(confirmation: Confirmation, sigma: float | None) -> list[str]:
     # Honest nights keep about half and more (the demo 55%, a cpu night 152%): the line is half, less the
     # noise of two single scorings, so that an honest night near it is not flagged and one far below it is.
     retention, gain = confirmation.retention, confirmation.search_gain
-    margin = REGRESSION_SIGMAS * (sigma or 0.0) * math.sqrt(2)
     if retention is not None and gain > REGRESSION_SIGMAS * (sigma or 0.0) \
             and confirmation.holdout_gain < HOLDOUT_SHARE * gain - margin:
         said.append(f"the holdout split keeps {100 * retention:.0f}% of the searched gain "

@@ -1,22 +1,38 @@
 """Deciding one experiment: crash, or the noise-aware verdict on its runs (agent/judging/noise.py) taken on
-the trusted numbers (agent/judging/verify.py), and the rules for a fall too large for one change."""
+the trusted numbers (agent/judging/verify.py) against the best's standing, and the rules for a fall too large for
+one change."""
 
 from __future__ import annotations
 
-import math
 import statistics
+from dataclasses import dataclass
 
 from agent.judging.keep_rule import KeepRule
 from agent.judging.noise import CRASH, KEEP, Judgement, judge
-from agent.judging.standing import Standing
+from agent.judging.significance import standard_error
 from agent.judging.verify import verification_evidence
+from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, RunEntry
 from agent.running.runner import RunResult
 from trainer.runs.triage import Triage
 
 
+@dataclass(frozen=True)
+class Standing:
+    """The best as one decision sees it, computed once per decision."""
+    best: ExperimentRecord | None   # what the candidate is judged against (None: it is the baseline)
+    best_runs: list[float]          # every run of the best's commit, its noise and control runs included
+    sigma: float | None             # of the latest noise floor
+    best_ever: float | None         # the lowest mean any best commit reached
+    sigma_df: int | None = None     # its degrees of freedom: the floor's runs - 1
+
+    @classmethod
+    def of(cls, history: History, best: ExperimentRecord | None) -> Standing:
+        return cls(best=best, best_runs=history.runs_of(best.commit) if best else [], sigma=history.sigma(),
+                   best_ever=history.best_ever_mean(), sigma_df=history.sigma_df())
+
+
 def decide(result: RunResult, standing: Standing, runs: list[RunEntry], rule: KeepRule) -> Judgement:
-    """crash, the baseline's keep, or the noise-aware verdict on the runs so far (see agent/judging/noise.py)."""
     verdict = result.verdict
     if verdict.triage != Triage.OK:
         return Judgement(CRASH, f"{verdict.triage.value}: {verdict.reason}")
@@ -61,8 +77,7 @@ def implausible_fall(runs: list[RunEntry], anchor: ExperimentRecord | None) -> s
 
 def holdout_disagrees(runs: list[RunEntry], best_val: float, best_holdout: float) -> str | None:
     """Why the candidate's val fall is not a better model (the holdout split does not show it), or None."""
-    scored = [r for r in runs if r.trusted and r.holdout_bpb is not None]
-    if not scored:
+    if not (scored := [r for r in runs if r.trusted and r.holdout_bpb is not None]):
         return "no run of it was scored on the holdout split"
     val_gain = best_val - statistics.fmean(r.val_bpb for r in scored)
     holdout_gain = best_holdout - statistics.fmean(r.holdout_bpb for r in scored)
@@ -83,7 +98,7 @@ def step_disagrees(runs: list[RunEntry], best_id: str, best_val: float, best_hol
         return None
     val_gain = best_val - statistics.fmean(r.val_bpb for r in scored)
     holdout_gain = best_holdout - statistics.fmean(r.holdout_bpb for r in scored)
-    margin = 2 * sigma * math.sqrt(1 + 1 / len(scored))
+    margin = 2 * standard_error(sigma, 1, len(scored))
     if holdout_gain >= HOLDOUT_SHARE * val_gain - margin:
         return None
     return (f"its own step from {best_id} fell {val_gain:.6f} on val but {holdout_gain:.6f} on holdout, short of "

@@ -37,8 +37,7 @@ def control_due(records: list[ExperimentRecord], settings: LoopSettings) -> Expe
     if wants_noise_floor(records, settings.noise_seeds, settings.noise_every_keeps):
         return None  # the floor re-runs the best: a control beside it would only repeat it
     history = History(records)
-    best = history.head()
-    if best is None:
+    if (best := history.head()) is None:
         return None
     became = max(i for i, r in enumerate(records) if r.status == ExperimentStatus.KEEP)
     reruns = [i for i in range(became + 1, len(records))

@@ -21,11 +21,10 @@ NULL_DRAWS = 4000
 def null_keep_rate(keep_sigmas: float, min_delta_in_sigmas: float, best_runs: int, measured: bool = True) -> float:
     """The share of do-nothing changes the rule keeps against a best measured on best_runs runs; measured: whether
     a noise floor gave it a sigma (without one the rule is a bare gain > min_delta)."""
-    draw, kept = random.Random(0), 0
+    draw, kept, sigma = random.Random(0), 0, 1.0 if measured else None
     for _ in range(NULL_DRAWS):
         best = [draw.gauss(0.0, 1.0) for _ in range(max(1, best_runs))]
         runs = [draw.gauss(0.0, 1.0)]
-        sigma = 1.0 if measured else None
         judged = judge(runs, best, sigma, keep_sigmas, min_delta_in_sigmas)
         if judged.status == CLOSE:
             judged = judge([*runs, draw.gauss(0.0, 1.0)], best, sigma, keep_sigmas, min_delta_in_sigmas)

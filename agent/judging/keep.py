@@ -1,13 +1,12 @@
 """The keep procedure: how one trained experiment becomes a verdict.
 
 Its first run is judged by the noise rule (agent/judging/noise.py) against the best's standing (agent/judging/
-standing.py); a change that removed code may win as a simplification (simplify.py). A verdict that could keep
+decisions.py); a change that removed code may win as a simplification (simplify.py). A verdict that could keep
 is taken again on the trusted numbers (verify.py): every run scored from its sealed weights, a run whose number
 cannot stand turning the experiment into a tamper crash. A would-be keep waits for its turn to land (one at a
 time) and, if its parent stopped being the best meanwhile, goes back to be re-based before more is spent on it.
 A close call is trained again with a fresh seed until the mean decides; a would-be keep with too large a fall
-in any of its runs (counted from the last best the holdout split checked) is trained again from scratch and
-kept only if the holdout split shows the fall too (decisions.py).
+is trained again from scratch and held to the holdout split (decisions.py, IMPLAUSIBLE_FALL).
 
 The steps of the experiment (agent/steps/experiment.py) train and land; this decides.
 """
@@ -18,11 +17,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from agent.judging.decisions import decide, holdout_disagrees, implausible_fall, step_disagrees, tamper
+from agent.judging.decisions import Standing, decide, holdout_disagrees, implausible_fall, step_disagrees, tamper
 from agent.judging.keep_rule import KeepRule
 from agent.judging.noise import CLOSE, DISCARD, KEEP, USUAL_SIGMA, Judgement
 from agent.judging.simplify import simplify_or_discard
-from agent.judging.standing import Standing
 from agent.judging.verify import Untrusted, score_runs, trusted, verification_evidence
 from agent.recording.history import History
 from agent.recording.record import Evidence, ExperimentRecord
@@ -76,11 +74,9 @@ class KeepProcedure:
             judgement.evidence.verification = verification_evidence(case.record.runs)
         if judgement.status == KEEP:
             judgement.reason += "; verified: the trusted evaluator scored the sealed weights"
-        for run in case.record.runs:
-            if run.salvaged:
-                judgement.reason += (f"; salvaged: the run with seed {run.seed} died after its seal "
-                                     f"({run.salvaged_from}), so its number is the trusted evaluator's score of its "
-                                     "sealed weights")
+        judgement.reason += "".join(f"; salvaged: the run with seed {run.seed} died after its seal "
+                                    f"({run.salvaged_from}), so its number is the trusted evaluator's score of its "
+                                    "sealed weights" for run in case.record.runs if run.salvaged)
         return judgement
 
     def _decide(self, case: Case, result: RunResult, splits: tuple[str, ...] = ("val",)) -> Judgement:
@@ -124,7 +120,9 @@ class KeepProcedure:
         references = [anchor] + ([case.best] if case.best.id != anchor.id and case.best.checkpoint else [])
         try:
             with ThreadPoolExecutor(max_workers=len(references), thread_name_prefix="holdout-gate") as pool:
-                scored = list(pool.map(lambda r: self._scored(case, r), references))
+                scored = list(pool.map(lambda r: self.runner.evaluate(self.workspace, EvaluationJob(
+                    run=RunId.verify_best(case.record.id, r.id), commit=r.commit,
+                    checkpoint=self.workspace.dir / r.checkpoint, splits=HOLDOUT_SPLITS, probe=True)), references))
         except EvaluationFailed as err:
             return tamper(judgement, f"a reference's weights could not be scored on the holdout split: {err}",
                           case.record.runs)
@@ -137,8 +135,3 @@ class KeepProcedure:
                               step_from=case.best.id if len(scored) == 2 else None,
                               step_val=scored[-1].val, step_holdout=scored[-1].holdout)
         return tamper(judgement, problem, case.record.runs) if problem else judgement
-
-    def _scored(self, case: Case, reference: ExperimentRecord):
-        return self.runner.evaluate(self.workspace, EvaluationJob(
-            run=RunId.verify_best(case.record.id, reference.id), commit=reference.commit,
-            checkpoint=self.workspace.dir / reference.checkpoint, splits=HOLDOUT_SPLITS, probe=True))

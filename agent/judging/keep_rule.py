@@ -13,7 +13,6 @@ STORED_AS = "keep_rule"  # its key in run.json
 
 
 class KeepRule(BaseModel):
-    """The settings of the keep rule a night runs under; the defaults are LoopSettings' own."""
     model_config = ConfigDict(frozen=True)
     keep_sigmas: float = LoopSettings.model_fields["keep_sigmas"].default
     min_delta: float = LoopSettings.model_fields["min_delta"].default

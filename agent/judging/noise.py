@@ -88,7 +88,6 @@ def judge(candidate: list[float], best: list[float], sigma: float | None, sigmas
 
 
 def inflated_floor(sigma: float | None, track: str, keep_sigmas: float = 2.0) -> str | None:
-    """A warning when sigma is far above what the track usually shows, else None."""
     usual = USUAL_SIGMA.get(track)
     if sigma is None or not usual or sigma <= INFLATED_RATIO * usual:
         return None

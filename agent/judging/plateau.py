@@ -14,6 +14,7 @@ stop: the loop starts no more experiments (those in flight finish). continue: it
 
 from __future__ import annotations
 
+from itertools import takewhile
 from pathlib import Path
 
 from agent.recording.record import ExperimentRecord, ExperimentStatus, Plateau
@@ -33,22 +34,17 @@ class PlateauSettingsError(ValueError):
 
 def plateau_limit(settings: LoopSettings, track: str) -> int | None:
     """The streak that makes a plateau on this track, None for none."""
-    if settings.plateau is not None:
-        return settings.plateau or None
-    return DEFAULT_PLATEAU.get(track)
+    return DEFAULT_PLATEAU.get(track) if settings.plateau is None else settings.plateau or None
 
 
 def on_plateau(settings: LoopSettings) -> OnPlateau:
-    if settings.on_plateau is not None:
-        return settings.on_plateau
-    return OnPlateau.SWITCH if settings.programs else OnPlateau.STOP
+    return settings.on_plateau or (OnPlateau.SWITCH if settings.programs else OnPlateau.STOP)
 
 
 def rotation(settings: LoopSettings) -> list[Path]:
     """The programs of the rotation (--program given more than once), resolved; every one must be a file."""
     paths = [Path(path).expanduser() for path in settings.programs]
-    missing = [str(path) for path in paths if not path.is_file()]
-    if missing:
+    if missing := [str(path) for path in paths if not path.is_file()]:
         raise PlateauSettingsError(f"--program: research program(s) {', '.join(missing)} do not exist or are not "
                                    "files: give paths to markdown files, e.g. --program prompts/optimizer.md "
                                    "--program prompts/architecture.md")
@@ -56,7 +52,6 @@ def rotation(settings: LoopSettings) -> list[Path]:
 
 
 def settings_problem(settings: LoopSettings, track: str) -> str | None:
-    """Why these plateau settings cannot run on this track, or None."""
     try:
         programs = rotation(settings)
     except PlateauSettingsError as err:
@@ -92,24 +87,17 @@ def stop_reason(record: ExperimentRecord) -> str:
 
 def streak(records: list[ExperimentRecord]) -> list[ExperimentRecord]:
     """The experiments not kept since the last keep or the last plateau, oldest first."""
-    counted = []
-    for record in reversed(records):
-        if record.status == ExperimentStatus.KEEP or record.plateau is not None:
-            break
-        if record.status in COUNTED:
-            counted.append(record)
-    return counted[::-1]
+    since = takewhile(lambda r: r.status != ExperimentStatus.KEEP and r.plateau is None, reversed(records))
+    return [record for record in since if record.status in COUNTED][::-1]
 
 
 def plateaus(records: list[ExperimentRecord]) -> list[ExperimentRecord]:
-    """The records that ended a plateau, in the order they were written."""
     return [record for record in records if record.plateau is not None]
 
 
 def plateau_lines(records: list[ExperimentRecord]) -> list[str]:
     """What `status` says of plateaus: the experiments without a keep so far, and the last plateau."""
-    ended = plateaus(records)
-    if not ended:
+    if not (ended := plateaus(records)):
         return []
     last = ended[-1]
     return [f"plateaus: {len(ended)}; the last ended at {last.id} ({last.finished or 'time unknown'}): "
@@ -117,14 +105,11 @@ def plateau_lines(records: list[ExperimentRecord]) -> list[str]:
 
 
 class Plateaus:
-    """The plateau rule of one loop on one workspace."""
-
     def __init__(self, workspace: Workspace, settings: LoopSettings):
-        self.workspace, self.settings = workspace, settings
-        self.track = workspace.track.track
-        self.limit = plateau_limit(settings, self.track)
+        self.workspace, track = workspace, workspace.track.track
+        self.limit = plateau_limit(settings, track)
         self.action = on_plateau(settings)
-        self.problem = settings_problem(settings, self.track)  # the loop refuses to start with one
+        self.problem = settings_problem(settings, track)  # the loop refuses to start with one
         self.programs = rotation(settings) if self.problem is None else []
 
     def start(self, records: list[ExperimentRecord]) -> str | None:

@@ -4,9 +4,8 @@ A run trains, hands its weights over at the seal (trainer/sandbox/seal.py), then
 (its evaluation ran out of memory or raised, it hung until the harness ended it, or its process was killed), the
 weights it sealed are still the weights of record: the trusted evaluator (trainer/evaluator/evaluate.py, the one
 verification uses) scores them, with a smaller batch where the run ran out of memory, and the run is judged on
-that number, flagged
-salvaged. What the run printed before it died stands for nothing. Where the weights cannot be scored the run stays the
-crash it was; where the model's answers fail the evaluator's checks it is tamper.
+that number, flagged salvaged. What the run printed before it died stands for nothing. Where the weights cannot
+be scored the run stays the crash it was; where the model's answers fail the evaluator's checks it is tamper.
 
 Not salvaged: a run refused at the seal (over budget, tamper) or killed before it sealed, which has no weights of
 record; a run the machine failed (infra: retried, then the loop stops); a run that said itself that its training
@@ -41,7 +40,6 @@ def salvageable(result: RunResult) -> bool:
 
 
 def smaller_batch(device: str) -> int:
-    """The evaluator's batch rows for the weights of a run on device that ran out of memory."""
     return max(MIN_BATCH_ROWS, int(batch_layout(device)[0] * OOM_BATCH_SHARE))
 
 
@@ -78,6 +76,5 @@ def salvage(workspace: Workspace, runner: Runner, commit: str, result: RunResult
 
 
 def _unsalvaged(result: RunResult, transcript: Transcript, crash: str, problem: str) -> RunResult:
-    """The crash stands; the transcript says why its weights did not save it."""
     transcript.event("salvage", salvaged=False, crash=crash, problem=problem)
     return result

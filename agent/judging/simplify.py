@@ -9,11 +9,11 @@ allows no drift at all.
 
 from __future__ import annotations
 
-import math
 import statistics
 
+from agent.judging.decisions import Standing
 from agent.judging.noise import DISCARD, KEEP, Judgement
-from agent.judging.standing import Standing
+from agent.judging.significance import standard_error
 from agent.recording.record import SIMPLIFY, RunEntry, SimplifyEvidence
 
 RULE = "simplify: fewer lines of code, mean within one standard error of the best's, within one sigma of the " \
@@ -27,9 +27,8 @@ def code_lines(source: str) -> int:
 
 def weigh(candidate: list[float], best: list[float], best_ever: float, sigma: float | None,
           lines_removed: int) -> SimplifyEvidence:
-    """The simplify rule on the numbers alone."""
     candidate_mean, best_mean = statistics.fmean(candidate), statistics.fmean(best)
-    error = sigma * math.sqrt(1 / len(candidate) + 1 / len(best)) if sigma else 0.0
+    error = standard_error(sigma, len(candidate), len(best)) if sigma else 0.0
     ceiling = best_ever + (sigma or 0.0)
     numbers = dict(lines_removed=lines_removed, candidate_mean=round(candidate_mean, 6),
                    best_mean=round(best_mean, 6), standard_error=round(error, 6),

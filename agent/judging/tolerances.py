@@ -52,7 +52,6 @@ CEILING = Limits(agreement=0.02, lookahead=0.01, consistency=0.01)
 
 
 class Tolerances(BaseModel):
-    """The night's limits and what they were set from."""
     model_config = ConfigDict(frozen=True)
     limits: Limits
     devices: str                    # cpu (the run and the evaluator on CPU), else cuda
@@ -69,11 +68,6 @@ class Tolerances(BaseModel):
 
 def devices(evaluation: Evaluation, run_device: str | None) -> str:
     return "cpu" if evaluation.device == "cpu" and run_device == "cpu" else "cuda"
-
-
-def shown_by(evaluation: Evaluation, gap: float) -> Limits:
-    """What one scoring showed of each check."""
-    return Limits(agreement=gap, lookahead=evaluation.lookahead, consistency=evaluation.repeat)
 
 
 def measured(shown: Limits, on: str, evaluator: str) -> Tolerances:

@@ -19,7 +19,6 @@ TABLE = Path(__file__).with_name("usual_sigma.json")
 
 
 class UsualSigma(BaseModel):
-    """One track's measured sigma and what it was measured on."""
     model_config = ConfigDict(frozen=True)
     sigma: float
     seeds: list[int]
@@ -47,7 +46,6 @@ def usual_sigmas(table: Path = TABLE) -> dict[str, UsualSigma]:
 
 
 def record_measurement(track: str, measured: UsualSigma, table: Path = TABLE) -> None:
-    """Replaces the track's entry with a new measurement."""
     if track not in TRACKS:
         raise ValueError(f"unknown track {track!r}: choose one of {', '.join(TRACKS)}")
     entries = {**usual_sigmas(table), track: measured}

@@ -27,7 +27,6 @@ from agent.judging.tolerances import (
     devices,
     measured,
     night_tolerances,
-    shown_by,
     store_tolerances,
 )
 from agent.recording.record import Check, RunEntry, Verification
@@ -66,9 +65,8 @@ def score_runs(workspace: Workspace, runner: Runner, commit: str, runs: list[Run
 
 def score_run(workspace: Workspace, runner: Runner, commit: str, run: RunEntry,
               splits: tuple[str, ...] = ("val",), calibrating: bool = False) -> None:
-    """The run's val_bpb becomes the trusted evaluator's score of its sealed weights (and holdout_bpb, if asked);
-    run.check holds what the evaluator found. Raises Untrusted when the number cannot stand. Calibrating (the
-    unmodified baseline's run): what it shows sets the night's tolerances, unless it is beyond the ceiling."""
+    """The run's val_bpb (and holdout_bpb, if asked) becomes the trusted evaluator's, run.check what it found;
+    Untrusted when the number cannot stand. Calibrating (the unmodified baseline's run) sets the tolerances."""
     printed = run.printed if run.printed is not None else run.val_bpb
     if not run.checkpoint:
         raise Untrusted(f"the run with seed {run.seed} printed val_bpb {printed} but sealed no weights through "
@@ -87,11 +85,8 @@ def score_run(workspace: Workspace, runner: Runner, commit: str, run: RunEntry,
         raise Untrusted(f"the run with seed {run.seed} cannot be verified: {err}") from err
     gap = abs(evaluation.val - printed)
     on = devices(evaluation, run.device)
-    if calibrating:
-        tolerances = calibrated(workspace, shown_by(evaluation, gap), on, evaluation.device, run.seed)
-    else:
-        tolerances = night_tolerances(workspace, on, evaluation.device)
-    limits = tolerances.limits
+    limits = (calibrated(workspace, evaluation, gap, on, run.seed) if calibrating
+              else night_tolerances(workspace, on, evaluation.device)).limits
     run.check = Check(seed=run.seed, printed=printed, trusted=round(evaluation.val, 6), gap=gap,
                       tolerance=limits.agreement,
                       lookahead=evaluation.lookahead, probes=evaluation.probes, audit=evaluation.audit,
@@ -99,33 +94,28 @@ def score_run(workspace: Workspace, runner: Runner, commit: str, run: RunEntry,
                       seconds=round(time.monotonic() - started, 3))
     if evaluation.holdout is not None:  # a key of the check only where the holdout was scored
         run.check.holdout = round(evaluation.holdout, 6)
-    if problem := _problem(evaluation, gap, limits, run.seed, printed):
+    if problem := model_problem(evaluation, limits):
         raise Untrusted(problem)
+    if gap > limits.agreement:
+        raise Untrusted(f"the run with seed {run.seed} printed val_bpb {printed:.6f} but its saved weights score "
+                        f"{evaluation.val:.6f} (allowed difference {limits.agreement:.3g})")
     run.printed, run.val_bpb, run.trusted = printed, round(evaluation.val, 6), True
     if evaluation.holdout is not None:
         run.holdout_bpb = round(evaluation.holdout, 6)
 
 
-def calibrated(workspace: Workspace, shown: Limits, on: str, evaluator: str, seed: int | None) -> Tolerances:
+def calibrated(workspace: Workspace, evaluation: Evaluation, gap: float, on: str, seed: int | None) -> Tolerances:
     """The night's tolerances from the baseline's scoring, stored in run.json; Untrusted (which stops the night)
     when the baseline itself is beyond the ceiling."""
+    shown = Limits(agreement=gap, lookahead=evaluation.lookahead, consistency=evaluation.repeat)
     if past := beyond_ceiling(shown):
         raise Untrusted(f"the unmodified baseline's run with seed {seed} disagrees with the trusted evaluator beyond "
                         f"what any night allows: {'; '.join(past)}. On this machine the evaluator cannot tell "
                         "tamper from noise, so no experiment could be judged: check the attention kernel and "
                         "the evaluator's device (docs/tolerances.md)")
-    tolerances = measured(shown, on, evaluator)
+    tolerances = measured(shown, on, evaluation.device)
     store_tolerances(workspace, tolerances)
     return tolerances
-
-
-def _problem(evaluation: Evaluation, gap: float, limits: Limits, seed: int | None, printed: float) -> str | None:
-    if problem := model_problem(evaluation, limits):
-        return problem
-    if gap > limits.agreement:
-        return (f"the run with seed {seed} printed val_bpb {printed:.6f} but its saved weights "
-                f"score {evaluation.val:.6f} (allowed difference {limits.agreement:.3g})")
-    return None
 
 
 def model_problem(evaluation: Evaluation, limits: Limits) -> str | None:
@@ -144,6 +134,5 @@ def model_problem(evaluation: Evaluation, limits: Limits) -> str | None:
 
 
 def verification_evidence(runs: list[RunEntry]) -> Verification:
-    """The checks of every scored run, for the record's evidence."""
     checks = [run.check for run in runs if run.check]
     return Verification(checks=checks, verify_s=round(sum(check.seconds or 0.0 for check in checks), 3))

@@ -4,10 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.judging.decisions import IMPLAUSIBLE_FALL, decide, implausible_fall
+from agent.judging.decisions import IMPLAUSIBLE_FALL, Standing, decide, implausible_fall
 from agent.judging.keep_rule import KeepRule
 from agent.judging.noise import CLOSE
-from agent.judging.standing import Standing
 from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry
 from agent.running.runner import RunResult

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.judging.decisions import Standing
 from agent.judging.noise import Judgement
 from agent.judging.simplify import code_lines, simplify_or_discard, weigh
-from agent.judging.standing import Standing
 from agent.loop import LoopSettings, run_loop
 from agent.recording.history import History
 from agent.recording.ledger import Ledger
