@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 
 from agent.judging.drift import control_words, drift_of
-from agent.judging.verify import Untrusted, score_runs
 from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus, RunEntry, Timings, now
 from agent.recording.transcript import Transcript
@@ -30,12 +29,8 @@ def run_control(training: Training, best: ExperimentRecord, seed: int, say=print
         raise LoopStopped(f"a control run of the best failed twice for a reason outside the experiment: "
                           f"{result.verdict.reason}. Fix the machine or the data, then run again")
     run = RunEntry.of(result, seed, workspace.dir)
-    try:  # pooled into the best's runs, so its number must be the trusted evaluator's
-        score_runs(workspace, training.runner, best.commit, [run])
-    except Untrusted as err:
-        run.val_bpb, run.triage = None, Triage.TAMPER.value
-        transcript.event("verification", passed=False, problem=str(err), seed=seed)
-        say(f"warning: the control run of {best.id} (seed {seed}) is not counted: {err}")
+    # pooled into the best's runs, so its number must be the trusted evaluator's
+    training.verified(best.commit, run, transcript, f"the control run of {best.id}", say)
     with shared.lock:
         shared.check()
         history = ledger.history()

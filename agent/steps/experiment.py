@@ -1,19 +1,14 @@
 """One experiment, in a thread of its own: propose -> commit -> train -> judge -> record.
 
-Its record is made once, as a draft (agent/steps/in_flight.py), and each step fills in its part: the
-proposal and what it spent, the commit (from then on the draft is the experiment's in-flight marker),
-the runs, the verdict; the last step decides it and appends it to the ledger.
-
 It is proposed against the best of the moment, told what else is in flight. It waits for a
 training place (the loop admits it), is committed on the best without moving the branch
 (re-applied first if the best moved while it was proposed), trained, and judged by the keep
 procedure (agent/judging/keep.py) against the parent it was trained on. If another experiment was
 kept meanwhile and this one would be kept (or is a close call) against its old parent, its edits are
-re-applied on the new best and it is trained and judged again (at most MAX_REBASES times); if they no
-longer apply it is recorded as superseded. Would-be keeps are settled one at a time
-(agent/steps/sharing.py, LandingLane), so that one re-based on the new best is not overtaken by another
-while it trains again. The check that its parent is still the best and the keep (ledger row, branch
-moved) happen in one step under the loop's lock, so a keep is never judged against an old best.
+re-applied on the new best and it is trained and judged again (at most MAX_REBASES times, one would-be
+keep at a time: agent/steps/sharing.py, LandingLane); if they no longer apply it is recorded as superseded.
+The check that its parent is still the best and the keep (ledger row, branch moved) happen in one step
+under the loop's lock, so a keep is never judged against an old best.
 """
 
 from __future__ import annotations
@@ -63,8 +58,7 @@ class Steps:
     def __init__(self, workspace: Workspace, proposer: Proposer, runner: Runner, settings: LoopSettings,
                  shared: Shared, moved: Callable[[Experiment], None],
                  others: Callable[[Experiment], list[Running]], floor_ready: threading.Event):
-        self.workspace, self.proposer, self.runner, self.settings, self.shared = (workspace, proposer, runner,
-                                                                                 settings, shared)
+        self.workspace, self.proposer, self.settings, self.shared = workspace, proposer, settings, shared
         self.ledger = shared.ledger
         self.moved, self.others, self.floor_ready = moved, others, floor_ready
         self.proposing = Proposing(workspace, self.ledger, proposer, shared.proposer_lock, shared.lock)
@@ -85,9 +79,7 @@ class Steps:
             while record is None:
                 self._phase(experiment, JUDGING)
                 self.judge(experiment)
-                record = self.settle(experiment)
-                if record is None:
-                    record = self.rebase(experiment)
+                record = self.settle(experiment) or self.rebase(experiment)
             self.shared.lane.leave(experiment.id)  # before conclude, which may wait for a proposal in progress
             self.conclude(experiment, record)
             return record
@@ -99,8 +91,6 @@ class Steps:
     def _phase(self, experiment: Experiment, phase: str) -> None:
         experiment.phase = phase
         self.moved(experiment)
-
-    # -- proposing and committing -----------------------------------------------------------------
 
     def propose(self, experiment: Experiment) -> bool:
         """The proposal against the best of the moment; then it waits to be admitted. False: abandoned."""
@@ -184,8 +174,6 @@ class Steps:
         draft.started = draft.started or now()
         self.shared.save_draft(draft)
 
-    # -- training and judging ---------------------------------------------------------------------
-
     def train(self, experiment: Experiment, run: RunId | None = None) -> None:
         self.fixing.train(experiment, run or RunId.train(experiment.id), can_fix=experiment.best is not None)
 
@@ -209,7 +197,6 @@ class Steps:
             return experiment.best is not None and self.workspace.head() != experiment.record.parent
 
     def _train_again(self, experiment: Experiment, why: str) -> RunResult:
-        """Its commit once more with a fresh seed; the run is added to its runs."""
         draft = experiment.record
         seed = self.shared.seed(also_used=draft.runs)
         experiment.transcript.event("rerun", seed=seed, reason=why)
@@ -220,8 +207,6 @@ class Steps:
         draft.timings.run_s = round((draft.timings.run_s or 0.0) + again.seconds, 3)
         self.shared.save_draft(draft)
         return again
-
-    # -- recording --------------------------------------------------------------------------------
 
     def settle(self, experiment: Experiment) -> ExperimentRecord | None:
         """The ledger row, and the branch moved if kept, in one step under the lock; None when it would be kept

@@ -19,15 +19,12 @@ from trainer.runs.triage import Triage
 
 
 class Fixing:
-    """Trains an experiment's commit, and the fixes its proposer submits after a fixable crash."""
-
     def __init__(self, training: Training, proposer: Proposer, shared: Shared):
         self.training, self.proposer, self.shared = training, proposer, shared
 
     def train(self, experiment: Experiment, run: RunId, can_fix: bool) -> None:
-        """Runs the commit as `run`; after a fixable crash the proposer
-        may submit fixes on top of it, each committed and trained in turn. Its last run is experiment.result; the
-        fixes, their spend and the seconds trained go into its record."""
+        """Runs the commit as `run`, then each fix; its last run is experiment.result, and the fixes, their spend
+        and the seconds trained go into its record."""
         workspace, limit, draft = self.training.workspace, self.training.settings.max_fix_attempts, experiment.record
         source = experiment.proposal.checked_against(workspace.file_at("train.py", draft.parent))
         result = self._run(experiment, run)

@@ -1,5 +1,5 @@
 """An experiment as it moves through the steps (agent/steps/experiment.py): its record, the draft every step
-fills in, and what only the running loop needs."""
+fills in (written to its in-flight marker once committed, decided at the end), and what only the loop needs."""
 
 from __future__ import annotations
 
@@ -22,8 +22,6 @@ PROPOSING, READY, TRAINING, JUDGING = "proposing", "ready", "training", "judging
 
 @dataclass
 class Experiment:
-    """One experiment as it moves through the steps. Its record is the draft every step fills in (written to its
-    in-flight marker once committed, decided at the end); the rest is what only the running loop needs."""
     id: str
     transcript: Transcript
     program: Program

@@ -4,8 +4,7 @@ Every experiment in flight runs its steps in a thread of its own. GitPython is n
 the ledger, the notes and the in-flight markers are single files, so everything that touches them
 holds `lock`. Up to `conversations.limit` proposals are made at once, never under `lock`, so the
 workspace stays usable while a model thinks; with one at a time, proposers are also asked and told by
-one thread at a time (`proposer_turn`). Seeds are drawn at random by one keeper that remembers what it gave,
-so that no two runs in flight share one. Would-be keeps land one at a time (`lane`).
+one thread at a time (`proposer_turn`). Would-be keeps land one at a time (`lane`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Training a commit through a runner: the hard timeout, one retry of a failure outside the
 experiment (infra), the salvage of a run that died after its seal (agent/judging/salvage.py),
-and the noise floor (re-runs of the best with fresh seeds, all at once through the runner's
-slots). A run that ends while the loop is stopping raises Stopping: what it printed is not
-judged."""
+and the noise floor. A run that ends while the loop is stopping raises Stopping: what it printed
+is not judged."""
 
 from __future__ import annotations
 
@@ -86,7 +85,8 @@ class Training:
 
     def _run(self, job: Job) -> RunResult:
         self.shared.check()
-        self._room()
+        if short := short_of_room([self.workspace.dir, self.workspace.runs_dir]):
+            raise LoopStopped(short)
         self.shared.checkpoints.use(job.run.experiment, self.workspace.paths(job.run).checkpoint)
         return dataclasses.replace(self.runner.run(self.workspace, job), run=job.run)
 
@@ -106,9 +106,14 @@ class Training:
                                           "right after, so the failure is the experiment's own", failed.verdict.summary)
         return dataclasses.replace(failed, verdict=verdict)
 
-    def _room(self) -> None:
-        if short := short_of_room([self.workspace.dir, self.workspace.runs_dir]):
-            raise LoopStopped(short)
+    def verified(self, commit: str, run: RunEntry, transcript: Transcript, what: str, say=print) -> None:
+        """The run's number made the trusted evaluator's; a run whose number cannot stand drops out (tamper)."""
+        try:
+            score_runs(self.workspace, self.runner, commit, [run])
+        except Untrusted as err:
+            run.val_bpb, run.triage = None, Triage.TAMPER.value
+            transcript.event("verification", passed=False, problem=str(err), seed=run.seed)
+            say(f"warning: {what} (seed {run.seed}) is not counted: {err}")
 
     def noise_seeds(self) -> list[int]:
         """The seeds of the next noise floor, taken now so that runs started later get others."""
@@ -130,15 +135,9 @@ class Training:
             if result.verdict.triage == Triage.INFRA:
                 raise LoopStopped(f"measuring the noise floor failed twice for a reason outside the experiment: "
                                   f"{result.verdict.reason}. Fix the machine or the data, then run again")
-        def verified(run: RunEntry) -> None:  # trusted numbers too; a run whose number cannot stand drops out
-            try:
-                score_runs(self.workspace, self.runner, best.commit, [run])
-            except Untrusted as err:
-                run.val_bpb, run.triage = None, Triage.TAMPER.value
-                transcript.event("verification", passed=False, problem=str(err), seed=run.seed)
-                say(f"warning: a noise run of {best.id} (seed {run.seed}) is not counted: {err}")
         with ThreadPoolExecutor(max_workers=max(1, len(runs)), thread_name_prefix=f"{record_id}-verify") as pool:
-            list(pool.map(verified, runs))  # side by side, as the runs trained
+            list(pool.map(lambda run: self.verified(best.commit, run, transcript, f"a noise run of {best.id}", say),
+                          runs))  # side by side, as the runs trained
         with self.shared.lock:
             self.shared.check()
             values = ledger.history().runs_of(best.commit) + [r.val_bpb for r in runs if r.val_bpb is not None]
