@@ -378,7 +378,6 @@ def returns_html(night: Returns, device: str) -> str:
 
 
 def time_html(went: TimeWent | None, png: bytes | None) -> str:
-    """The time line of slots and phases, and the share of the wall clock each phase (and nothing) took."""
     if went is None:
         return "<p>No stamped event was recorded.</p>"
     named = {"training": "training (a run in at least one slot, start-up and evaluation included)"}

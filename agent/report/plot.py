@@ -72,7 +72,7 @@ def progress_png(records: list[ExperimentRecord], title: str) -> bytes:
     ax.set_title(title)
     ax.grid(alpha=0.25)
     ax.legend(loc="upper right", fontsize=8)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def reference_progress_png(records: list[ExperimentRecord], title: str) -> bytes:
@@ -113,7 +113,7 @@ def reference_progress_png(records: list[ExperimentRecord], title: str) -> bytes
                  f"besides the baseline\n{title}", fontsize=14)
     ax.legend(loc="upper right", fontsize=9)
     ax.grid(True, alpha=0.2)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 PLOT_STYLES = {"ours": progress_png, "reference": reference_progress_png}
@@ -130,12 +130,13 @@ def comparison_png(runs: dict[str, list[ExperimentRecord]]) -> bytes:
     ax.set_title("runs compared")
     ax.grid(alpha=0.25)
     ax.legend(fontsize=8)
-    return _png(fig)
+    return png_bytes(fig)
 
 
-def _png(fig) -> bytes:
-    for ax in fig.axes:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+def png_bytes(fig, integer_x: bool = True) -> bytes:
+    if integer_x:  # experiment numbers; the time line's x is minutes
+        for ax in fig.axes:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     buffer = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buffer, format="png")

@@ -96,7 +96,6 @@ def noise_lines(workspace: Workspace, records: list[ExperimentRecord], h: Headli
 
 
 def spend_lines(records: list[ExperimentRecord], h: Headline, imported: bool) -> list[Text]:
-    """Where the runs trained, what crashed, what the LLM and the GPU cost, the kinds of change and plateaus."""
     lines = []
     if h.hardware:
         lines.append(shown(f"hardware: {'; '.join(h.hardware)}"

@@ -10,7 +10,6 @@ taken where the run waited for a slot first).
 from __future__ import annotations
 
 import calendar
-import io
 import math
 import time
 
@@ -105,10 +104,7 @@ def timeline_png(found: list[Span]) -> bytes | None:
     experiment. None without spans."""
     if not found:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from agent.report.plot import plt, png_bytes  # matplotlib only for the page, never for `status`
 
     origin = min(s.start for s in found)
     slots = sorted({s.lane for s in found if s.phase == "training"})
@@ -125,8 +121,4 @@ def timeline_png(found: list[Span]) -> bytes | None:
     ax.invert_yaxis()
     ax.set_xlabel("minutes since the night's first event")
     ax.grid(axis="x", alpha=0.25)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return buffer.getvalue()
+    return png_bytes(fig, integer_x=False)
