@@ -566,7 +566,7 @@ def verify(bundle: Annotated[Path, typer.Argument(help="A folder `autoresearch e
     say(f"verifying {manifest.tag}: best {manifest.best_id} against baseline {manifest.baseline_id}, {runs} runs "
         f"each on {this_machine().name}")
     try:
-        found = reproduce(manifest, baseline, best, prepared.spec, runs, LocalRunner(), say)
+        found = reproduce(manifest, baseline, best, prepared, runs, LocalRunner(), say)
     except BundleRefused as err:
         fail(str(err))
     say(found.words())

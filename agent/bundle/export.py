@@ -121,7 +121,7 @@ def _manifest(workspace: Workspace, night: Night, baseline: ExperimentRecord, be
     models = Counter(scrub(str(event["service_model"]))[:200] for events in night.events.values() for event in events
                      if event.get("service_model"))
     h = night.headline
-    return Bundle(tag=workspace.tag, track=str(night.track.get("track")), data=str(night.track.get("fingerprint")),
+    return Bundle(tag=workspace.tag, track=night.track.track, data=str(night.track.fingerprint),
                   frozen=workspace.frozen_hashes(), baseline_id=baseline.id, best_id=best.id,
                   baseline_val_bpb=h.baseline, best_val_bpb=h.best, gain=h.gain, baseline_runs=baseline_runs,
                   confirmation=night.confirmation,

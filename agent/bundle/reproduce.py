@@ -39,6 +39,7 @@ from trainer.runs.jobs import Job
 from trainer.runs.run_id import RunId
 from trainer.runs.triage import Triage
 from trainer.sandbox.seal import declared_batch_tokens
+from trainer.tracks.builder import PreparedTrack
 from trainer.tracks.hardware import this_machine
 from trainer.tracks.hyperparameters import train_source_for_track
 from trainer.tracks.profiles import KNOWN_DEVICES, ProfileError, profile_for
@@ -73,16 +74,17 @@ class Reproduction(BaseModel):
                 f"{self.claimed_gain:+.6f} claimed; {test}; measured against {against}")
 
 
-def reproduce(bundle: Bundle, baseline_source: str, best_source: str, track_spec: dict, runs: int, runner: Runner,
-              say: Callable[[str], None] = print) -> Reproduction:
+def reproduce(bundle: Bundle, baseline_source: str, best_source: str, prepared: PreparedTrack, runs: int,
+              runner: Runner, say: Callable[[str], None] = print) -> Reproduction:
     """Trains both sides here; raises BundleRefused where the bundle cannot be checked or its best cannot stand."""
-    if bundle.track != track_spec["track"] or bundle.data != track_spec["fingerprint"]:
+    track = prepared.track
+    if bundle.track != track.track or bundle.data != track.fingerprint:
         raise BundleRefused(f"the bundle was made on track {bundle.track} with data {bundle.data[:12]}; this "
-                            f"machine's {track_spec['track']} track has data {str(track_spec['fingerprint'])[:12]}: "
+                            f"machine's {track.track} track has data {track.fingerprint[:12]}: "
                             f"verify it where `autoresearch prepare --track {bundle.track}` made the same data")
     screen(baseline_source, best_source)
     with tempfile.TemporaryDirectory(prefix="autoresearch-verify-") as scratch:
-        workspace = Workspace.create("verify", track_spec, Path(os.devnull), Path(scratch),
+        workspace = Workspace.create("verify", prepared.spec, Path(os.devnull), Path(scratch),
                                      baseline=(baseline_source, f"baseline of bundle {bundle.tag}"))
         if workspace.frozen_hashes() != bundle.frozen:
             differ = sorted(k for k in set(bundle.frozen) | set(workspace.frozen_hashes())
@@ -91,15 +93,15 @@ def reproduce(bundle: Bundle, baseline_source: str, best_source: str, track_spec
                                 "numbers were measured against another metric or track; verify it with the same "
                                 "version of autoresearch")
         commits = {"baseline": workspace.head(), "best": workspace.commit_train(best_source, f"best of {bundle.tag}")}
-        timeout = hard_timeout(track_spec["constants"], LoopSettings())
+        timeout = hard_timeout(track.constants, LoopSettings())
         measured: dict[str, list[RunEntry]] = {"baseline": [], "best": []}
         for n in range(runs):
             for side in ("baseline", "best"):
-                entry = _run(workspace, runner, side, n, commits[side], timeout, measured, track_spec, best_source)
+                entry = _run(workspace, runner, side, n, commits[side], timeout, measured, best_source)
                 measured[side].append(entry)
                 say(f"{side} seed {entry.seed}: val_bpb {entry.val_bpb:.6f} (trusted)")
     return _tested(bundle, [e.val_bpb for e in measured["baseline"]], [e.val_bpb for e in measured["best"]],
-                   changed_from_stock(baseline_source, track_spec["track"]))
+                   changed_from_stock(baseline_source, track.track))
 
 
 def changed_from_stock(source: str, track: str) -> int:
@@ -132,7 +134,7 @@ def screen(baseline_source: str, best_source: str) -> None:
 
 
 def _run(workspace: Workspace, runner: Runner, side: str, n: int, commit: str, timeout: float,
-         measured: dict[str, list[RunEntry]], track_spec: dict, best_source: str) -> RunEntry:
+         measured: dict[str, list[RunEntry]], best_source: str) -> RunEntry:
     seed = secrets.randbelow(2**31 - 1) + 1
     run = RunId.noise(side, n)
     result = dataclasses.replace(runner.run(workspace, Job(run=run, commit=commit, seed=seed, timeout=timeout)),
@@ -144,7 +146,7 @@ def _run(workspace: Workspace, runner: Runner, side: str, n: int, commit: str, t
     if side == "best":
         baseline = ExperimentRecord(id="baseline", status=ExperimentStatus.KEEP, commit=workspace.root_commit(),
                                     runs=measured["baseline"])
-        if why := over_compute(result, [baseline], track_spec["constants"], declared_batch_tokens(best_source)):
+        if why := over_compute(result, [baseline], workspace.track.constants, declared_batch_tokens(best_source)):
             raise BundleRefused(f"the best's run with seed {seed} is over the budget's compute here: {why}")
     try:
         score_runs(workspace, runner, commit, [entry], baseline=side == "baseline" and n == 0)

@@ -35,6 +35,7 @@ from agent.recording.record import ExperimentRecord, ExperimentStatus, Imported
 from agent.workspace import TRAINER_DIR, Workspace, WorkspaceError, default_root, tag_problem
 from trainer.prepare import TRACKS, cache_root, track_dir
 from trainer.tracks.builder import prepared_spec
+from trainer.tracks.spec import TrackConstants
 
 # What the trusted evaluator imports from train.py to rebuild a scored model
 # (trainer/evaluator/model_server/model_process.py).
@@ -109,8 +110,7 @@ def free_tag(tag: str, root: Path | None) -> None:
 def matching_track(constants: dict[str, Constant]) -> tuple[str | None, list[str]]:
     """The track with the night's constants and a wall-clock budget; else None and how the night differs from the
     nearest such track, in prepare.py's words."""
-    wall_clock = {name: spec for name, spec in TRACKS.items()
-                  if spec.get("step_budget") is None and spec.get("flops_budget") is None}
+    wall_clock = {name: spec for name, spec in TRACKS.items() if not TrackConstants.model_validate(spec).counted}
 
     def differences(name: str) -> list[str]:
         spec = wall_clock[name]

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trainer.files.atomic import write_text_atomic
 from trainer.tracks.hardware import Hardware
+from trainer.tracks.spec import FrozenTrack
 
 CALIBRATION_DIR = "calibration"      # under the cache
 WORKSPACE_FILE = "calibration.json"  # in a workspace: the calibration its report uses
@@ -62,12 +63,13 @@ def store_calibration(path: Path, calibration: Calibration) -> None:
     write_text_atomic(path, calibration.model_dump_json(indent=2) + "\n")
 
 
-def calibration_for(workspace_dir: Path, cache: Path, track: dict, hardware: Hardware | None) -> Calibration | None:
+def calibration_for(workspace_dir: Path, cache: Path, track: FrozenTrack,
+                    hardware: Hardware | None) -> Calibration | None:
     """The cache's calibration for the workspace's track, data and the machine its runs trained on (which the
     workspace then keeps a copy of), else the copy it kept (its report read on another machine)."""
     own = read_calibration(workspace_dir / WORKSPACE_FILE)
-    found = read_calibration(calibration_path(cache, track["track"], hardware)) if hardware else None
-    if found is None or found.data != track["fingerprint"]:
+    found = read_calibration(calibration_path(cache, track.track, hardware)) if hardware else None
+    if found is None or found.data != track.fingerprint:
         return own
     if found != own:
         store_calibration(workspace_dir / WORKSPACE_FILE, found)

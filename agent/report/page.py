@@ -15,7 +15,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
-from agent.judging.compute import baseline_runs, counted_not_clocked, spent, uncounted
+from agent.judging.compute import baseline_runs, spent, uncounted
 from agent.judging.drift import control_words
 from agent.judging.false_keeps import expected_false_keeps_words
 from agent.judging.keep_rule import KeepRule
@@ -34,6 +34,7 @@ from agent.report.summary import Headline, gains_by_program, where_ran
 from agent.report.timeline import TimeWent
 from agent.report.verdict import record_verdict
 from agent.untrusted import escape_controls
+from trainer.tracks.spec import FrozenTrack, TrackConstants
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1180px;padding:24px;
@@ -306,11 +307,11 @@ def experiments_table(records: list[ExperimentRecord]) -> str:
             f"{rows}</table>")
 
 
-def compute_table(records: list[ExperimentRecord], constants: dict) -> str:
+def compute_table(records: list[ExperimentRecord], constants: TrackConstants) -> str:
     """What every run used up to its seal, as the harness measured it (agent/judging/compute.py): its CPU seconds
     and wall seconds; on a wall-clock track the seconds its own clock did not count, else its share of the baseline's
     cost on the same machine."""
-    clocked = not counted_not_clocked(constants)
+    clocked = not constants.counted
     rows = []
     for r in records:
         for run in r.runs:
@@ -510,8 +511,8 @@ def transcripts(records: list[ExperimentRecord], events_by_id: dict[str, list[di
                    + "</details>" for r in records)
 
 
-def data_said(track: dict) -> str:
-    return str(track.get("fingerprint"))[:12] if track.get("fingerprint") else "not prepared here"
+def data_said(track: FrozenTrack) -> str:
+    return track.fingerprint[:12] if track.fingerprint else "not prepared here"
 
 
 def page(night: Night, plot_png: bytes, timeline: bytes | None) -> str:
@@ -522,7 +523,7 @@ def page(night: Night, plot_png: bytes, timeline: bytes | None) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>autoresearch report: {escape(tag)}</title>
 <style>{STYLE}</style></head><body>
 <h1>{escape(tag)}</h1>
-<div class="meta">track {escape(str(track.get('track')))} · data {escape(data_said(track))}
+<div class="meta">track {escape(track.track)} · data {escape(data_said(track))}
  · generated {generated} · <a href="report.json">the data as JSON</a></div>{imported_html(night.imported)}
 {cards(h, night.confirmation)}{failed_proposals(night.failures)}{in_flight_section(night)}
 <img class="plot" alt="progress of {escape(tag)}" src="data:image/png;base64,{plot}">
@@ -531,12 +532,12 @@ def page(night: Night, plot_png: bytes, timeline: bytes | None) -> str:
 <h2>Where the time went</h2>{time_html(night.time_went, timeline)}
 <h2>What we learned</h2>{learned_section(records, night.notes)}
 <h2>Noise and held-out confirmation</h2>
-{noise_and_holdout(records, night.confirmation, str(track.get('track')), night.keep_rule)}
+{noise_and_holdout(records, night.confirmation, track.track, night.keep_rule)}
 {tolerances_html(night.tolerances)}
 <h2>Hyperparameter or algorithmic</h2>{kinds_table(records)}
 <h2>Programs</h2>{programs_table(records)}{plateaus_list(records)}
 <h2>Every experiment</h2>{experiments_table(records)}
-{compute_table(records, track.get('constants') or {})}
+{compute_table(records, track.constants)}
 <h2>Loss curves</h2>{curves_html(records, night.curves)}
 <h2>Baseline to best</h2>{diff_html(night.cumulative_diff)}
 <h2>Transcripts</h2>{transcripts(records, night.events)}

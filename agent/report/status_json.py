@@ -56,7 +56,7 @@ def night_status(workspace: Workspace) -> NightStatus:
 def status_of(night: Night) -> NightStatus:
     h, best = night.headline, night.best
     return NightStatus(
-        tag=night.tag, track=str(night.track.get("track")), best_id=best.id if best else None, headline=h,
+        tag=night.tag, track=night.track.track, best_id=best.id if best else None, headline=h,
         gain_percent=round(h.gain_percent, 4), spent_usd=h.spent_usd, gain_per_device_hour=h.gain_per_gpu_hour,
         gain_per_usd=h.gain_per_usd,
         in_flight=[m.id for m in night.in_flight], failed_proposals=len(night.failures),

@@ -90,7 +90,7 @@ def noise_lines(workspace: Workspace, records: list[ExperimentRecord], h: Headli
     lines = [Text(f"noise: {measured} from {len(floor.values or [])} runs of {floor.of} (val_bpb "
                   + ", ".join(f"{v:.6f}" for v in floor.values or []) + f"); {h.confirmed} keep(s) confirmed by a "
                   "re-run")]
-    if warning := inflated_floor(floor.sigma, workspace.track["track"], stored_keep_rule(workspace).keep_sigmas):
+    if warning := inflated_floor(floor.sigma, workspace.track.track, stored_keep_rule(workspace).keep_sigmas):
         lines.append(Text(f"warning: {warning}", style="yellow"))
     return lines
 

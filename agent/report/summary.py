@@ -14,6 +14,7 @@ from agent.recording.history import History
 from agent.recording.record import ExperimentRecord, ExperimentStatus, summary_number
 from agent.report.attention import fallback_line
 from trainer.prepare import cache_root
+from trainer.tracks.spec import FrozenTrack
 
 
 def parse_time(stamp: str) -> float:
@@ -101,7 +102,7 @@ def device_unit(records: list[ExperimentRecord]) -> str:
     return "GPU" if "cuda" in devices or not devices else "CPU"
 
 
-def night_calibration(workspace_dir: Path, track: dict, records: list[ExperimentRecord]) -> Calibration | None:
+def night_calibration(workspace_dir: Path, track: FrozenTrack, records: list[ExperimentRecord]) -> Calibration | None:
     """The calibrated baseline of the machine the night's best (else its latest run) trained on."""
     best = History(records).best()
     machine = (best.hardware if best else None) or next((r.hardware for r in reversed(records) if r.hardware), None)

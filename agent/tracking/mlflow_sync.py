@@ -136,7 +136,7 @@ class MlflowSync:
             experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(EXPERIMENT)
             run = self.client.create_run(experiment_id, run_name=self.workspace.tag,
                                          tags={"autoresearch.tag": self.workspace.tag,
-                                               "autoresearch.track": self.workspace.track["track"]})
+                                               "autoresearch.track": self.workspace.track.track})
             self.state.parent_run_id = run.info.run_id
             self._save()
         for number, record in enumerate(records):

@@ -6,7 +6,6 @@ file of bounded size in scratch (our process would follow a link the CLI's sandb
 
 from __future__ import annotations
 
-import json
 import stat
 from pathlib import Path
 
@@ -89,7 +88,8 @@ def fill(scratch: Path, context: ProposalContext, workspace_dir: Path, notes: No
     (scratch / "night.md").write_text(f"{rules}\n\n## State of the run\n\n"
                                       f"{night_state(context, notes, algorithmic_share)}\n")
     reference = scratch / "reference"
-    files = {"prepare.py": _read(workspace_dir / "prepare.py"), "track.json": json.dumps(context.track, indent=2)}
+    files = {"prepare.py": _read(workspace_dir / "prepare.py"),
+             "track.json": context.track.model_dump_json(indent=2, exclude_unset=True)}
     toolbox = ToolBox(workspace_dir, {}, context.history)
     files["experiments.md"] = _answer(toolbox, "list_experiments", {"limit": 500})
     for record in [r for r in context.history if proposed(r)][-LATEST:]:
