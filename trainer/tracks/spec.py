@@ -22,7 +22,7 @@ class TrackConstants(BaseModel):
     """prepare.TRACKS[track] as it was when the track was prepared (further constants are kept as they are)."""
     model_config = ConfigDict(extra="allow", frozen=True)
     max_seq_len: int
-    time_budget: float
+    time_budget: int | float  # as prepare.py wrote it: the proposer reads the constants in its words
     eval_tokens: int
     vocab_size: int
     source: str | None = None  # None (and doc_chars): a night imported from a prepare.py that names neither
