@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 
-from agent.proposers.edits import Edit, apply_edits
+from agent.proposers.edits import Edit, apply_edits, match_lines
 
 Region = tuple[int, int, int, int]  # lines i1:i2 of the original became lines j1:j2 of the edited copy
 
@@ -16,18 +16,15 @@ def edits_between(original: str, edited: str) -> list[Edit]:
     if original == edited:
         return []
     old, new = original.splitlines(keepends=True), edited.splitlines(keepends=True)
-    regions = _widened(original, old, _changed_regions(old, new))
+    changed = [(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in
+               difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes() if tag != "equal"]
+    regions = _widened(original, old, changed)
     edits = [Edit("".join(old[i1:i2]), "".join(new[j1:j2])) for i1, i2, j1, j2 in regions]
     if _applies(original, edits, edited):
         return edits
     # An earlier replacement repeats a later old_string: one edit over the whole changed span cannot be ambiguous.
     (i1, _, j1, _), (_, i2, _, j2) = regions[0], regions[-1]
     return [Edit("".join(old[i1:i2]), "".join(new[j1:j2]))]
-
-
-def _changed_regions(old: list[str], new: list[str]) -> list[Region]:
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    return [(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
 
 
 def _widened(original: str, old: list[str], regions: list[Region]) -> list[Region]:
@@ -48,20 +45,13 @@ def _unique(original: str, old: list[str], region: Region) -> Region:
     before = True  # grows by one line at a time, before and after in turn
     while True:
         text = "".join(old[i1:i2])
-        if (text.strip() and _occurrences(original, text) == 1) or (i1 == 0 and i2 == len(old)):
+        if (text.strip() and len(match_lines(original, text)) == 1) or (i1 == 0 and i2 == len(old)):
             return i1, i2, j1, j2
         if (before or i2 == len(old)) and i1 > 0:  # an unchanged line belongs to old and new alike
             i1, j1 = i1 - 1, j1 - 1
         else:
             i2, j2 = i2 + 1, j2 + 1
         before = not before
-
-
-def _occurrences(text: str, part: str) -> int:
-    count, start = 0, text.find(part)
-    while start != -1 and count < 2:
-        count, start = count + 1, text.find(part, start + 1)
-    return count
 
 
 def _applies(original: str, edits: list[Edit], edited: str) -> bool:

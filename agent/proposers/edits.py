@@ -55,7 +55,7 @@ def _apply_one(source: str, edit: Edit, number: int, total: int) -> str:
         raise EditRejected(f"{label}: old_string is empty; quote the exact lines of train.py to replace")
     if edit.old_string == edit.new_string:
         raise EditRejected(f"{label}: old_string and new_string are identical, so it changes nothing")
-    lines = _match_lines(source, edit.old_string)  # overlapping matches count: str.count would miss them
+    lines = match_lines(source, edit.old_string)  # overlapping matches count: str.count would miss them
     count = len(lines)
     if count == 1:
         return source.replace(edit.old_string, edit.new_string, 1)
@@ -79,19 +79,15 @@ def _apply_reindented(source: str, edit: Edit, label: str) -> str:
                            f"{_nearest(source, edit.old_string)}")
     start = matches[0]
     block = "".join(lines[start:start + n])
-    indent = _common_indent(block)
+    indents = [line[:len(line) - len(line.lstrip())] for line in block.splitlines() if line.strip()]
+    indent = min(indents, key=len) if indents else ""
     replacement = textwrap.indent(textwrap.dedent(edit.new_string.strip("\n")), indent)
     if block.endswith("\n") and not replacement.endswith("\n"):
         replacement += "\n"
     return "".join(lines[:start]) + replacement + "".join(lines[start + n:])
 
 
-def _common_indent(block: str) -> str:
-    indents = [line[:len(line) - len(line.lstrip())] for line in block.splitlines() if line.strip()]
-    return min(indents, key=len) if indents else ""
-
-
-def _match_lines(source: str, needle: str) -> list[int]:
+def match_lines(source: str, needle: str) -> list[int]:
     found, start = [], 0
     while (index := source.find(needle, start)) != -1:
         found.append(source.count("\n", 0, index) + 1)
@@ -103,11 +99,9 @@ def _nearest(source: str, needle: str) -> str:
     lines = source.splitlines()
     n = max(1, len(needle.strip("\n").splitlines()))
     target = needle.strip()
-    best, best_ratio = 0, -1.0
-    for i in range(max(1, len(lines) - n + 1)):
-        ratio = difflib.SequenceMatcher(None, "\n".join(lines[i:i + n]).strip(), target).ratio()
-        if ratio > best_ratio:
-            best, best_ratio = i, ratio
+    ratios = [difflib.SequenceMatcher(None, "\n".join(lines[i:i + n]).strip(), target).ratio()
+              for i in range(max(1, len(lines) - n + 1))]
+    best = ratios.index(best_ratio := max(ratios))
     return (f"The most similar lines ({best_ratio:.0%} alike) are {best + 1}-{best + n}; copy them exactly:\n"
             + _numbered(source, best + 1, 0, best + n))
 

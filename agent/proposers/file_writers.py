@@ -76,7 +76,6 @@ TORCH_SAVE = Writer((1,))  # torch.save, torch.jit.save, torch.export.save, torc
 NUMPY_SAVE = Writer((0,))  # numpy.save, numpy.savez, numpy.savez_compressed, numpy.savetxt
 
 def module_writer(qualified: str) -> Writer | None:
-    """The writer a function of a module is, by its dotted name."""
     name = qualified.rsplit(".", 1)[-1]
     if qualified in MODULE_WRITERS:
         return MODULE_WRITERS[qualified]

@@ -54,6 +54,5 @@ class HybridProposer:
         return owner.fix(crashed, crashed_source, transcript) if owner is not None else None
 
     def observe(self, record: ExperimentRecord) -> None:
-        owner = self.by_name.get(record.proposal.get("proposer", ""))
-        if owner is not None:
+        if (owner := self.by_name.get(record.proposal.get("proposer", ""))) is not None:
             owner.observe(record)

@@ -4,17 +4,12 @@ System prompt = the research program + the service's fixed rules. First user mes
 the best commit, then the state of the run. The model reads with the read-only tools and ends its turn
 with a valid submit_experiment. Every tool call is validated against its argument model; a malformed
 call or an invalid submission comes back as a tool error (at most MAX_REFLECTIONS invalid submissions),
-and so does a change another experiment has claimed (several conversations may be open at once; they
-share one rate limiter, the key's).
-In hybrid (ProposalContext.code_only) so is a submission that only changes UPPER_CASE values.
-A turn cut at its output limit has its tool calls answered with an error, never run. Each tool result
-tells the model how many calls are left; the proposal fails at max_tool_calls calls or past its token
-budget. A refused request or a refusal by the model fails the proposal (a context that is too long is
-retried once with old tool results cut), and so does anything else that goes wrong inside it: the spend
-goes with the ProposerError, and the night goes on. A due lesson left out is asked for once; then the
-change goes ahead and its record says the lesson was not given. After a fixable crash the same
-conversation gets the log tail and may submit a fix on top of its change. Every request, reply,
-thought, tool call and result goes to the transcript as it happens.
+and so does a change another experiment has claimed, or in hybrid (ProposalContext.code_only) one that
+only changes UPPER_CASE values. Each tool result tells the model how many calls are left; the proposal
+fails at max_tool_calls calls or past its token budget. A refused request or a refusal by the model fails
+the proposal, and so does anything else that goes wrong inside it: the spend goes with the ProposerError,
+and the night goes on. Every request, reply, thought, tool call and result goes to the transcript as it
+happens.
 """
 
 from __future__ import annotations
@@ -109,13 +104,6 @@ def values_only_refusal(base_source: str, source: str) -> str | None:
             "values; propose a change to the code (architecture, optimizer, schedule, data path) instead")
 
 
-def crash_message(crashed: Crashed) -> str:
-    tail = prompt_tail(crashed.log_tail, LOG_TAIL_LINES)
-    return (f"Your change crashed ({crashed.triage}: {crashed.reason}). The log ends with:\n```\n{tail}\n```\n"
-            "Submit a fix with submit_experiment. Your edits now apply to train.py as you changed it "
-            "(read_file shows that version); fix the cause, keep the idea.")
-
-
 @dataclass
 class ProposalSession:
     """One proposal's conversation: its tools, the train.py its edits apply to, what it is asked and held to, and
@@ -143,9 +131,7 @@ class LLMProposer:
             raise ValueError(f"the algorithmic share must be between 0 and 1, got {algorithmic_share}")
         self.open_conversation = open_conversation
         self.algorithmic_share = algorithmic_share  # of code changes among its recent experiments, asked for
-        self.workspace_dir = workspace_dir
-        self.prices = prices
-        self.max_tool_calls = max_tool_calls
+        self.workspace_dir, self.prices, self.max_tool_calls = workspace_dir, prices, max_tool_calls
         self.max_proposal_tokens = max_proposal_tokens  # input + output tokens of one proposal, all calls
         self.outage_window_s, self.retry_base_s = outage_window_s, retry_base_s
         self.limits = RateLimiter(base_pause_s=retry_base_s)  # one key: shared by every conversation at once
@@ -162,7 +148,11 @@ class LLMProposer:
         transcript.event("llm_request", provider=conversation.provider, model=conversation.model,
                          program=context.program_name, system_sha256=hashlib.sha256(system.encode()).hexdigest(),
                          system=system, user="\n\n".join(user), tools=[t.name for t in TOOLS])
-        files = {"train.py": context.train_source, "prepare.py": _read(self.workspace_dir / "prepare.py"),
+        try:
+            prepare = (self.workspace_dir / "prepare.py").read_text()
+        except OSError:
+            prepare = ""
+        files = {"train.py": context.train_source, "prepare.py": prepare,
                  "program.md": context.program_text,
                  "track.json": context.track.model_dump_json(indent=2, exclude_unset=True)}
         toolbox = ToolBox(self.workspace_dir, files, context.history, notes.text)
@@ -181,7 +171,10 @@ class LLMProposer:
             raise ProposerError(f"no conversation of experiment {crashed.id} to continue")
         proposed = self.sessions[crashed.id]
         proposed.toolbox.files["train.py"] = crashed_source
-        message = crash_message(crashed)
+        tail = prompt_tail(crashed.log_tail, LOG_TAIL_LINES)
+        message = (f"Your change crashed ({crashed.triage}: {crashed.reason}). The log ends with:\n```\n{tail}\n```\n"
+                   "Submit a fix with submit_experiment. Your edits now apply to train.py as you changed it "
+                   "(read_file shows that version); fix the cause, keep the idea.")
         proposed.conversation.add_user(message)
         transcript.event("fix_requested", message=message)
         return self._converse(ProposalSession(proposed.conversation, proposed.toolbox, crashed_source, transcript))
@@ -204,12 +197,9 @@ class LLMProposer:
         usage = session.usage
         try:
             return self._tool_loop(session)
-        except ProposerError as err:
-            err.usage = usage.model_copy()
-            raise
         except RequestRefused as err:
             raise ProposerError(str(err), usage.model_copy()) from err
-        except (ProviderFatal, ProviderUnavailable) as err:
+        except (ProposerError, ProviderFatal, ProviderUnavailable) as err:
             err.usage = usage.model_copy()  # what the calls before the outage spent still counts
             raise
         except Exception as err:  # noqa: BLE001 - whatever else broke, it costs this proposal, not the night
@@ -332,8 +322,7 @@ class LLMProposer:
             arguments = parse_arguments(call)
         except BadToolCall as err:
             return ToolResult(call.id, f"{err}; nothing was committed", True), None
-        description = arguments.description.strip()
-        if not description:
+        if not (description := arguments.description.strip()):
             return ToolResult(call.id, "submit_experiment needs a one-line description of the change", True), None
         if not arguments.hypothesis.strip() or not arguments.expected.strip():
             return ToolResult(call.id, "submit_experiment needs a hypothesis (why the change should help) and the "
@@ -359,10 +348,3 @@ class LLMProposer:
                          expected=arguments.expected.strip(),
                          lesson=(arguments.lesson.strip() or LESSON_NOT_GIVEN) if lesson_for else "",
                          lesson_for=lesson_for, source=source, applied_to=base_source))
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""

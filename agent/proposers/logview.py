@@ -36,13 +36,9 @@ def last_lines(path: Path, count: int, shown_bytes: int | None) -> str:
 def log_seals(records: list) -> dict[str, int | None]:
     """log (relative to the workspace) -> how many of its bytes a proposer may read, from every run and fix
     attempt of the records (agent.recording.record.ExperimentRecord)."""
-    found: dict[str, int | None] = {}
-    for record in records:
-        runs = list(record.runs) + [run for moved in record.rebased_from for run in moved.runs]
-        for entry in [*runs, *record.fix_attempts]:
-            if entry.log:
-                found[entry.log] = entry.log_shown_bytes
-    return found
+    return {entry.log: entry.log_shown_bytes for record in records
+            for entry in [*record.runs, *(run for moved in record.rebased_from for run in moved.runs),
+                          *record.fix_attempts] if entry.log}
 
 
 def prompt_tail(log_tail: str, lines: int, chars: int = 8000) -> str:

@@ -19,7 +19,6 @@ class NightFacts(BaseModel):
 
     @classmethod
     def of(cls, settings: LoopSettings, done: int = 0, hours_used: float = 0.0, spent_usd: float = 0.0) -> NightFacts:
-        """The facts after `done` experiments of this run, `hours_used` into it, with `spent_usd` spent."""
         return cls(
             experiments_left=None if settings.max_experiments is None else max(0, settings.max_experiments - done),
             hours_left=None if settings.max_hours is None else max(0.0, settings.max_hours - hours_used),

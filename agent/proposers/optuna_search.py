@@ -38,8 +38,6 @@ WARM_STARTS: dict[str, list[tuple[str, float | int, str]]] = {
                                       "short night shows a discard")],
 }
 KNOWN_GOOD = "a value known to do well on this track (measured to beat its baseline)"
-
-
 WARM_START = "warm_start"  # the user attribute that marks a trial of WARM_STARTS
 
 # Set by the hardware profile (trainer/tracks/profiles.py): how the work is laid out, never what is learnt.
@@ -125,14 +123,11 @@ def _suggest(trial: optuna.Trial, dim: SearchDimension) -> float | int:
 
 
 def study_name(best_commit: str) -> str:
-    """The study that tunes the values of one best commit."""
     return f"best-{best_commit[:12]}"
 
 
 class OptunaProposer(Proposer):
-    """One study per best commit, all in one journal: after a keep (by Optuna or by another proposer) the next
-    trials start a fresh TPE search around the new best's values, rather than carrying on with results measured
-    against an older best. `study` is the one of the latest best asked about."""
+    """`study`: the study of the latest best asked about (one per best commit, whichever proposer kept it)."""
 
     name = "optuna"
 
@@ -149,7 +144,6 @@ class OptunaProposer(Proposer):
         self.study: optuna.Study | None = next(reversed(self._studies.values()), None)
 
     def trials(self) -> list[optuna.trial.FrozenTrial]:
-        """Every trial of every best's study."""
         return [t for study in self._studies.values() for t in study.trials]
 
     def _load(self, name: str) -> optuna.Study:
@@ -177,8 +171,7 @@ class OptunaProposer(Proposer):
             return self._propose(context, transcript)
 
     def _propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
-        space = search_space(context.train_source)
-        if not space:
+        if not (space := search_space(context.train_source)):
             raise ProposerError("the hyperparameter block holds no numeric values to tune")
         self.study = study = self._load(study_name(context.best.commit))
         finished = [t for t in study.trials if t.state == TrialState.COMPLETE]
@@ -203,8 +196,7 @@ class OptunaProposer(Proposer):
         best = min(finished, key=lambda t: t.value, default=None)
         against = (f"One change, against the current best (val_bpb {context.best.val_bpb:.6f}, commit "
                    f"{context.best.commit[:7]}).")
-        warm = trial.user_attrs.get(WARM_START)
-        if warm:
+        if warm := trial.user_attrs.get(WARM_START):
             measured = KNOWN_GOOD if warm is True else warm  # True: a journal written before the notes
             said = (f"Trial {trial.number} is a warm start, not TPE's choice: {dim.name} = {value}, {measured}, "
                     f"tried before the search proper. It proposes {dim.value} -> {value}. {against}")
@@ -226,8 +218,7 @@ class OptunaProposer(Proposer):
                         hypothesis=hypothesis, expected=f"val_bpb below the best's {context.best.val_bpb:.6f}")
 
     def observe(self, record: ExperimentRecord) -> None:
-        trial = record.proposal.get("trial")
-        if trial is None:
+        if (trial := record.proposal.get("trial")) is None:
             return
         judged = record.status in (ExperimentStatus.KEEP, ExperimentStatus.DISCARD)
         with self._lock:

@@ -88,9 +88,8 @@ CALL_ONLY_BUILTINS = FORBIDDEN_BUILTINS | {"getattr", "open"}
 PREPARE_CALLABLES = {"Tokenizer", "make_dataloader", "evaluate_bpb", "get_token_bytes", "budget_steps",
                      "training_flops_per_token"}
 # BUDGET_CLOCK: the frozen prepare.py of a cpu workspace made before that track counted FLOPs still has it.
-PREPARE_API = {"MAX_SEQ_LEN", "TIME_BUDGET", "BUDGET_CLOCK", "STEP_BUDGET", "FLOPS_BUDGET", "EVAL_TOKENS",
-               "VOCAB_SIZE", "Tokenizer", "make_dataloader", "evaluate_bpb", "get_token_bytes", "budget_steps",
-               "training_flops_per_token"}
+PREPARE_API = PREPARE_CALLABLES | {"MAX_SEQ_LEN", "TIME_BUDGET", "BUDGET_CLOCK", "STEP_BUDGET", "FLOPS_BUDGET",
+                                   "EVAL_TOKENS", "VOCAB_SIZE"}
 HELD_OUT_WORDS = ("val", "holdout")
 # Settings train.py may assign on imported modules; anything else (torch.x = ..., F.cross_entropy = ...,
 # prepare.EVAL_TOKENS = ...) would change code that others rely on, the metric included.
@@ -117,15 +116,14 @@ def check_policy(source: str, parent: str | None = None) -> None:
         listed = "\n".join(f"- line {line}: {message}" for line, message in sorted(checker.violations))
         raise EditRejected(f"train.py breaks the sandbox policy:\n{listed}")
     if parent is not None:
-        check_seeding_unchanged(parent, source, checker.seeding)
+        check_seeding_unchanged(parent, checker.seeding)
 
 
-def check_seeding_unchanged(parent: str, source: str, after: list[str] | None = None) -> None:
+def check_seeding_unchanged(parent: str, after: list[str]) -> None:
     """The seed belongs to the harness: it passes AUTORESEARCH_SEED so that re-runs with other seeds
     measure noise. A changed seed only moves val_bpb by luck, so it is never an experiment. (after: seeding() of
-    source, when already known.)"""
+    the edited source.)"""
     before = list(_seeding_of(parent))
-    after = after if after is not None else seeding(parsing.parse(source))
     if before != after:
         changed = sorted(set(after) - set(before)) or sorted(set(before) - set(after))
         raise EditRejected(
@@ -279,6 +277,8 @@ class _Checker(ast.NodeVisitor):
                     isinstance(keyword.value, ast.Constant) and keyword.value.value is SAFE_LOADING[keyword.arg]):
                 self.flag(node, f"{keyword.arg}={ast.unparse(keyword.value)}: loading pickled objects runs code; "
                                 f"leave it out (or {keyword.arg}={SAFE_LOADING.get(keyword.arg)})")
+            if keyword.arg in DEVICE_SELECTORS:
+                self.flag(node, f"{keyword.arg}: which devices a run sees is the harness's choice")
         func = node.func
         if isinstance(func, ast.Name) and func.id in FORBIDDEN_BUILTINS:
             self.flag(node, f"{func.id}() is not allowed")
@@ -294,11 +294,7 @@ class _Checker(ast.NodeVisitor):
                 or any(isinstance(a, ast.Attribute) and a.attr in DTYPE_NAMES for a in node.args)):
             self.flag(node, f"{shortened(ast.unparse(node))}: reading a tensor's bits as another dtype is not "
                             "allowed; convert with .to(dtype)")
-        for keyword in node.keywords:
-            if keyword.arg in DEVICE_SELECTORS:
-                self.flag(node, f"{keyword.arg}: which devices a run sees is the harness's choice")
-        paths = self._written_paths(node)
-        if paths is not None:
+        if (paths := self._written_paths(node)) is not None:
             self._check_written(node, f"{shortened(ast.unparse(func))}()", paths)
         self.generic_visit(node)
 
@@ -426,7 +422,6 @@ class _Checker(ast.NodeVisitor):
         if isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in self.prepare_names:
             self.flag(node, f"{node.id} comes from prepare.py and may not be redefined")
         elif node.id in self.prepare_names & PREPARE_CALLABLES:
-            parent = self.parents.get(node)
             used_directly = (isinstance(parent, ast.Call) and parent.func is node) or isinstance(parent, ast.Attribute)
             if not used_directly:
                 self.flag(node, f"{node.id} from prepare.py may only be called (or its attributes read), "
@@ -439,22 +434,15 @@ class _Checker(ast.NodeVisitor):
             self.flag(node, f"{shortened(ast.unparse(node))} writes files and may only be called directly, with a "
                             "relative literal path inside the run directory, not referred to")
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        self._definition(node)
-
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
-        self._definition(node)
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self._definition(node)
-
-    def _definition(self, node) -> None:
+    def _definition(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         if node.name in self.prepare_names:
             self.flag(node, f"{node.name} comes from prepare.py and may not be redefined")
         if node.name in SAVED_FORM or node.name.endswith(STATE_HOOKS):
             self.flag(node, f"{node.name}: how the weights are saved and loaded is torch's own (the harness counts "
                             "and checks them in that form)")
         self.generic_visit(node)
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _definition
 
 
 def _own_name(node: ast.AST) -> str:

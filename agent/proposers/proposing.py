@@ -2,22 +2,25 @@
 other experiments are in flight (told what they are), re-applied to a newer best when one was
 kept meanwhile. Every proposal's edits are applied and policy-checked once against the train.py
 they are for, and the checked source travels with the proposal (Proposal.checked_against).
-Up to `conversations.limit` proposals are made at once; each change is claimed (agent/proposers/claims.py),
-so that no two experiments run the same one. With one at a time, proposers are asked and told by one
-thread at a time (the loop's proposer lock), as a proposer that keeps state between proposals expects."""
+
+Each change is claimed when its proposal is accepted, so that no two experiments run the same one. It is
+refused when its edits equal those of a change in flight (after normalising whitespace; whatever its parent,
+since changes in flight are re-applied on the best), or when train.py after it equals, whitespace aside, a
+change already tried on the same parent. A claim is dropped once its experiment is recorded (the ledger then
+says it was tried) or when its proposal will not run."""
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from agent.llm.types import ProviderFatal, ProviderUnavailable, Usage
 from agent.proposers.base import Proposal, ProposalContext, Proposer, ProposerError, Running
-from agent.proposers.claims import Claims
-from agent.proposers.edits import EditRejected
+from agent.proposers.edits import Edit, EditRejected
 from agent.proposers.night_facts import NightFacts
 from agent.recording.ledger import Ledger
 from agent.recording.proposal_failures import FailedProposal, record_failure
@@ -39,6 +42,65 @@ def read_program(workspace: Workspace) -> Program:
     path = Path(workspace.settings["program"])
     text = path.read_text() if path.exists() else ""
     return Program(path.stem, str(path), text, hashlib.sha256(text.encode()).hexdigest())
+
+
+def normalised(text: str) -> str:
+    return " ".join(text.split())
+
+
+def source_key(source: str) -> str:
+    return hashlib.sha256(normalised(source).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Claim:
+    experiment_id: str
+    parent: str
+    source: str      # source_key of train.py after the change
+    edits: tuple     # the change's (old_string, new_string) pairs, normalised and sorted
+
+
+class Claims:
+    def __init__(self, records: Callable[[], list[ExperimentRecord]], source_at: Callable[[str], str]):
+        self._records, self._source_at = records, source_at
+        self._lock = threading.Lock()
+        self._open: dict[str, Claim] = {}
+        self._tried: dict[str, str] = {}  # commit -> source_key of its train.py
+
+    def claim(self, experiment_id: str, parent: str, source: str, edits: list[Edit]) -> str | None:
+        """Claims the change for experiment_id; if another has it, why it is refused (and nothing is claimed)."""
+        wanted = Claim(experiment_id, parent, source_key(source),
+                       tuple(sorted((normalised(e.old_string), normalised(e.new_string)) for e in edits)))
+        with self._lock:
+            if (why := self._taken(wanted)) is None:
+                self._open[experiment_id] = wanted
+            return why
+
+    def drop(self, experiment_id: str) -> None:
+        with self._lock:
+            self._open.pop(experiment_id, None)
+
+    def _taken(self, wanted: Claim) -> str | None:
+        for other in self._open.values():
+            if other.experiment_id != wanted.experiment_id and (
+                    other.edits == wanted.edits or (other.parent == wanted.parent and other.source == wanted.source)):
+                return (f"experiment {other.experiment_id}, in flight now, makes this same change; propose a "
+                        "different one")
+        for record in self._records():
+            if record.parent == wanted.parent and record.commit != record.parent and record.is_experiment \
+                    and self._tried_source(record.commit) == wanted.source:
+                return (f"experiment {record.id} already tried this same change on this parent ({record.status.value}"
+                        + (f", val_bpb {record.val_bpb:.6f}" if record.val_bpb is not None else "")
+                        + "); propose a different one")
+        return None
+
+    def _tried_source(self, commit: str) -> str | None:
+        if commit not in self._tried:
+            try:
+                self._tried[commit] = source_key(self._source_at(commit))
+            except Exception:  # noqa: BLE001 - a commit the repository no longer has is simply not compared
+                self._tried[commit] = ""
+        return self._tried[commit]
 
 
 class Proposing:

@@ -22,7 +22,6 @@ class ProposerUnavailable(Exception):
 
 @dataclass(frozen=True)
 class ProposerRequest:
-    """What a proposer's preparation is given: the run's settings, its tag, and where to say what it found."""
     settings: RunSettings
     tag: str
     say: Callable[[str], None]
@@ -110,7 +109,6 @@ PROPOSERS: dict[str, ProposerChoice] = {
 
 
 def proposers_help() -> str:
-    """--proposer's help: every registered proposer."""
     described = [name + (f" ({choice.summary})" if choice.summary else "") for name, choice in PROPOSERS.items()]
     return listed(described, ", or ") + "."
 
@@ -124,8 +122,3 @@ def prepare_proposer(request: ProposerRequest) -> Build:
     """Checks that the proposer the settings name can start (model, key, effort, the service's preflight, the
     CLI on PATH) before any workspace exists; ProposerUnavailable when it cannot. Returns what builds it."""
     return PROPOSERS[request.settings.proposer].prepare(request)
-
-
-def make_proposer(request: ProposerRequest, workspace: Workspace) -> Proposer:
-    """The proposer the settings name, checked and built on this workspace."""
-    return prepare_proposer(request)(workspace)

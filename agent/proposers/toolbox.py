@@ -36,7 +36,6 @@ def bounded(text: str, limit: int = MAX_RESULT_CHARS) -> str:
     return f"{head}\n[... {cut} characters cut here (of {len(text)}); ask for less to see them ...]\n{tail}"
 
 
-
 def history_table(records: list[ExperimentRecord], limit: int = 30,
                   shown: list[ExperimentRecord] | None = None) -> str:
     """The ledger as the proposer reads it: val_bpb is the mean of an experiment's runs, with its
@@ -62,8 +61,6 @@ def history_table(records: list[ExperimentRecord], limit: int = 30,
 
 
 class ToolBox:
-    """Answers the tools against one workspace's state."""
-
     def __init__(self, workspace_dir: Path, files: dict[str, str], records: list[ExperimentRecord],
                  notes_read: str | None = None):
         self.dir, self.files, self.records = workspace_dir, files, records
@@ -76,8 +73,7 @@ class ToolBox:
         """A tool's answer; a bad call or a failure inside the tool comes back as a tool error."""
         try:
             arguments = parse_arguments(call)
-            answer = self.answers.get(type(arguments))
-            if answer is None:
+            if (answer := self.answers.get(type(arguments))) is None:
                 raise BadToolCall(f"{call.name} is not a read-only tool")
             content = answer(arguments)
         except BadToolCall as err:
@@ -116,9 +112,8 @@ class ToolBox:
         return f"notes.md now holds {written.size} of {NOTES_LIMIT} bytes; every later conversation sees it"
 
     def _record(self, experiment_id: str) -> ExperimentRecord:
-        for r in self.records:
-            if r.id == experiment_id.strip():
-                return r
+        if found := next((r for r in self.records if r.id == experiment_id.strip()), None):
+            return found
         raise LookupError(f"no experiment {experiment_id!r}: ids are {', '.join(r.id for r in self.records)}")
 
     def _read_run_log(self, arguments: ReadRunLogArgs) -> str:
@@ -147,7 +142,6 @@ def experiment_logs(records: list[ExperimentRecord], record: ExperimentRecord) -
     logs += [run.log for run in record.runs if run.log]
     if not logs:
         logs.append(record.log or f"logs/{record.id}.log")
-    for other in records:
-        if other.status == ExperimentStatus.NOISE and other.of == record.id:
-            logs += [run.log for run in other.runs if run.log]
+    logs += [run.log for other in records if other.status == ExperimentStatus.NOISE and other.of == record.id
+             for run in other.runs if run.log]
     return list(dict.fromkeys(logs))

@@ -10,9 +10,9 @@ from agent.llm.pricing import PriceTable
 from agent.llm.select import conversation_factory
 from agent.llm.types import Usage
 from agent.loop import LoopSettings, run_loop
-from agent.proposers.claims import normalised
 from agent.proposers.llm import LLMProposer
 from agent.proposers.optuna_search import OptunaProposer
+from agent.proposers.proposing import normalised
 from agent.recording.ledger import Ledger
 from agent.recording.notes import read_notes
 from agent.running.runner import LocalRunner

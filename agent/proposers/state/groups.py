@@ -25,15 +25,13 @@ def estimate_tokens(text: str) -> int:
 
 
 def touched_parts(diff: str) -> list[str]:
-    """The parts of train.py a unified diff changes, in order: hyperparameter names, `def f`, `class C`,
-    or `top level` for other module-level lines (imports, lower-case constants)."""
+    """The parts of train.py a unified diff changes, in order; `top level`: imports, lower-case constants."""
     parts: list[str] = []
     enclosing = "top level"
     for line in diff.splitlines():
         if line.startswith(("+++", "---", "diff ", "index ")):
             continue
-        hunk = HUNK.match(line)
-        if hunk:
+        if hunk := HUNK.match(line):
             definition = DEFINITION.match(hunk.group(1).strip())
             enclosing = f"{definition.group(1)} {definition.group(2)}" if definition else "top level"
             continue
@@ -53,7 +51,6 @@ def touched_parts(diff: str) -> list[str]:
 
 
 class Group(BaseModel):
-    """The experiments that touched one part of train.py."""
     part: str
     ids: list[str] = Field(default_factory=list)
     kept: int = 0

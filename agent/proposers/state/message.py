@@ -34,8 +34,6 @@ BEST_RUN_KEYS = ("num_steps", "tokens_per_second", "peak_vram_mb", "mfu_percent"
 
 
 def state_message(context: ProposalContext, notes: Notes, algorithmic_share: float | None = None) -> list[str]:
-    """The first message in two parts: train.py at the best commit, then the state of the night (see
-    night_state); the first stays the same until the next keep, so it is cached on its own."""
     return [f"train.py at the best commit (read_file gives the same):\n```python\n{context.train_source}```",
             night_state(context, notes, algorithmic_share)]
 
@@ -54,19 +52,16 @@ def night_state(context: ProposalContext, notes: Notes, algorithmic_share: float
     if recent:
         sections.append("The last experiments in full (newest last; delta is val_bpb minus the best's then):\n"
                         + "\n".join(in_full(r, lessons) for r in recent))
-    sections.append(last_outcome(context))
-    sections.append(notes_section(notes))
     due = lesson_due(records, [r.id for r in context.running])
-    sections.append(closing(context, due, code_change_request(records, algorithmic_share)))
+    sections += [last_outcome(context), notes_section(notes),
+                 closing(context, due, code_change_request(records, algorithmic_share))]
     return "\n\n".join(s for s in sections if s)
 
 
 def kinds_section(records: list[ExperimentRecord]) -> str:
     kinds = tally(records)
-    if not kinds:
-        return ""
     return ("Kinds of change so far (hyperparameter: only UPPER_CASE values changed; algorithmic: the code "
-            "changed): " + "; ".join(kind.line() for kind in kinds) + ".")
+            "changed): " + "; ".join(kind.line() for kind in kinds) + ".") if kinds else ""
 
 
 def code_change_request(records: list[ExperimentRecord], wanted: float | None) -> str:
@@ -88,14 +83,14 @@ def header(context: ProposalContext) -> str:
     hardware = best.hardware.name if best.hardware else None  # the harness's reading, not what the run printed
     lines = [f"Track {track.track} (fingerprint {str(track.fingerprint or '')[:12]}): {constants}",
              f"Hardware: {hardware or 'unknown device'}"
-             + (f", {float(memory) / 1024:.1f} GiB of memory" if _positive(memory) else ", memory not reported")
+             + (f", {float(memory) / 1024:.1f} GiB of memory" if memory and float(memory) > 0 else
+                ", memory not reported")
              + ". " + context.facts.budget_line(),
              f"Best so far: val_bpb {best.val_bpb:.6f}" + (f" (mean of {len(runs)} runs)" if len(runs) > 1 else "")
              + f" at commit {best.commit[:7]}, experiment {best.id}: {clip(best.description, 200)}",
              "Its run: " + ", ".join(f"{k} {summary.get(k) if summary.get(k) not in (None, '') else 'n/a'}"
                                      for k in BEST_RUN_KEYS)]
-    sigma = History(context.history).sigma()
-    if sigma:
+    if sigma := History(context.history).sigma():
         lines.append(f"Noise: sigma of val_bpb between seeds {sigma:.6f}; the fixed rules say what a keep needs.")
     return "\n".join(lines)
 
@@ -120,8 +115,7 @@ def said_number(value: str) -> str | None:
 def keeps_section(records: list[ExperimentRecord], lessons: dict[str, str]) -> str:
     """Every keep: the newest FULL_KEEPS with hypothesis and lesson, the COMPACT_KEEPS before them on one short
     line each, and any older ones counted on one line."""
-    kept = [r for r in History(records).kept() if proposed(r)]
-    if not kept:
+    if not (kept := [r for r in History(records).kept() if proposed(r)]):
         return "Keeps: none yet; the baseline is the best."
     full, compact = kept[-FULL_KEEPS:], kept[:-FULL_KEEPS][-COMPACT_KEEPS:]
     older = kept[: len(kept) - len(full) - len(compact)]
@@ -205,10 +199,3 @@ def closing(context: ProposalContext, due: ExperimentRecord | None, request: str
     lines.append(f"Propose experiment {context.experiment_id}: one change, with its hypothesis and expected effect, "
                  "submitted with submit_experiment.")
     return "\n".join(lines)
-
-
-def _positive(value) -> bool:
-    try:
-        return float(value) > 0
-    except (TypeError, ValueError):
-        return False

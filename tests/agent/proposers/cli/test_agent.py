@@ -27,7 +27,7 @@ def test_the_cli_sees_its_own_key_and_base_url_and_no_other_secret(monkeypatch, 
 
 def test_a_cost_cap_is_refused_where_the_cli_reports_no_cost_and_its_model_has_no_price(workspace, tmp_path,
                                                                                          monkeypatch):
-    from agent.proposers.registry import ProposerRequest, ProposerUnavailable, make_proposer
+    from agent.proposers.registry import ProposerRequest, ProposerUnavailable, prepare_proposer
     from agent.settings import RunSettings
     installed = tmp_path / "bin"  # the CLIs on PATH: a night without them is refused before it starts
     installed.mkdir()
@@ -37,8 +37,8 @@ def test_a_cost_cap_is_refused_where_the_cli_reports_no_cost_and_its_model_has_n
     monkeypatch.setenv("PATH", f"{installed}:/usr/bin:/bin")
 
     def make(model, **settings):
-        return make_proposer(ProposerRequest(RunSettings(proposer="cli", model=model, **settings), workspace.tag,
-                                             lambda _: None, lambda _: None), workspace)
+        return prepare_proposer(ProposerRequest(RunSettings(proposer="cli", model=model, **settings), workspace.tag,
+                                                lambda _: None, lambda _: None))(workspace)
     with pytest.raises(ProposerUnavailable, match="its default model is not named"):
         make("codex", max_cost_usd=5.0)
     with pytest.raises(ProposerUnavailable, match="no-such-model has no price"):

@@ -15,7 +15,7 @@ from agent.loop import LoopSettings, run_loop
 from agent.proposers.base import ProposalContext, ProposerError
 from agent.proposers.cli.codex import Codex
 from agent.proposers.cli.researcher import CLIResearcher
-from agent.proposers.registry import ProposerRequest, make_proposer
+from agent.proposers.registry import ProposerRequest, prepare_proposer
 from agent.recording.ledger import Ledger
 from agent.recording.record import ExperimentRecord
 from agent.recording.transcript import Transcript
@@ -56,7 +56,7 @@ def events(workspace, experiment_id: str) -> list[dict]:
 
 def night(workspace, server, experiments: int, model: str = f"codex:{MODEL}") -> list[ExperimentRecord]:
     settings = RunSettings(proposer="cli", model=model, base_url=server.openai_base_url())
-    proposer = make_proposer(ProposerRequest(settings, workspace.tag, lambda _: None, lambda _: None), workspace)
+    proposer = prepare_proposer(ProposerRequest(settings, workspace.tag, lambda _: None, lambda _: None))(workspace)
     run_loop(workspace, proposer, SyntheticRunner({EPS: 0.01}, noise=0.0),
              LoopSettings(max_experiments=experiments, noise_seeds=0, overlap=False), say=lambda _: None)
     return Ledger(workspace.dir).records

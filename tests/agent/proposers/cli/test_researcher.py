@@ -14,7 +14,7 @@ from agent.loop import LoopSettings, run_loop
 from agent.proposers.base import ProposalContext, ProposerError
 from agent.proposers.cli.claude import ClaudeCode
 from agent.proposers.cli.researcher import CLIResearcher
-from agent.proposers.registry import ProposerRequest, make_proposer
+from agent.proposers.registry import ProposerRequest, prepare_proposer
 from agent.recording.ledger import Ledger
 from agent.recording.proposal_failures import read_failures
 from agent.recording.record import ExperimentRecord
@@ -61,7 +61,7 @@ def test_a_night_with_proposer_cli_model_claude_code(workspace, cli_env):
     with LLMServer(responder=model) as server:
         settings = RunSettings(proposer="cli", model="claude-code", base_url=server.url)
         said = []
-        proposer = make_proposer(ProposerRequest(settings, workspace.tag, said.append, said.append), workspace)
+        proposer = prepare_proposer(ProposerRequest(settings, workspace.tag, said.append, said.append))(workspace)
         records = night(workspace, proposer, 3)
     assert said == ["proposals by claude-code (`claude`), model its default"]
     experiments = records[1:]
