@@ -31,12 +31,9 @@ def keys() -> list[str]:
 
 
 def clis() -> list[str]:
-    said = []
-    for executable, model in CODING_CLIS.items():
-        found = shutil.which(executable)
-        said.append(f"{executable}: " + (f"{found} (--model {model})" if found else
-                                          f"not on PATH: install it and log in to use --model {model}"))
-    return said
+    return [f"{executable}: " + (f"{found} (--model {model})" if (found := shutil.which(executable)) else
+                                 f"not on PATH: install it and log in to use --model {model}")
+            for executable, model in CODING_CLIS.items()]
 
 
 def tracks() -> list[str]:

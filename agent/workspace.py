@@ -116,8 +116,6 @@ class Workspace:
             self._per_thread.repo = safe_repo(self.dir)
         return self._per_thread.repo
 
-    # -- creation -----------------------------------------------------------
-
     @classmethod
     def create(cls, tag: str, track_spec: dict, program: Path, root: Path | None = None,
                profile: Profile | None = None, baseline: tuple[str, str] | None = None,
@@ -181,8 +179,6 @@ class Workspace:
             write_text_atomic(exclude, "\n".join(UNTRACKED) + "\n")
         return cls(directory)
 
-    # -- state --------------------------------------------------------------
-
     @property
     def settings(self) -> dict:
         return json.loads((self.dir / "run.json").read_text())
@@ -218,13 +214,10 @@ class Workspace:
         return runs_root() / f"{self.tag}-{hashlib.sha256(str(self.dir).encode()).hexdigest()[:12]}"
 
     def paths(self, run: RunId) -> RunPaths:
-        """Where the run keeps its log, its sealed weights and its run directory."""
         return RunPaths.of(self.dir, self.runs_dir, run)
 
     def is_clean(self) -> bool:
         return not self.repo.is_dirty(untracked_files=True)
-
-    # -- changes ------------------------------------------------------------
 
     def commit_train(self, source: str, message: str, parent: str | None = None) -> str:
         """A commit of train.py = source on parent (default: the head) that moves nothing: not the branch, not
