@@ -107,7 +107,9 @@ CHANGES = [("MATRIX_LR 0.1", "MATRIX_LR = 0.04", "MATRIX_LR = 0.1"),
 @pytest.fixture
 def clocked(test_track, tmp_path):
     """A workspace whose track's budget is the wall clock (the gpu track's rule), for synthetic runs."""
-    return Workspace.create("t", dict(test_track.spec, track="gpu"), PROGRAM, root=tmp_path / "workspaces")
+    wall_clock = dict(test_track.spec["constants"], step_budget=None)
+    return Workspace.create("t", dict(test_track.spec, track="gpu", constants=wall_clock), PROGRAM,
+                            root=tmp_path / "workspaces")
 
 
 def slowing_night(workspace, control_every: int) -> tuple[list[ExperimentRecord], list[str]]:
