@@ -4,13 +4,10 @@ Run from an exported commit (train.py and the frozen prepare.py as cwd) in a fre
 
     python -m trainer.evaluator.evaluate CHECKPOINT --splits val,holdout [--probe] [--batch-rows N] [--result-fd FD]
 
-This process never imports train.py. It reads the rows, computes the metric and judges the
-answers of the model, served by trainer/evaluator/model_server/server.py: a trusted zygote that never imports
-train.py either and forks, for every batch, a fresh process that does, so that nothing of one
-batch reaches the next. Where the machine allows, the server runs with val, holdout, the raw
-downloads and its own log hidden, the data read-only, nothing writable (but /tmp and /dev/shm on
-CUDA, emptied between batches), no network and no capabilities, and this one cannot be read by it
-(not dumpable): the model sees only the rows it is sent.
+This process never imports train.py (nor can the model read its memory: not dumpable). It reads the rows,
+computes the metric and judges the answers of the model, served by trainer/evaluator/model_server/server.py,
+sandboxed, a fresh process per batch (server.py and docs/security.md, "The trusted number decides", say what
+it sees): the model sees only the rows it is sent.
 
 What the model server says is checked (an answer holding a NaN or a +inf, or a loss of -inf, fails the
 server, as does a check's difference that is no number: max() would pass a NaN over):
@@ -130,12 +127,10 @@ class Worst:  # the worst each check of the model server's answers has seen so f
 def cuda_devices() -> int:
     """How many CUDA devices the driver shows this process, asked without importing torch."""
     import ctypes
-    try:
-        driver = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    count = ctypes.c_int(0)
-    return count.value if driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 else 0
+    with contextlib.suppress(OSError):
+        driver, count = ctypes.CDLL("libcuda.so.1"), ctypes.c_int(0)
+        return count.value if driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 else 0
+    return 0
 
 
 def packed_rows(prepare, tokenizer, split: str):
@@ -244,10 +239,8 @@ def score(server: ModelServer, rows, worst: Worst):
     losses = np.zeros((rows.shape[0], rows.shape[1] - 1), dtype=np.float32)
     pending: dict[int, list[Probe]] = {}  # scored row -> the probes of it whose copy is in another batch
     plan = plan_batches(rows, draw, *batch_layout(server.device, server.batch_rows))
-    for _, probes in plan:
-        for probe in probes:
-            if probe.position >= 0:
-                pending.setdefault(probe.original, []).append(probe)
+    for probe in (probe for _, probes in plan for probe in probes if probe.position >= 0):
+        pending.setdefault(probe.original, []).append(probe)
     first = None
     for scored, probes in plan:
         members = [(index, None) for index in scored] + [(None, probe) for probe in probes]

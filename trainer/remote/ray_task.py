@@ -171,11 +171,9 @@ def process_gone(pid: int) -> bool:
         return True
     except PermissionError:  # alive, another user's
         return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state == "Z"
+    with contextlib.suppress(OSError, IndexError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    return False
 
 
 def capped(log_path: Path) -> tuple[bytes, int]:

@@ -48,12 +48,6 @@ FULL_BYTES = 64 << 20  # free space below which a filesystem counts as full
 COMPILE_CACHE = "compile"  # in the run directory: torch.compile's caches, the run's own, gone with it
 
 
-def compile_cache_env(directory: Path) -> dict[str, str]:
-    """torch.compile's caches (inductor FX graphs, autograd, triton) in directory."""
-    return {"TORCHINDUCTOR_CACHE_DIR": str(directory), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
-            "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "TRITON_CACHE_DIR": str(directory / "triton")}
-
-
 @dataclass(frozen=True)
 class RunRequest:
     """One run of a commit on this machine."""
@@ -98,7 +92,9 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
     seal = Seal(run_dir, track, prepared.constants, CHECKPOINT, request.checkpoint_destination)
     kernels, kernel_env = kernel_caches()
     env = {"AUTORESEARCH_SEED": str(request.seed), "AUTORESEARCH_CACHE": str(training_view(track, run_dir)),
-           "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **kernel_env, **seal.env(), **compile_cache_env(compile_cache),
+           "AUTORESEARCH_CHECKPOINT": CHECKPOINT, **kernel_env, **seal.env(),
+           "TORCHINDUCTOR_CACHE_DIR": str(compile_cache), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
+           "TORCHINDUCTOR_AUTOGRAD_CACHE": "1", "TRITON_CACHE_DIR": str(compile_cache / "triton"),
            **threads_env(spec.constants, gpu_in_reach()), **request.extra_env}
     cache = cache_root()
     view = View(read_only=[*data_paths(cache), *kernels],

@@ -109,13 +109,10 @@ def bytes_written(directory: Path, ignored: frozenset[int] = frozenset()) -> int
     total, seen = 0, set(ignored)
     for root, _, files in os.walk(directory):
         for name in files:
-            try:
-                info = os.lstat(os.path.join(root, name))
-            except OSError:
-                continue
-            if info.st_ino not in seen:
-                seen.add(info.st_ino)
-                total += info.st_blocks * 512
+            with contextlib.suppress(OSError):
+                if (info := os.lstat(os.path.join(root, name))).st_ino not in seen:
+                    seen.add(info.st_ino)
+                    total += info.st_blocks * 512
     return total
 
 

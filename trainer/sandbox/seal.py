@@ -19,6 +19,7 @@ FLOPs-budgeted track); a run past its track's budget (RunBudget) is refused, and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -225,10 +226,8 @@ class Seal:
         return None
 
     def _serve(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # the run hung up or reset the socket: it has nothing more to ask
             self._serve_requests()
-        except OSError:  # the run hung up or reset the socket: it has nothing more to ask
-            pass
 
     def _serve_requests(self) -> None:
         with self._ours.makefile("rb") as requests, self._ours.makefile("wb") as answers:
@@ -356,12 +355,9 @@ def process_tree_cpu_seconds(root: int) -> float:
     reaped), as the kernel charged them (Linux /proc; elsewhere, macOS, `ps`: without what reaped children
     used)."""
     parents, charged = _processes_from_proc() if Path("/proc/self/stat").exists() else _processes_from_ps()
-    below, frontier = {root}, [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in below]
-        below.update(children)
-        frontier += children
+    below = [root]
+    for parent in below:  # grows while it is walked
+        below += [pid for pid, ppid in parents.items() if ppid == parent and pid not in below]
     return sum(charged.get(pid, 0.0) for pid in below)
 
 

@@ -68,9 +68,8 @@ def runs_root() -> Path:
 
 
 def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST or k.startswith(ENV_PREFIXES)}
-    env.update(extra)
-    env.update(PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
+    env = {**{k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST or k.startswith(ENV_PREFIXES)}, **extra,
+           "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     return {k: v for k, v in env.items() if not SECRET_NAME.search(k) or k == RUN_TOKEN_VAR}
 
 

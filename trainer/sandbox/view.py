@@ -1,12 +1,10 @@
 """What an untrusted process sees: an allowlist, for runs and model servers alike.
 
-Under bubblewrap the root is empty and only these are mounted into it: the system's own trees
-read-only (SYSTEM_PATHS: programs, libraries, /etc, /sys), the Python installation and its
-libraries, what the caller shows read-only (a track's data, sealed weights) and writable (its own
-run directory), and private /tmp and /dev/shm mounts that die with it. Nothing else of the
-machine exists there: no workspace, log, spool, compile cache, other run, home directory or other
-checkout of the project, wherever they live. What the caller hides is covered by an empty mount
-even inside a tree it shows (a track's val and holdout beside its training split).
+Under bubblewrap the root is empty and only these are mounted into it (docs/security.md, "Runs are strangers"):
+the system's own trees read-only (SYSTEM_PATHS), the Python installation and its libraries, what the caller
+shows read-only (a track's data, sealed weights) and writable (its own run directory), and private /tmp and
+/dev/shm mounts that die with it. What the caller hides is covered by an empty mount even inside a tree it
+shows (a track's val and holdout beside its training split).
 """
 
 from __future__ import annotations

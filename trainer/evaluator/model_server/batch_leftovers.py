@@ -93,15 +93,11 @@ def writable_shared_mappings() -> list[str]:
 def processes() -> dict[int, tuple[int, str]]:
     """pid -> (parent pid, state) of every process in sight."""
     found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):  # gone meanwhile
             stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        found[int(entry)] = (int(fields[1]), fields[0])
+            fields = stat[stat.rindex(")") + 2:].split()
+            found[int(entry)] = (int(fields[1]), fields[0])
     return found
 
 
