@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.report.night import read_night  # noqa: E402
+from agent.report.night import Night  # noqa: E402
 from agent.report.timeline import union_seconds  # noqa: E402
 from agent.workspace import Workspace  # noqa: E402
 
@@ -23,7 +23,7 @@ def main() -> None:
     parser.add_argument("--tag", required=True)
     parser.add_argument("--workspaces", type=Path, default=None)
     args = parser.parse_args()
-    night = read_night(Workspace.open(args.tag, args.workspaces))
+    night = Night(Workspace.open(args.tag, args.workspaces))
     went = night.time_went
     if went is None:
         sys.exit(f"{args.tag}: no stamped event")

@@ -17,7 +17,7 @@ from pathlib import Path
 from agent.bundle.manifest import BASELINE_TRAIN, BEST_TRAIN, MANIFEST, PATCH, Bundle, BundleKeep, BundleRun
 from agent.recording.history import History
 from agent.recording.record import ExperimentRecord
-from agent.report.night import Night, read_night
+from agent.report.night import Night
 from agent.workspace import PROJECT, Workspace
 from trainer.prepare import cache_root
 
@@ -56,7 +56,7 @@ class Scrubber:
 
 def write_bundle(workspace: Workspace, destination: Path) -> Bundle:
     """Writes the bundle into destination (a new folder) and returns its manifest."""
-    night = read_night(workspace)
+    night = Night(workspace)
     baseline, best = night.baseline, night.best
     if baseline is None or best is None or best.id == baseline.id:
         raise NothingToExport(f"{workspace.tag} has no keep beyond its baseline: there is nothing to take home")

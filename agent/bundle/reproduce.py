@@ -86,9 +86,8 @@ def reproduce(bundle: Bundle, baseline_source: str, best_source: str, prepared: 
     with tempfile.TemporaryDirectory(prefix="autoresearch-verify-") as scratch:
         workspace = Workspace.create("verify", prepared.spec, Path(os.devnull), Path(scratch),
                                      baseline=(baseline_source, f"baseline of bundle {bundle.tag}"))
-        if workspace.frozen_hashes() != bundle.frozen:
-            differ = sorted(k for k in set(bundle.frozen) | set(workspace.frozen_hashes())
-                            if bundle.frozen.get(k) != workspace.frozen_hashes().get(k))
+        if (here := workspace.frozen_hashes()) != bundle.frozen:
+            differ = sorted(k for k in set(bundle.frozen) | set(here) if bundle.frozen.get(k) != here.get(k))
             raise BundleRefused(f"the bundle's frozen files differ from this machine's ({', '.join(differ)}): its "
                                 "numbers were measured against another metric or track; verify it with the same "
                                 "version of autoresearch")

@@ -73,14 +73,12 @@ def read_night(path: Path, branch: str | None = None) -> ReferenceNight:
     repo = open_checkout(path)
     chosen = choose_branch(repo, branch)
     text, results_from = results_text(repo, path, chosen)
-    problems = []
     try:
-        rows = read_results(text, results_from)
+        rows, problems = read_results(text, results_from), []
     except ResultsProblems as err:
-        problems, rows = [str(err)], []
+        rows, problems = [], [str(err)]
     constants, constant_problems = read_constants(prepare_source(repo, chosen), f"prepare.py on {chosen}")
-    problems += constant_problems
-    if problems:
+    if problems := problems + constant_problems:
         raise ReferenceImportError("; ".join(problems))
     commits = {row.commit: found for row in rows if (found := find_commit(repo, row.commit)) is not None}
     resolved = resolve_baseline(repo, chosen, rows, commits) if rows[0].commit == BASELINE_COMMIT else None

@@ -90,10 +90,9 @@ def parse_row(header: list[str], names: list[str], number: int, line: str) -> Re
     cells = [cell.strip() for cell in line.split("\t")]
     if len(cells) > len(header) and header[-1] == "description":  # a tab inside the last column's text
         cells = cells[:len(header) - 1] + ["\t".join(cells[len(header) - 1:])]
-    if len(cells) < len(header):
-        raise ValueError(f"{len(cells)} column(s) where the header has {len(header)}")
-    if len(cells) > len(header):
-        raise ValueError(f"{len(cells)} columns where the header has {len(header)}")
+    if len(cells) != len(header):
+        raise ValueError(f"{len(cells)} column{'(s)' if len(cells) < len(header) else 's'} where the header has "
+                         f"{len(header)}")
     cell = dict(zip(header, cells, strict=True))
     commit = cell["commit"].lower()
     if commit != BASELINE_COMMIT and not HEX.match(commit):

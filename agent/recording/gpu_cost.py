@@ -1,9 +1,6 @@
 """What the runs of a night cost in GPU time: GPU-hours, and dollars at --gpu-usd-per-hour where it was given.
-
-GPU-hours are the runner's wall clock of every run (experiments, their re-runs, runs on parents the best moved
-on from, noise floors) times the GPUs a run holds, one. `run` keeps the night's price in run.json, where the
-report reads it.
-"""
+GPU-hours are the runner's wall clock of every run (experiments, their re-runs, runs on parents the best moved on
+from, noise floors) times the one GPU a run holds; `run` keeps the price in run.json, where the report reads it."""
 
 from __future__ import annotations
 

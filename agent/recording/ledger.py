@@ -127,9 +127,6 @@ class Ledger:
     def head(self) -> ExperimentRecord | None:
         return self.history().head()
 
-    def kept(self) -> list[ExperimentRecord]:
-        return self.history().kept()
-
     def has(self, experiment_id: str) -> bool:
         return any(r.id == experiment_id for r in self.records)
 
@@ -138,7 +135,7 @@ class Ledger:
         holdout split checked) and those in use by records not written yet (a would-be keep is verified from
         them); the rest go."""
         workspace_dir = self.jsonl.parent
-        wanted = {workspace_dir / r.checkpoint for r in self.kept() if r.checkpoint} | in_use
+        wanted = {workspace_dir / r.checkpoint for r in self.history().kept() if r.checkpoint} | in_use
         for path in (workspace_dir / "checkpoints").glob("*.pt"):
             if path not in wanted:
                 path.unlink(missing_ok=True)
@@ -147,9 +144,6 @@ class Ledger:
         """Writes (or updates) the in-flight marker: the experiment's record as far as it is filled in."""
         self.in_flight_dir.mkdir(exist_ok=True)
         write_text_atomic(self.in_flight_dir / f"{draft.id}.json", draft.to_json())
-
-    def in_flight(self) -> list[ExperimentRecord]:
-        return read_in_flight(self.jsonl.parent)
 
     def finish(self, experiment_id: str) -> None:
         """The experiment is recorded (or was never started): its in-flight marker goes."""

@@ -5,6 +5,7 @@ from the experiment ledger; its LLM spend counts towards the run's cost cap like
 from __future__ import annotations
 
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Literal
 
@@ -36,10 +37,8 @@ def read_failures(workspace_dir: Path) -> list[FailedProposal]:
         return []
     failures = []
     for line in path.read_text().splitlines():
-        try:
+        with suppress(ValidationError):  # a torn last line
             failures.append(FailedProposal.model_validate_json(line))
-        except ValidationError:
-            continue  # a torn last line
     return failures
 
 

@@ -1,10 +1,8 @@
 """The experiment record: one line of experiments.jsonl, typed.
 
-Records are written with exactly the keys they were built with (model_dump(exclude_unset=True)),
-so the file keeps the reference's format. Reading accepts the lines every earlier version wrote:
-every field but id and status has a default, and keys this version does not know are kept
-(extra="allow") rather than dropped, so a record written by a newer version survives being read
-here and its keys are still there for whoever reads them next.
+Written with exactly the keys it was built with (model_dump(exclude_unset=True)), so the file keeps the reference's
+format. Read from the lines every earlier version wrote: every field but id and status has a default, and unknown
+keys are kept (extra="allow"), so a newer version's record read here still holds them for whoever reads it next.
 """
 
 from __future__ import annotations
@@ -63,11 +61,9 @@ class Check(_Part):
 
 
 class RunEntry(_Part):
-    """One training run of a commit (an experiment has one, more when it was re-run).
-
-    val_bpb is the number of record: what the trusted evaluator scored the sealed weights at once it did
-    (`trusted`), before that what the run printed. Every run whose number could keep a commit is scored
-    (agent/judging/verify.py); a run judged a discard on its printed number may not be."""
+    """One training run of a commit (an experiment has one, more when re-run). val_bpb is the number of record: the
+    trusted evaluator's score of the sealed weights once it scored them (`trusted`), before that what the run
+    printed. Every run whose number could keep a commit is scored (agent/judging/verify.py); a discard may not be."""
     seed: int | None = None
     val_bpb: float | None = None          # the number of record, None unless it finished cleanly
     printed: float | None = None          # what the run printed

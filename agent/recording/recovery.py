@@ -9,7 +9,7 @@ import signal
 from contextlib import suppress
 from pathlib import Path
 
-from agent.recording.ledger import Ledger
+from agent.recording.ledger import Ledger, read_in_flight
 from agent.recording.record import ExperimentRecord, ExperimentStatus, now
 from agent.recording.transcript import Transcript
 from agent.workspace import Workspace
@@ -18,7 +18,7 @@ from trainer.runs.triage import Triage
 
 def settle_interrupted(workspace: Workspace, ledger: Ledger, say=print) -> None:
     kill_orphans(workspace.runs_dir)  # also the runs of a noise floor, which has no in-flight marker
-    for draft in ledger.in_flight():
+    for draft in read_in_flight(ledger.jsonl.parent):
         if not ledger.has(draft.id):
             transcript = Transcript(workspace.dir / "transcripts" / f"{draft.id}.jsonl")
             record_interrupted(workspace, ledger, draft, ledger.head(), transcript)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import suppress
 from pathlib import Path
 
 from agent.recording.ledger import append_line
@@ -32,8 +33,6 @@ class Transcript:
             return []
         events = []
         for line in self.path.read_text(errors="replace").splitlines():
-            try:
+            with suppress(json.JSONDecodeError):
                 events.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
         return events

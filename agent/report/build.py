@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.report.night import read_night
+from agent.report.night import Night
 from agent.report.page import comparison_page, page
 from agent.report.plot import PLOT_STYLES, comparison_png
 from agent.report.status_json import report_data
@@ -15,7 +15,7 @@ from agent.workspace import Workspace
 
 def write_report(workspace: Workspace, plot_style: str = "ours") -> Path:
     """plot_style: a key of PLOT_STYLES (ours, or the reference notebook's)."""
-    night = read_night(workspace)
+    night = Night(workspace)
     png = PLOT_STYLES[plot_style](night.records, f"{workspace.tag}: val_bpb per experiment")
     out = workspace.dir / "report"
     out.mkdir(exist_ok=True)
@@ -27,7 +27,7 @@ def write_report(workspace: Workspace, plot_style: str = "ours") -> Path:
 
 
 def write_comparison(workspaces: list[Workspace], destination: Path) -> Path:
-    nights = {w.tag: read_night(w) for w in workspaces}
+    nights = {w.tag: Night(w) for w in workspaces}
     png = comparison_png({tag: night.records for tag, night in nights.items()})
     destination.mkdir(parents=True, exist_ok=True)
     (destination / "progress.png").write_bytes(png)

@@ -90,10 +90,6 @@ class Night:
         return returns(self.records)
 
 
-def read_night(workspace: Workspace) -> Night:
-    return Night(workspace)
-
-
 def imported_lines(imported: dict | None, results: bool = True) -> list[str]:
     """Where an imported night came from (the page leaves out its results file), what it ran under, and whether
     `run` may go on with it; none for a night this loop ran."""

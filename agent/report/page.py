@@ -1,7 +1,5 @@
-"""The report page: one self-contained HTML file (inline CSS, the plot as a data URI, no scripts).
-
-Everything that came from a model or a log is escaped: the page shows it, never runs it.
-"""
+"""The report page: one self-contained HTML file (inline CSS, the plot as a data URI, no scripts). Everything that
+came from a model or a log is escaped: the page shows it, never runs it."""
 
 from __future__ import annotations
 
@@ -308,9 +306,8 @@ def experiments_table(records: list[ExperimentRecord]) -> str:
 
 
 def compute_table(records: list[ExperimentRecord], constants: TrackConstants) -> str:
-    """What every run used up to its seal, as the harness measured it (agent/judging/compute.py): its CPU seconds
-    and wall seconds; on a wall-clock track the seconds its own clock did not count, else its share of the baseline's
-    cost on the same machine."""
+    """Each run's CPU and wall seconds up to its seal (agent/judging/compute.py), and the seconds a wall-clock
+    track's own clock did not count, else its share of the baseline's cost on the same machine."""
     clocked = not constants.counted
     rows = []
     for r in records:
@@ -351,7 +348,6 @@ def trained(record: ExperimentRecord) -> str:
              f"MFU {said['mfu_percent']}%" if said.get("mfu_percent") else None,
              f"{peak:,.0f} MB peak" if peak else None]
     return " · ".join(part for part in parts if part) or "-"
-
 
 
 def returns_html(night: Returns, device: str) -> str:

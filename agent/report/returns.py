@@ -61,10 +61,8 @@ def returns(records: list[ExperimentRecord]) -> Returns:
     headline's baseline and best are."""
     baseline = next((commit_mean(records, r) for r in records
                      if r.status == ExperimentStatus.KEEP and r.val_bpb is not None), None)
-    keeps, points = [], []
-    best = baseline
+    keeps, points, best, start = [], [], baseline, None
     last_hours = last_usd = 0.0
-    start = None
     for i, record in enumerate(records):
         landed = records[: i + 1]
         hours, usd = gpu_hours(landed), sum(r.llm.cost_usd for r in landed)

@@ -1,9 +1,6 @@
-"""What `autoresearch status --json` prints: the night's numbers for a machine to read, one JSON object; and
-report/report.json beside the report page, that object with what only the page shows besides.
-
-The same numbers as the status view (the headline of agent/report/summary.py, each experiment's verdict of
-agent/report/verdict.py), typed, so that a script or a dashboard never parses the terminal's lines.
-"""
+"""What `autoresearch status --json` prints, one JSON object, and report/report.json beside the page (that object
+and what only the page shows): the status view's numbers (summary.py's headline, verdict.py's verdicts), typed, so
+that a script or a dashboard never parses the terminal's lines."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ from pydantic import BaseModel
 from agent.recording.confirmation import Confirmation
 from agent.recording.record import ExperimentRecord
 from agent.report.curves import Curve
-from agent.report.night import Night, read_night
+from agent.report.night import Night
 from agent.report.returns import MODEL, Returns
 from agent.report.summary import Headline
 from agent.report.timeline import Span, TimeWent
@@ -50,7 +47,7 @@ class NightStatus(BaseModel):
 
 
 def night_status(workspace: Workspace) -> NightStatus:
-    return status_of(read_night(workspace))
+    return status_of(Night(workspace))
 
 
 def status_of(night: Night) -> NightStatus:

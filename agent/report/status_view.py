@@ -10,36 +10,30 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.judging.drift import control_words, flagged_controls
-from agent.judging.keep_rule import stored_keep_rule
 from agent.judging.noise import inflated_floor
 from agent.judging.plateau import plateau_lines
 from agent.recording.history import History
 from agent.recording.novelty_share import tally
 from agent.recording.record import ExperimentRecord, ExperimentStatus
 from agent.recording.research_memory import lessons_by_id, reasoning
-from agent.report.night import Night, imported_lines, read_night
-from agent.report.summary import Headline, commit_mean, parse_time, where_ran
+from agent.report.night import Night, imported_lines
+from agent.report.summary import commit_mean, parse_time, where_ran
 from agent.report.verdict import record_verdict
 from agent.untrusted import bounded, shown
 from agent.workspace import Workspace
 
 
 def status_view(workspace: Workspace) -> Group:
-    """What `autoresearch status` shows: the headline numbers, the noise floor (flagged when it is far above the
-    track's usual), the control runs of the best (drift flagged), failed proposals, the experiments running now
-    and their phases, and the last experiments (with what ran each)."""
-    night = read_night(workspace)
+    """The headline numbers, the noise floor (flagged far above the track's usual), the best's controls (drift
+    flagged), failed proposals, the experiments running now and their phases, and the last experiments."""
+    night = Night(workspace)
     records = night.records
     lines: list = [shown(line.describe(workspace.dir / "experiments.jsonl", moved=False), style="yellow")
                    for line in night.bad_lines]
     if not records:
         lines.append(Text(f"{workspace.tag}: no experiments yet"))
     else:
-        h = night.headline
-        lines += headline_lines(night, h)
-        lines += noise_lines(workspace, records, h)
-        lines += control_lines(records)
-        lines += spend_lines(records, h, imported=bool(night.imported))
+        lines += headline_lines(night) + noise_lines(night) + control_lines(records) + spend_lines(night)
     if failed := night.failures:
         spent = sum(f.usage.cost_usd for f in failed)
         lines.append(Text(f"proposals without an experiment: {len(failed)} (${spent:.2f}); last: {failed[-1].kind} "
@@ -52,8 +46,8 @@ def status_view(workspace: Workspace) -> Group:
     return Group(*lines)
 
 
-def headline_lines(night: Night, h: Headline) -> list[Text]:
-    settings = night.workspace.settings
+def headline_lines(night: Night) -> list[Text]:
+    settings, h = night.workspace.settings, night.headline
     profile = (settings.get("profile") or {}).get("name")
     duty = "duty cycle not recorded" if night.imported else f"duty cycle {h.duty_cycle:.0%}"
     lines = [Text.from_markup(
@@ -78,8 +72,8 @@ def holdout_lines(confirmation) -> list[Text]:
         Text(f"warning: {warning}", style="yellow") for warning in confirmation.warnings]
 
 
-def noise_lines(workspace: Workspace, records: list[ExperimentRecord], h: Headline) -> list[Text]:
-    floors = [r for r in records if r.status == ExperimentStatus.NOISE]
+def noise_lines(night: Night) -> list[Text]:
+    floors = [r for r in night.records if r.status == ExperimentStatus.NOISE]
     if not floors:
         return []
     floor = floors[-1]
@@ -88,15 +82,15 @@ def noise_lines(workspace: Workspace, records: list[ExperimentRecord], h: Headli
     if floor.sigma is not None and spread is not None and floor.sigma > 1.5 * spread:
         measured += f" (the runs spread {spread:.6f}; raised to a quarter of the track's usual sigma)"
     lines = [Text(f"noise: {measured} from {len(floor.values or [])} runs of {floor.of} (val_bpb "
-                  + ", ".join(f"{v:.6f}" for v in floor.values or []) + f"); {h.confirmed} keep(s) confirmed by a "
-                  "re-run")]
-    if warning := inflated_floor(floor.sigma, workspace.track.track, stored_keep_rule(workspace).keep_sigmas):
+                  + ", ".join(f"{v:.6f}" for v in floor.values or [])
+                  + f"); {night.headline.confirmed} keep(s) confirmed by a re-run")]
+    if warning := inflated_floor(floor.sigma, night.track.track, night.keep_rule.keep_sigmas):
         lines.append(Text(f"warning: {warning}", style="yellow"))
     return lines
 
 
-def spend_lines(records: list[ExperimentRecord], h: Headline, imported: bool) -> list[Text]:
-    lines = []
+def spend_lines(night: Night) -> list[Text]:
+    lines, h = [], night.headline
     if h.hardware:
         lines.append(shown(f"hardware: {'; '.join(h.hardware)}"
                            + (" (the runs trained on different machines)" if len(h.hardware) > 1 else "")))
@@ -109,11 +103,11 @@ def spend_lines(records: list[ExperimentRecord], h: Headline, imported: bool) ->
         lines.append(Text("crashes: " + ", ".join(f"{k} {v:.0%}" for k, v in h.crash_rates.items())))
     if h.tokens:
         lines.append(Text(f"LLM: {h.tokens:,} tokens, ${h.cost_usd:.2f} so far"))
-    elif imported:
+    elif night.imported:
         lines.append(Text("LLM: tokens and cost not recorded by the night"))
-    if kinds := tally(records):
+    if kinds := tally(night.records):
         lines.append(Text("kinds of change: " + "; ".join(kind.line() for kind in kinds)))
-    lines.extend(Text(line) for line in plateau_lines(records))
+    lines.extend(Text(line) for line in plateau_lines(night.records))
     if h.gain_per_gpu_hour is not None:
         priced = f", GPU ${h.gpu_cost_usd:.2f}" if h.gpu_cost_usd is not None else ""
         per_usd = f", {h.gain_per_usd:.4g} per dollar" if h.gain_per_usd is not None else ""

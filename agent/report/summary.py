@@ -142,5 +142,4 @@ def where_ran(record: ExperimentRecord) -> str:
     """What ran the record's runs (a local slot and its GPU, a spool worker, a cluster node), each named once in
     the order of the runs, those on parents the best moved on from first; "" when no run said."""
     earlier = [run for moved in record.rebased_from for run in moved.runs]
-    places = dict.fromkeys(run.where for run in earlier + record.runs if run.where)
-    return "; ".join(places)
+    return "; ".join(dict.fromkeys(run.where for run in earlier + record.runs if run.where))

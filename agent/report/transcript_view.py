@@ -1,8 +1,5 @@
-"""A transcript rendered for a person in the terminal (rich): one panel per step of the experiment.
-
-Everything in a transcript came from a model or a run: it is clipped, and reaches the terminal as text, never as
-markup.
-"""
+"""A transcript rendered for a person in the terminal (rich): one panel per step of the experiment. All of it came
+from a model or a run: it is clipped, and reaches the terminal as text, never as markup."""
 
 from __future__ import annotations
 

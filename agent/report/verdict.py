@@ -1,9 +1,6 @@
 """The test behind a decided experiment, in numbers and words, as the report and `status` show it: the gain,
 sigma, how many runs each side had, z and its one-sided p-value, the threshold, and why it was kept or not.
-
-Records judged before z and p were stored get them computed from their evidence the same way
-(agent/judging/significance.py).
-"""
+Records judged before z and p were stored get them computed alike (agent/judging/significance.py)."""
 
 from __future__ import annotations
 

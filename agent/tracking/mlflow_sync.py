@@ -14,6 +14,7 @@ next sync, and caught up when it is back; the loop never waits for it (syncs run
 from __future__ import annotations
 
 import ast
+import math
 import os
 import threading
 import time
@@ -21,8 +22,8 @@ import time
 from pydantic import BaseModel
 
 from agent.recording.confirmation import Confirmation
-from agent.recording.record import ExperimentRecord, ExperimentStatus
-from agent.report.night import read_night
+from agent.recording.record import ExperimentRecord, ExperimentStatus, summary_number
+from agent.report.night import Night
 from agent.report.summary import Headline, parse_time
 from agent.untrusted import bounded
 from trainer.files import parsing
@@ -66,11 +67,8 @@ def block_values(source: str) -> dict[str, str]:
 
 
 def _number(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number == number and abs(number) != float("inf") else None
+    number = summary_number(value)
+    return number if number is not None and math.isfinite(number) else None
 
 
 class MlflowSync:
@@ -86,8 +84,7 @@ class MlflowSync:
         self.uri, self.workspace, self.say = uri, workspace, say
         self.client = MlflowClient(tracking_uri=uri)
         self.state_path = workspace.dir / STATE_FILE
-        saved = read_json(self.state_path)
-        state = SyncState(**saved) if saved else None
+        state = SyncState(**saved) if (saved := read_json(self.state_path)) else None
         self.state = state if state is not None and state.uri == uri else SyncState(uri=uri)
         self.failing: str | None = None   # the error of the outage in progress, said once
         self._lock = threading.Lock()
@@ -129,7 +126,7 @@ class MlflowSync:
 
     # --- what is logged -----------------------------------------------------------------------------
     def _sync(self) -> None:
-        night = read_night(self.workspace)
+        night = Night(self.workspace)
         records = night.records
         if self.state.parent_run_id is None:
             experiment = self.client.get_experiment_by_name(EXPERIMENT)

@@ -1,8 +1,6 @@
-"""What a notification says: one typed model per event, the text a person reads and the numbers beside it.
-
-Only the ledger's own numbers and the experiment's description (bounded) go in; never a run's log, never a
-value of the environment: a description that holds such a value has it replaced (secrets_out).
-"""
+"""What a notification says: one typed model per event, the text a person reads and the numbers beside it. Only
+the ledger's own numbers and the experiment's description (bounded) go in, never a run's log nor a value of the
+environment: a description that holds such a value has it replaced (secrets_out)."""
 
 from __future__ import annotations
 

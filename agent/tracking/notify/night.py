@@ -115,8 +115,8 @@ class NightNotifier:
         self.send(events.stopped(self.workspace.tag, why, self.watch.best))
 
     def night_ended(self, report: Path) -> None:
-        from agent.report.night import read_night  # the report's own read model: the same numbers as its page
-        self.send(events.night_ended(self.workspace.tag, read_night(self.workspace).headline, str(report)))
+        from agent.report.night import Night  # the report's own read model: the same numbers as its page
+        self.send(events.night_ended(self.workspace.tag, Night(self.workspace).headline, str(report)))
 
     def close(self, seconds: float = DRAIN_SECONDS) -> int:
         """Waits up to `seconds` for what is queued to be sent; says what was not and returns how many."""
