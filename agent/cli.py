@@ -447,8 +447,7 @@ def transcript(tag: TagOption = "demo", experiment: Annotated[str | None, typer.
                                lambda panel: console.print(panel, soft_wrap=False),
                                running=lambda: (workspace.dir / PROGRESS_FILE).exists())
         return
-    paths = sorted((workspace.dir / "transcripts").glob("*.jsonl"))
-    if not paths:
+    if not (paths := sorted((workspace.dir / "transcripts").glob("*.jsonl"))):
         fail(f"{tag} has no transcripts yet")
     named = {p.stem: p for p in paths}
     if experiment is not None and experiment not in named:

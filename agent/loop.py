@@ -138,8 +138,7 @@ class Loop:
                 if self.halted is not None:
                     raise self.halted
                 return why
-            may_start = why is None and time.monotonic() >= self.paused_until
-            if may_start:
+            if may_start := why is None and time.monotonic() >= self.paused_until:
                 self._start_floor()
                 self._start_control()
             if self._fill(started, may_start):
@@ -213,9 +212,8 @@ class Loop:
 
     def _start_control(self) -> None:
         """Re-runs the best when a control run is due, beside the experiments, never beside a noise floor."""
-        if self.control is not None or self.floor is not None:
-            return
-        if (best := control_due(self.ledger.records, self.settings)) is None or not self._room():
+        if self.control is not None or self.floor is not None or (
+                best := control_due(self.ledger.records, self.settings)) is None or not self._room():
             return
         seed = self.shared.seed()
         self.control = self._beside(f"{best.id}-control", lambda: run_control(self.steps.training, best, seed,

@@ -150,8 +150,7 @@ class ProgressObserver:
         self._live.update(Group(*(shown(line, LINE_CHARS) for _, line in self.current())), refresh=True)
 
     def _print_plain(self, key: str, phase: Phase, line: str, quarter: int = 0) -> None:
-        printed = (f"{phase.phase} {phase.detail}", quarter)
-        if printed != self._printed.get(key):
+        if (printed := (f"{phase.phase} {phase.detail}", quarter)) != self._printed.get(key):
             self._printed[key] = printed
             self.console.print(shown(line, LINE_CHARS))
 
@@ -192,13 +191,12 @@ class ObservedRunner:
 
     def run(self, workspace, job: Job):
         self._observer.running(job.run, job.seed, workspace.paths(job.run).log)
-        where = ""
+        result = None
         try:
             result = self._runner.run(workspace, job)
-            where = result.where
             return result
         finally:
-            self._observer.ran(job.run, where)
+            self._observer.ran(job.run, "" if result is None else result.where)
 
     def evaluate(self, workspace, job: EvaluationJob):
         self._observer.evaluating(job.run, job.splits)

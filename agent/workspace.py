@@ -54,9 +54,8 @@ GIT_CONFIG_ALLOWED = {"core": {"repositoryformatversion", "filemode", "bare", "l
 
 
 def tag_problem(tag: str) -> str | None:
-    """Why a tag cannot be one (None where it can): it is a directory under the workspace root and the last part of
-    the branch autoresearch/<tag>, so it must be a single plain directory name and what `git check-ref-format`
-    accepts there."""
+    """Why a tag cannot be one (None where it can): a directory under the workspace root and the last part of the
+    branch autoresearch/<tag>, it must be one plain directory name that `git check-ref-format` accepts there."""
     if not tag or len(tag) > 64:
         return "must be 1 to 64 characters long"
     if "/" in tag or "\\" in tag or tag in (".", ".."):
@@ -147,10 +146,8 @@ class Workspace:
                                        profile.hyperparameters if profile else None),
                 f"baseline: train.py for track {track}")
             (staging / "train.py").write_text(source)
-            if prepare_source is None:
-                shutil.copy2(TRAINER_DIR / "prepare.py", staging / "prepare.py")
-            else:
-                (staging / "prepare.py").write_text(prepare_source)
+            prepare = (TRAINER_DIR / "prepare.py").read_text() if prepare_source is None else prepare_source
+            (staging / "prepare.py").write_text(prepare)
             (staging / "track.json").write_text(json.dumps(track_spec, indent=2, sort_keys=True) + "\n")
             repo.index.add(list(TRACKED))
             repo.index.commit(message, skip_hooks=True)

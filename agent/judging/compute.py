@@ -50,8 +50,7 @@ def uncounted(run: Any, constants: TrackConstants) -> float | None:
 
 def baseline_runs(records: list[ExperimentRecord], run: Any) -> list[Any]:
     """The baseline's runs on the run's hardware and device: what the budget costs on this machine."""
-    kept = [r for r in records if r.status == ExperimentStatus.KEEP]
-    if not kept:
+    if not (kept := [r for r in records if r.status == ExperimentStatus.KEEP]):
         return []
     key = run.hardware.key if run.hardware is not None else None
     return [entry for r in records if r.commit == kept[0].commit and r.status in (
@@ -89,8 +88,7 @@ def compute_allowed(records: list[ExperimentRecord], run: Any) -> tuple[float, f
     What an honest run costs beyond its fixed part grows with the tokens it draws (the loss over the vocabulary,
     norms, the optimizer's steps): a model half as deep draws 3.3x the tokens and costs 1.9x on the cpu track."""
     base = baseline_runs(records, run)
-    costs = [value for entry in base if (value := spent(entry))]
-    if not costs:
+    if not (costs := [value for entry in base if (value := spent(entry))]):
         return None
     cost = statistics.median(costs)
     tokens = [entry.trained_tokens for entry in base if entry.trained_tokens]

@@ -67,8 +67,7 @@ def implausible_fall(runs: list[RunEntry], anchor: ExperimentRecord | None) -> s
     if anchor is None or not measured or not anchor.val_bpb:
         return None
     lowest = min(measured)
-    fall = (anchor.val_bpb - lowest) / anchor.val_bpb
-    if fall <= IMPLAUSIBLE_FALL:
+    if (fall := (anchor.val_bpb - lowest) / anchor.val_bpb) <= IMPLAUSIBLE_FALL:
         return None
     since = "the baseline" if anchor.id == "0000" else f"{anchor.id}, the last best the holdout split checked"
     return (f"val_bpb fell {100 * fall:.1f}% since {since} ({anchor.val_bpb:.6f} -> {lowest:.6f}), more than the "
@@ -93,8 +92,7 @@ def step_disagrees(runs: list[RunEntry], best_id: str, best_val: float, best_hol
     """Why the candidate's own step from the best is a val fall the holdout split clearly does not show, or None:
     its holdout gain falls short of HOLDOUT_SHARE of its val gain by more than two standard errors (one set of
     weights against the mean of the candidate's), so an honest step is not refused for the noise."""
-    scored = [r for r in runs if r.trusted and r.holdout_bpb is not None]
-    if not scored or not sigma:
+    if not (scored := [r for r in runs if r.trusted and r.holdout_bpb is not None]) or not sigma:
         return None
     val_gain = best_val - statistics.fmean(r.val_bpb for r in scored)
     holdout_gain = best_holdout - statistics.fmean(r.holdout_bpb for r in scored)

@@ -56,8 +56,7 @@ def settings_problem(settings: LoopSettings, track: str) -> str | None:
         programs = rotation(settings)
     except PlateauSettingsError as err:
         return str(err)
-    action = on_plateau(settings)
-    if action == OnPlateau.SWITCH and not programs:
+    if (action := on_plateau(settings)) == OnPlateau.SWITCH and not programs:
         return "--on-plateau switch needs the programs to switch between: give --program a.md --program b.md"
     if action == OnPlateau.SWITCH and plateau_limit(settings, track) is None:
         return (f"--program given more than once rotates at plateaus, and the {track} track has none by default "
@@ -136,8 +135,7 @@ class Plateaus:
         if self.action == OnPlateau.SWITCH:
             programs = self.programs
             position = self._position(programs, records)
-            following = 0 if position is None else position + 1
-            if following < len(programs):
+            if (following := 0 if position is None else position + 1) < len(programs):
                 self.workspace.follow_program(programs[following])
                 plateau.program, plateau.position = str(programs[following]), following
             else:

@@ -103,8 +103,7 @@ class AnthropicConversation:
             raise FailedAfterAnswer("anthropic", "api_error", "the stream ended before the message was complete",
                                     _usage(reply.usage))
         content = [block.model_dump(exclude_none=True) for block in reply.content]
-        kept = [b for b in content if b["type"] != "text" or b.get("text", "").strip()]
-        if kept:
+        if (kept := [b for b in content if b["type"] != "text" or b.get("text", "").strip()]):
             self.messages.append({"role": "assistant", "content": kept})
         return AssistantTurn(
             text="\n".join(b.text for b in reply.content if b.type == "text" and b.text),

@@ -69,8 +69,7 @@ class RateLimiter:
 
     def pause(self, seconds: float) -> None:
         with self._changed:
-            until = self.clock() + min(MAX_PAUSE_S, max(0.0, seconds))
-            if until > self._paused_until:
+            if (until := self.clock() + min(MAX_PAUSE_S, max(0.0, seconds))) > self._paused_until:
                 self._paused_until, self.pauses = until, self.pauses + 1
             self._changed.notify_all()
 
@@ -112,8 +111,7 @@ def _until(reset: str | None) -> float | None:
 
 
 def _duration(text: str | None) -> float | None:
-    found = _DURATION.match(text.strip()) if text else None
-    if found is None or not any(found.groups()):
+    if (found := _DURATION.match(text.strip()) if text else None) is None or not any(found.groups()):
         return None
     hours, minutes, seconds, millis = (float(g) if g else 0.0 for g in found.groups())
     return hours * 3600 + minutes * 60 + seconds + millis / 1000

@@ -66,8 +66,7 @@ def _openai(url: str | None, effort: str | None, budget: int, caching: bool, cac
 def _openai_compatible(url: str | None, effort: str | None, budget: int, caching: bool, cache: str | None) -> Opener:
     from agent.llm.openai_provider import ChatConversation
     env = ProviderEnvironment()
-    url = url or env.openai_base_url
-    if not url:
+    if not (url := url or env.openai_base_url):
         raise ProviderFatal("openai-compatible needs the server's URL: pass --base-url or set OPENAI_BASE_URL")
     key = env.openai_api_key.get_secret_value() if env.openai_api_key else "not-needed"
     return lambda row: ChatConversation(row, key, url, effort=effort)

@@ -99,8 +99,7 @@ class BadToolCall(ValueError):
 
 def parse_arguments(call: ToolCall) -> BaseModel:
     """The call's arguments validated by its tool's model, or BadToolCall naming every problem."""
-    model = ARGUMENTS.get(call.name)
-    if model is None:
+    if (model := ARGUMENTS.get(call.name)) is None:
         raise BadToolCall(f"there is no tool {call.name!r}; the tools are {', '.join(ARGUMENTS)}")
     if UNPARSED in call.arguments:
         raw = str(call.arguments[UNPARSED])[:200]

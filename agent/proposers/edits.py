@@ -56,8 +56,7 @@ def _apply_one(source: str, edit: Edit, number: int, total: int) -> str:
     if edit.old_string == edit.new_string:
         raise EditRejected(f"{label}: old_string and new_string are identical, so it changes nothing")
     lines = match_lines(source, edit.old_string)  # overlapping matches count: str.count would miss them
-    count = len(lines)
-    if count == 1:
+    if (count := len(lines)) == 1:
         return source.replace(edit.old_string, edit.new_string, 1)
     if count > 1:
         raise EditRejected(f"{label}: old_string matches {count} places (starting at lines "

@@ -122,8 +122,7 @@ def opens_for_writing(node: ast.Call, position: int, keyword: str = "mode", defa
     mode = argument(node, position, keyword)
     if mode is not None and not isinstance(mode, ast.Constant):
         return True
-    value = default if mode is None else mode.value
-    if value is None or isinstance(value, bool):
+    if (value := default if mode is None else mode.value) is None or isinstance(value, bool):
         return bool(value)
     return str(value) not in READ_ONLY_MAPS and bool(WRITE_MODES & set(str(value)))
 

@@ -26,8 +26,7 @@ class HybridProposer:
         self._open: dict[str, str] = {}  # experiment being proposed -> the proposer it went to
 
     def propose(self, context: ProposalContext, transcript: Transcript) -> Proposal:
-        chosen = self._choose(context, transcript)
-        if chosen is self.llm:
+        if (chosen := self._choose(context, transcript)) is self.llm:
             context = replace(context, code_only=True)  # Optuna owns the values: the LLM proposes code
         try:
             proposal = chosen.propose(context, transcript)

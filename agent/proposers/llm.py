@@ -41,7 +41,7 @@ from agent.proposers.logview import prompt_tail
 from agent.proposers.night_facts import NightFacts
 from agent.proposers.policy import checked_source
 from agent.proposers.state.message import LOG_TAIL_LINES, state_message
-from agent.proposers.toolbox import ToolBox
+from agent.proposers.toolbox import ToolBox, frozen_files
 from agent.recording.notes import NOTES_LIMIT, read_notes
 from agent.recording.novelty import HYPERPARAMETER, changed_settings, novelty
 from agent.recording.record import ExperimentRecord
@@ -148,13 +148,8 @@ class LLMProposer:
         transcript.event("llm_request", provider=conversation.provider, model=conversation.model,
                          program=context.program_name, system_sha256=hashlib.sha256(system.encode()).hexdigest(),
                          system=system, user="\n\n".join(user), tools=[t.name for t in TOOLS])
-        try:
-            prepare = (self.workspace_dir / "prepare.py").read_text()
-        except OSError:
-            prepare = ""
-        files = {"train.py": context.train_source, "prepare.py": prepare,
-                 "program.md": context.program_text,
-                 "track.json": context.track.model_dump_json(indent=2, exclude_unset=True)}
+        files = {"train.py": context.train_source, **frozen_files(self.workspace_dir, context.track),
+                 "program.md": context.program_text}
         toolbox = ToolBox(self.workspace_dir, files, context.history, notes.text)
         session = ProposalSession(conversation, toolbox, context.train_source, transcript,
                                   self._lesson_to_ask(context), context.claim, context.spend, context.code_only)
@@ -167,9 +162,8 @@ class LLMProposer:
 
     def fix(self, crashed: Crashed, crashed_source: str, transcript: Transcript) -> Proposal:
         """A fix for a fixable crash, in the conversation that proposed the change."""
-        if crashed.id not in self.sessions:
+        if (proposed := self.sessions.get(crashed.id)) is None:
             raise ProposerError(f"no conversation of experiment {crashed.id} to continue")
-        proposed = self.sessions[crashed.id]
         proposed.toolbox.files["train.py"] = crashed_source
         tail = prompt_tail(crashed.log_tail, LOG_TAIL_LINES)
         message = (f"Your change crashed ({crashed.triage}: {crashed.reason}). The log ends with:\n```\n{tail}\n```\n"
@@ -269,8 +263,7 @@ class LLMProposer:
         return results, accepted
 
     def _calls_left(self, calls: int) -> str:
-        left = self.max_tool_calls - calls
-        if left <= 1:
+        if (left := self.max_tool_calls - calls) <= 1:
             return "This is your last tool call: call submit_experiment now with your best change."
         return f"{left} tool calls left."
 

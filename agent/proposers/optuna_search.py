@@ -68,8 +68,7 @@ def search_space(source: str) -> dict[str, SearchDimension]:
         if not (isinstance(node, ast.Assign) and first < node.lineno < last and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name)):
             continue
-        value = _constant_number(node.value)
-        if value is not None and node.targets[0].id not in LAYOUT_ONLY:
+        if (value := _constant_number(node.value)) is not None and node.targets[0].id not in LAYOUT_ONLY:
             space[node.targets[0].id] = _dimension(node.targets[0].id, value)
     return space
 
@@ -178,8 +177,7 @@ class OptunaProposer(Proposer):
         for _ in range(20):
             trial = study.ask()
             dim = space[trial.suggest_categorical("parameter", sorted(space))]
-            value = _suggest(trial, dim)
-            if value == dim.value:
+            if (value := _suggest(trial, dim)) == dim.value:
                 study.tell(trial, state=TrialState.PRUNED)  # the current value again: not an experiment
                 continue
             new_source = set_hyperparameters(context.train_source, {dim.name: value})

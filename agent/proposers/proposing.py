@@ -131,9 +131,8 @@ class Proposing:
 
     def reapplied(self, experiment_id: str, proposal: Proposal, best: ExperimentRecord, train_source: str,
                   transcript: Transcript) -> bool:
-        """Whether the proposal applies to a best that moved since it was made (then it is checked against it);
-        when it does not, it is recorded as a failed proposal: then tell the proposer (told_unused) and propose
-        again."""
+        """Whether the proposal applies to a best that moved since it was made (then it is checked against it); if
+        not, it is recorded as a failed proposal: tell the proposer (told_unused) and propose again."""
         try:
             proposal.checked_against(train_source)
         except EditRejected as err:

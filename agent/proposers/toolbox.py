@@ -36,6 +36,15 @@ def bounded(text: str, limit: int = MAX_RESULT_CHARS) -> str:
     return f"{head}\n[... {cut} characters cut here (of {len(text)}); ask for less to see them ...]\n{tail}"
 
 
+def frozen_files(workspace_dir: Path, track) -> dict[str, str]:
+    """prepare.py (empty where it cannot be read) and track.json, as the tools show them."""
+    try:
+        prepare = (workspace_dir / "prepare.py").read_text()
+    except OSError:
+        prepare = ""
+    return {"prepare.py": prepare, "track.json": track.model_dump_json(indent=2, exclude_unset=True)}
+
+
 def history_table(records: list[ExperimentRecord], limit: int = 30,
                   shown: list[ExperimentRecord] | None = None) -> str:
     """The ledger as the proposer reads it: val_bpb is the mean of an experiment's runs, with its

@@ -24,7 +24,6 @@ MAX_LINE_CHARS = 400       # a longer line is not a step line
 _STEP = re.compile(r"step (\d{1,9}) \(\s{0,6}(\d{1,3}(?:\.\d{1,3})?)%\)")
 _FIELDS = {
     "loss": re.compile(r"\| loss (\d{1,6}(?:\.\d{1,8})?) "),
-    "step_ms": re.compile(r"\| (\d{1,9}) ms "),
     "tokens_per_second": re.compile(r"\| ([\d,]{1,15}) tok/s"),
     "mfu_percent": re.compile(r"\| mfu (\d{1,3}(?:\.\d{1,3})?)%"),
     "left_seconds": re.compile(r"\| left (\d{1,9}) s"),
@@ -35,7 +34,6 @@ class StepLine(BaseModel):
     step: int
     percent: float
     loss: float | None = None
-    step_ms: float | None = None
     tokens_per_second: float | None = None
     mfu_percent: float | None = None
     left_seconds: float | None = None
@@ -59,8 +57,7 @@ _PHASES = TypeAdapter(Progress | Phase)  # a single Phase is what a loop that ra
 
 
 def parse_step_line(line: str) -> StepLine | None:
-    head = _STEP.match(line) if len(line) <= MAX_LINE_CHARS else None
-    if head is None:
+    if (head := _STEP.match(line) if len(line) <= MAX_LINE_CHARS else None) is None:
         return None
     values: dict = {"step": int(head.group(1)), "percent": min(float(head.group(2)), 100.0)}
     for name, pattern in _FIELDS.items():

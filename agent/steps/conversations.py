@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import statistics
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -35,7 +34,7 @@ class Conversations:
     def __init__(self, limit: int = 1):
         self._changed = threading.Condition()
         self._limit = limit
-        self._open: dict[str, float] = {}
+        self._open: set[str] = set()
 
     @property
     def limit(self) -> int:
@@ -54,12 +53,12 @@ class Conversations:
             while len(self._open) >= self._limit:
                 self._changed.wait(0.2)
                 check()
-            self._open[experiment_id] = time.monotonic()
+            self._open.add(experiment_id)
         try:
             yield
         finally:
             with self._changed:
-                self._open.pop(experiment_id, None)
+                self._open.discard(experiment_id)
                 self._changed.notify_all()
 
 

@@ -82,13 +82,12 @@ class CheckpointsInUse:
 class LandingLane:
     """Would-be keeps are settled one at a time, in the order they ended.
 
-    The experiment at the front of the line is the one candidate to move the best: its close-call re-runs,
-    verification or re-run on a newer best happen while the others wait, holding no training place. If it
-    is kept, the next one is re-based once on the new best; if not, the next one is judged against the
-    parent it was trained on. Without a line, with many experiments in flight the best moves during
-    nearly every re-based run, and a good change is re-based again and again until it is superseded. Once
-    the loop starts no more experiments the line opens, so that the night does not end with a queue of
-    single runs while the other slots stand idle.
+    The one at the front is the only candidate to move the best: its close-call re-runs, verification or re-run
+    on a newer best happen while the others wait, holding no training place. If it is kept, the next is re-based
+    once on the new best; if not, judged against the parent it trained on. Without a line, with many experiments
+    in flight the best moves during nearly every re-based run and a good change is re-based until superseded.
+    Once the loop starts no more experiments the line opens, so the night does not end on a queue of single runs
+    beside idle slots.
     """
 
     def __init__(self):

@@ -94,8 +94,7 @@ class Training:
         """A commit that failed twice as a broken machine fails (what its log says may be its own doing: a train.py
         can print "No space left on device") is put to the test: the best commit runs once on the same machine. If it
         runs fine, the failure is the experiment's own (fixable); if not, the machine's (infra: the loop stops)."""
-        best = self.shared.ledger.head()
-        if best is None or best.commit == job.commit:
+        if (best := self.shared.ledger.head()) is None or best.commit == job.commit:
             return failed
         transcript.event("canary", commit=best.commit, reason=failed.verdict.reason)
         canary = self._run(job.model_copy(update={"run": job.run.then(RunKind.CANARY), "commit": best.commit}))

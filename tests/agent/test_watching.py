@@ -150,7 +150,7 @@ def test_a_step_line_is_parsed_bounded_and_shown_live(tmp_path):
         (37, 68.4, 4.5405, 4172.0, 12.5, 12.0)
     assert parse_step_line(line + " " * 400) is None  # too long to be a step line
     hostile = parse_step_line("step 1 (999%) | loss [bold]x | 1e99999 ms")
-    assert (hostile.percent, hostile.loss, hostile.step_ms) == (100.0, None, None)  # clamped; no number, no field
+    assert (hostile.percent, hostile.loss) == (100.0, None)  # clamped; no number, no field
     assert parse_step_line("step 1 (99999999%)") is None
     assert parse_step_line("loss 4.5 | step 3 (5%)") is None
 

@@ -50,8 +50,7 @@ class ClaudeCode:
     def read_event(self, line: str, transcript: Transcript, outcome: CLIOutcome) -> None:
         if (event := json_event(line)) is None:
             return
-        kind = event.get("type")
-        if kind == "system" and event.get("subtype") == "init":
+        if (kind := event.get("type")) == "system" and event.get("subtype") == "init":
             transcript.event("cli_started", cli=self.name, model=event.get("model"), tools=event.get("tools"),
                              permission_mode=event.get("permissionMode"), cwd=event.get("cwd"))
         elif kind in ("assistant", "user"):
@@ -64,8 +63,7 @@ class ClaudeCode:
         for block in content if isinstance(content, list) else []:
             if not isinstance(block, dict):
                 continue
-            kind = block.get("type")
-            if kind == "thinking" and block.get("thinking"):
+            if (kind := block.get("type")) == "thinking" and block.get("thinking"):
                 transcript.event("thinking", text=clipped(block["thinking"]))
             elif kind == "text" and block.get("text"):
                 transcript.event("assistant", text=clipped(block["text"]))

@@ -100,8 +100,7 @@ class Codex:
     def read_event(self, line: str, transcript: Transcript, outcome: CLIOutcome) -> None:
         if (event := json_event(line)) is None:
             return
-        kind = event.get("type")
-        if kind == "thread.started":
+        if (kind := event.get("type")) == "thread.started":
             transcript.event("cli_started", cli=self.name, model=self.model, thread=event.get("thread_id"))
         elif kind in ("item.started", "item.completed") and isinstance(event.get("item"), dict):
             self._item(event["item"], kind == "item.completed", transcript, outcome)

@@ -88,8 +88,7 @@ class CLIResearcher:
                                 "was killed")
         if finished.returncode != 0 or outcome.failed:
             raise ProposerError(self.cli.failure(finished.returncode, finished.stderr_tail, outcome))
-        edited = scratch_dir.edited_train(scratch)
-        if edited == context.train_source:
+        if (edited := scratch_dir.edited_train(scratch)) == context.train_source:
             raise ProposerError(f"{self.cli.name} left train.py unchanged; its last words: "
                                 f"{outcome.final_text.strip()[:500] or '(none)'}")
         if context.code_only and (refusal := values_only_refusal(context.train_source, edited)):

@@ -15,7 +15,7 @@ from agent.llm.types import ToolCall
 from agent.proposers.base import Crashed, ProposalContext
 from agent.proposers.logview import prompt_tail
 from agent.proposers.state.message import night_state
-from agent.proposers.toolbox import ToolBox
+from agent.proposers.toolbox import ToolBox, frozen_files
 from agent.recording.notes import NOTES_LIMIT, Notes
 from agent.recording.research_memory import proposed
 from agent.untrusted import NotPlainFile, plain_file
@@ -88,8 +88,7 @@ def fill(scratch: Path, context: ProposalContext, workspace_dir: Path, notes: No
     (scratch / "night.md").write_text(f"{rules}\n\n## State of the run\n\n"
                                       f"{night_state(context, notes, algorithmic_share)}\n")
     reference = scratch / "reference"
-    files = {"prepare.py": _read(workspace_dir / "prepare.py"),
-             "track.json": context.track.model_dump_json(indent=2, exclude_unset=True)}
+    files = frozen_files(workspace_dir, context.track)
     toolbox = ToolBox(workspace_dir, {}, context.history)
     files["experiments.md"] = _answer(toolbox, "list_experiments", {"limit": 500})
     for record in [r for r in context.history if proposed(r)][-LATEST:]:
@@ -104,15 +103,13 @@ def fill(scratch: Path, context: ProposalContext, workspace_dir: Path, notes: No
 
 
 def edited_train(scratch: Path) -> str:
-    content = _plain_file(scratch / "train.py", MAX_TRAIN_BYTES)
-    if content is None:
+    if (content := _plain_file(scratch / "train.py", MAX_TRAIN_BYTES)) is None:
         raise BadScratch("train.py is gone from the scratch directory: edit it in place, do not delete or move it")
     return content.decode(errors="replace")
 
 
 def proposal_file(scratch: Path) -> CLIProposalFile:
-    content = _plain_file(scratch / PROPOSAL, MAX_PROPOSAL_BYTES)
-    if content is None:
+    if (content := _plain_file(scratch / PROPOSAL, MAX_PROPOSAL_BYTES)) is None:
         raise BadScratch(f"no {PROPOSAL} was written: the change needs its description, hypothesis and expected "
                          "effect")
     try:
@@ -140,10 +137,3 @@ def _plain_file(path: Path, limit: int) -> bytes | None:
 
 def _answer(toolbox: ToolBox, tool: str, arguments: dict) -> str:
     return toolbox.run(ToolCall(id=tool, name=tool, arguments=arguments)).content
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""

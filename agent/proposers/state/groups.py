@@ -36,8 +36,7 @@ def touched_parts(diff: str) -> list[str]:
             enclosing = f"{definition.group(1)} {definition.group(2)}" if definition else "top level"
             continue
         body = line[1:]
-        definition = DEFINITION.match(body)
-        if definition:  # a def or class line met inside the hunk (context or changed) opens its own part
+        if definition := DEFINITION.match(body):  # a def or class line in the hunk (context or changed): its own part
             enclosing = f"{definition.group(1)} {definition.group(2)}"
         elif body[:1] not in ("", " ", "\t", "#", ")", "]", "}"):
             enclosing = "top level"  # back at module level
@@ -90,7 +89,6 @@ def group_by_part(records: list[ExperimentRecord]) -> list[Group]:
             group.kept += r.status == ExperimentStatus.KEEP
             group.simplified += r.kept_as == SIMPLIFY
             group.crashed += r.status == ExperimentStatus.CRASH
-            d = delta(r)
-            if d is not None and (group.best_delta is None or d < group.best_delta):
+            if (d := delta(r)) is not None and (group.best_delta is None or d < group.best_delta):
                 group.best_delta, group.best_id = d, r.id
     return sorted(groups.values(), key=lambda g: (-len(g.ids), g.part))
