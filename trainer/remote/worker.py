@@ -123,8 +123,7 @@ def share_spool_folders(spool: Path) -> None:
     if os.geteuid() != 0:
         return
     owner = spool.stat()
-    for name in spoolfs.FOLDERS:
-        folder = spool / name
+    for folder in (spool / name for name in spoolfs.FOLDERS):
         if folder.stat().st_uid != owner.st_uid:
             os.chown(folder, owner.st_uid, owner.st_gid)
 

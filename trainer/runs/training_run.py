@@ -12,9 +12,8 @@ run left in their place, and its log is classified (trainer/runs/triage.py). The
 the sealed weights stay where the seal moved them. The log is written while the run lives, so a
 caller can follow it at log_path.
 
-The trusted evaluator (trainer/evaluator/evaluate.py) runs on a commit's saved weights the same way for every
-runner too: evaluate_commit. Nothing here needs the workspace, its repository or the agent: the
-caller passes the files.
+evaluate_commit runs the trusted evaluator (trainer/evaluator/evaluate.py) on a commit's saved weights the same
+way for every runner. Nothing here needs the workspace, its repository or the agent: the caller passes the files.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from trainer.evaluator.evaluation import RESULT_FD_FLAG, EvaluationOutcome, read_result
@@ -102,7 +101,7 @@ def run_commit(request: RunRequest, on_start: Callable | None = None) -> RunResu
     limits = request.limits or RunLimits.for_machine()
     device = "cuda" if gpu_in_reach() else "cpu"  # every GPU device is in its view; the variable only asks
     if device == "cuda":
-        limits = limits.without_memory_limit()
+        limits = replace(limits, memory_bytes=None)
 
     def started(process) -> None:
         seal.started(process.pid)
@@ -170,13 +169,11 @@ def evaluate_commit(files: Mapping[str, bytes], job: EvaluationJob, *, run_dir: 
 
 
 def threads_env(constants: TrackConstants, gpu: bool = False) -> dict[str, str]:
-    """torch's threads for a run of the track: its `threads`, and one where the harness reads the run's CPU
-    seconds: a CPU-clock track (a workspace made before the cpu track counted FLOPs), and a step or FLOPs track
-    run without a GPU (agent/judging/compute.py holds such a run to the CPU seconds the baseline used). Threads
-    meet at barriers, and a thread waiting there for a sibling that other work on the machine took the core from
-    is charged the wait (spinning) or wakes late (sleeping): the CPU seconds of a step would depend on the load.
-    A train.py may set more threads: on a FLOPs budget that only changes how soon it is done, and what it spins
-    counts against it."""
+    """torch's threads for a run of the track: its `threads`, else one where the harness reads the run's CPU
+    seconds (a CPU-clock track; a step or FLOPs track without a GPU, which agent/judging/compute.py holds to the
+    baseline's CPU seconds). A thread waiting at a barrier for a sibling whose core other work took is charged the
+    wait (spinning) or wakes late (sleeping): a step's CPU seconds would depend on the load. A train.py may set
+    more threads: on a FLOPs budget that only changes how soon it is done, and what it spins counts against it."""
     counted = bool(constants.step_budget or constants.flops_budget) and not gpu
     threads = constants.threads or (1 if constants.budget_clock == "cpu" or counted else None)
     return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)} if threads else {}

@@ -8,6 +8,7 @@ code runs as the caller and ``isolation().note`` says so plainly.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import secrets
@@ -52,10 +53,9 @@ def _bwrap_probe(namespaces: list[str], inner: list[str]) -> str | None:
 
 
 def _sizes_tmpfs() -> bool:
-    try:
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         return "--size" in subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    return False
 
 
 @functools.cache

@@ -48,9 +48,6 @@ class RunLimits:
         room = max(0, free_bytes(directory) - DISK_RESERVE) // self.share
         return replace(self, disk_bytes=min(self.disk_bytes, room))
 
-    def without_memory_limit(self) -> RunLimits:
-        return replace(self, memory_bytes=None)
-
     def describe(self) -> str:
         memory = f"{self.memory_bytes / GIB:.1f} GiB of memory" if self.memory_bytes else "memory: the device's"
         return (f"{self.tasks} tasks, {memory}, {self.disk_bytes / GIB:.2f} GiB of disk, "

@@ -92,10 +92,9 @@ COUNTED_DTYPES = ("torch.float32", "torch.bfloat16", "torch.float16")  # as str(
 @dataclass(frozen=True)
 class RunBudget:
     """What a run may consume before it seals: seconds from its start (measured here, outside the run) on a
-    wall-clock track; CPU seconds of its processes (read from the kernel) on a CPU-clock track (the cpu track as
-    prepared before it counted FLOPs, which the workspaces made then still run on); training tokens
-    drawn through make_dataloader (reported by the run's frozen prepare.py) on a step-budgeted one; on a
-    FLOPs-budgeted one, those tokens times the training FLOPs per token of the weights it sealed, counted here
+    wall-clock track; CPU seconds of its processes (read from the kernel) on a CPU-clock one; training tokens drawn
+    through make_dataloader (reported by the run's frozen prepare.py) on a step-budgeted one; on a FLOPs-budgeted
+    one, those tokens times the training FLOPs per token of the weights it sealed, counted here
     (prepare.training_flops_per_token): nothing train.py declares widens it."""
     seconds: float | None = None
     tokens: int | None = None

@@ -110,7 +110,11 @@ def prepare_track(track: str, source: str | None = None, num_shards: int | None 
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
         write_json_atomic(staging / "track.json", spec, indent=2)
-        _swap_into_place(staging, final)
+        old = final.with_name(f".old-{final.name}-{os.getpid()}")  # swapped in by renames: never half there
+        if final.exists():
+            os.replace(final, old)
+        os.replace(staging, final)
+        shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return PreparedTrack(final, spec, reused=False, seconds=seconds)
@@ -284,14 +288,6 @@ def _fingerprint(track: str, constants: dict, manifest: dict) -> str:
     files = {split: [(e["name"], e["bytes"], e["sha256"]) for e in entries] for split, entries in manifest.items()}
     payload = json.dumps({"track": track, "constants": constants, "files": files}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
-
-
-def _swap_into_place(staging: Path, final: Path) -> None:
-    old = final.with_name(f".old-{final.name}-{os.getpid()}")
-    if final.exists():
-        os.replace(final, old)
-    os.replace(staging, final)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ name is complete. A shard that still fails after the last attempt leaves nothing
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -43,13 +44,10 @@ def shard_url(name: str, endpoint: str) -> str:
 
 
 def is_complete_shard(path: Path) -> bool:
-    if not path.is_file():
-        return False
     import pyarrow.parquet as pq
-    try:
-        return "text" in pq.read_schema(path).names
-    except Exception:
-        return False
+    with contextlib.suppress(Exception):
+        return path.is_file() and "text" in pq.read_schema(path).names
+    return False
 
 
 def download_shards(names: list[str], dest: Path, *, endpoint: str | None = None, workers: int = 8,
@@ -60,8 +58,7 @@ def download_shards(names: list[str], dest: Path, *, endpoint: str | None = None
                     wait=wait_exponential(multiplier=backoff_seconds, max=30 * backoff_seconds),
                     retry=retry_if_exception_type((TransientDownloadError, httpx.TransportError)))
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-    timeout = httpx.Timeout(30.0, read=120.0)
-    with httpx.Client(follow_redirects=True, timeout=timeout) as client, \
+    with httpx.Client(follow_redirects=True, timeout=httpx.Timeout(30.0, read=120.0)) as client, \
             Progress(*columns, disable=not show_progress) as progress:
 
         def fetch(name: str) -> Path:

@@ -28,8 +28,7 @@ def kernel_caches() -> tuple[list[Path], dict[str, str]]:
     if hub.is_dir():
         shown.append(hub)
         env["HF_HUB_CACHE"] = str(hub)
-    own = os.environ.get("KERNELS_CACHE")
-    if own and Path(own).expanduser().resolve().is_dir():
-        shown.append(Path(own).expanduser().resolve())
-        env["KERNELS_CACHE"] = str(shown[-1])
+    if (own := os.environ.get("KERNELS_CACHE")) and (own := Path(own).expanduser().resolve()).is_dir():
+        shown.append(own)
+        env["KERNELS_CACHE"] = str(own)
     return shown, env

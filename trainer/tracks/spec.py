@@ -8,6 +8,7 @@ copies do.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -141,11 +142,9 @@ class TrackSpec(BaseModel):
     @classmethod
     def read(cls, path: Path) -> TrackSpec | None:
         """The track.json at path, or None when there is none (or it cannot be opened: the caller builds one)."""
-        try:
-            text = path.read_bytes()
-        except OSError:
-            return None
-        return cls.parse(text, path)
+        with contextlib.suppress(OSError):
+            return cls.parse(path.read_bytes(), path)
+        return None
 
 
 class UnpreparedTrack(BaseModel):

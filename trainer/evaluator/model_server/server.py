@@ -42,6 +42,7 @@ memory of bwrap's own pid 1 (the server warns).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import sys
@@ -107,21 +108,17 @@ def warm_torch() -> None:
 
 def cuda_driver_started() -> bool:
     """Whether this process has called cuInit (the driver answers anything else before it with NOT_INITIALIZED)."""
-    try:
-        driver = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    count = ctypes.c_int(0)
-    return driver.cuDeviceGetCount(ctypes.byref(count)) != CUDA_ERROR_NOT_INITIALIZED
+    with contextlib.suppress(OSError):
+        driver, count = ctypes.CDLL("libcuda.so.1"), ctypes.c_int(0)
+        return driver.cuDeviceGetCount(ctypes.byref(count)) != CUDA_ERROR_NOT_INITIALIZED
+    return False
 
 
 def own_pid_namespace() -> bool:
     """Whether pid 1 here is bwrap (as its --unshare-pid makes it) and this process its child."""
-    try:
-        init = Path("/proc/1/cmdline").read_bytes().split(b"\0")[0]
-    except OSError:
-        return False
-    return os.path.basename(init) == b"bwrap" and os.getppid() == 1
+    with contextlib.suppress(OSError):
+        return os.path.basename(Path("/proc/1/cmdline").read_bytes().split(b"\0")[0]) == b"bwrap" and os.getppid() == 1
+    return False
 
 
 if __name__ == "__main__":
