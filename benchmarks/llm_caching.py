@@ -45,6 +45,7 @@ def night(model: str, caching: bool, experiments: int, run_seconds: float) -> li
     from benchmarks.state_message import synthetic_night
     from tests.helpers.llm_server import LLMServer, tool_call
     from tests.helpers.submissions import reasoned
+    from trainer.tracks.spec import TrackConstants, TrackSpec
 
     directory = Path(tempfile.mkdtemp(prefix="caching-bench-"))
     shutil.copy(REPO / "trainer" / "prepare.py", directory / "prepare.py")
@@ -69,7 +70,9 @@ def night(model: str, caching: bool, experiments: int, run_seconds: float) -> li
                           tool_call("show_diff", {"experiment_id": history[0].id}, thinking="And the first."),
                           tool_call("read_file", {"path": "track.json"}, thinking="The budget?"),
                           tool_call("submit_experiment", change, thinking="A shorter warm-down."))
-            context = ProposalContext(track={"track": "gpu", "constants": {"time_budget": 300}}, program_name="program",
+            track = TrackSpec.model_construct(track="gpu", fingerprint=None,
+                                              constants=TrackConstants.model_construct(time_budget=300))
+            context = ProposalContext(track=track, program_name="program",
                                       program_text=program, train_source=train, best=best, history=history,
                                       experiment_id=f"{number:04d}")
             proposal = proposer.propose(context, Transcript(directory / f"{number:04d}.jsonl"))

@@ -22,6 +22,7 @@ from agent.proposers.state.message import STATE_TOKEN_BUDGET, night_state, state
 from agent.recording.notes import NOTES_LIMIT, Notes
 from agent.recording.record import Evidence, ExperimentRecord, ExperimentStatus, RunEntry
 from trainer.tracks.hyperparameters import train_source_for_track
+from trainer.tracks.spec import TrackConstants, TrackSpec
 
 PARAMETERS = ["DEPTH", "ASPECT_RATIO", "HEAD_DIM", "WINDOW_PATTERN", "TOTAL_BATCH_SIZE", "DEVICE_BATCH_SIZE",
               "UNEMBEDDING_LR", "EMBEDDING_LR", "VALUE_EMBEDDING_LR", "RESID_LAMBDA_LR", "X0_LAMBDA_LR", "ADAM_BETAS",
@@ -92,8 +93,9 @@ def main() -> None:
     for length in (10, 30, 100, 200, 300, 500, 1000):
         records = synthetic_night(length)
         best = [r for r in records if r.status == ExperimentStatus.KEEP][-1]
-        context = ProposalContext(track={"track": "gpu", "fingerprint": "f" * 64,
-                                         "constants": {"time_budget": 300, "max_seq_len": 2048}},
+        constants = TrackConstants.model_construct(time_budget=300, max_seq_len=2048)
+        track = TrackSpec.model_construct(track="gpu", fingerprint="f" * 64, constants=constants)
+        context = ProposalContext(track=track,
                                   program_name="program", program_text="", train_source=train, best=best,
                                   history=records, experiment_id=f"{length + 1:04d}")
         state = night_state(context, notes)

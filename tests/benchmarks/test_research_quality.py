@@ -14,14 +14,15 @@ from benchmarks.quality_summary import goals, summarize, verdict
 from benchmarks.research_quality import loop_settings, parse_arguments
 from tests.helpers.random_changes import RandomChanges, draw
 from trainer.tracks.hyperparameters import BLOCK_END, BLOCK_START
+from trainer.tracks.spec import TrackSpec
 
 TRAIN = (Path(__file__).resolve().parents[2] / "trainer" / "train.py").read_text()
 
 
 def context(source: str) -> ProposalContext:
     best = ExperimentRecord(id="0000", status=ExperimentStatus.KEEP, commit="0" * 40, val_bpb=3.0)
-    return ProposalContext(track={"track": "test"}, program_name="program.md", program_text="", train_source=source,
-                           best=best, history=[best], experiment_id="0001")
+    return ProposalContext(track=TrackSpec.model_construct(track="test"), program_name="program.md", program_text="",
+                           train_source=source, best=best, history=[best], experiment_id="0001")
 
 
 def block_lines(source: str) -> range:

@@ -15,12 +15,12 @@ def test_a_budget_the_load_does_not_change_gets_ten_times_the_wall_clock_before_
     """Steps, FLOPs and CPU seconds buy the same training on a busy machine, only later: the timeout only catches
     hangs."""
     settings = LoopSettings()
-    assert hard_timeout(TRACKS["gpu"], settings) == 2 * 300 + 120
+    assert hard_timeout(TrackConstants.of_track("gpu"), settings) == 2 * 300 + 120
     assert TRACKS["cpu"].get("flops_budget") and not TRACKS["cpu"].get("budget_clock")
-    assert hard_timeout(TRACKS["cpu"], settings) == 2 * 10 * 60 + 120
-    assert hard_timeout(CPU_SECONDS_TRACK, settings) == 2 * 10 * 60 + 120
-    assert hard_timeout(TRACKS["test"], settings) == 2 * 10 * 5 + 120
-    assert hard_timeout(TRACKS["cpu"], LoopSettings(timeout_seconds=50)) == 50
+    assert hard_timeout(TrackConstants.of_track("cpu"), settings) == 2 * 10 * 60 + 120
+    assert hard_timeout(TrackConstants(**CPU_SECONDS_TRACK), settings) == 2 * 10 * 60 + 120
+    assert hard_timeout(TrackConstants.of_track("test"), settings) == 2 * 10 * 5 + 120
+    assert hard_timeout(TrackConstants.of_track("cpu"), LoopSettings(timeout_seconds=50)) == 50
 
 
 def test_the_cpu_track_computes_on_one_thread_before_and_after_it_counted_flops():
