@@ -266,7 +266,7 @@ def _checked_night(settings: RunSettings):
     from agent.importing.imported import cannot_continue
     from agent.judging.plateau import settings_problem as plateau_problem
     from agent.tracking.notify.night import webhook_problem
-    from agent.workspace import Workspace, WorkspaceError
+    from agent.workspace import NoWorkspace, Workspace, WorkspaceError
     for problem in (unknown_proposer(settings.proposer), webhook_problem(settings.notify)):
         if problem:
             fail(problem)
@@ -274,8 +274,10 @@ def _checked_night(settings: RunSettings):
         _check_program(program)
     try:
         workspace = Workspace.open(settings.tag, settings.workspaces)
-    except WorkspaceError:
+    except NoWorkspace:
         workspace = None
+    except WorkspaceError as err:
+        fail(str(err))
     if workspace is not None and (imported := cannot_continue(workspace)):
         fail(imported)
     track = workspace.settings["track"] if workspace is not None else _new_track(settings.track)

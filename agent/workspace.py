@@ -27,6 +27,7 @@ from gitdb.base import IStream
 
 from trainer.files.atomic import write_text_atomic
 from trainer.files.locks import held
+from trainer.prepare import PrepareError
 from trainer.runs.run_id import RunId, RunPaths
 from trainer.runs.training_run import FROZEN, TRACKED
 from trainer.sandbox.untrusted import runs_root
@@ -71,6 +72,10 @@ def tag_problem(tag: str) -> str | None:
 
 class WorkspaceError(Exception):
     """A workspace that cannot be created, opened or used; the message says what to do."""
+
+
+class NoWorkspace(WorkspaceError):
+    """No workspace has the tag (yet)."""
 
 
 def default_root() -> Path:
@@ -167,14 +172,19 @@ class Workspace:
             tags = [d.name for d in directory.parent.iterdir() if (d / "run.json").is_file()] \
                 if directory.parent.is_dir() else []
             close = difflib.get_close_matches(tag, tags, n=1)
-            raise WorkspaceError(f"no workspace for tag {tag!r} in {directory.parent}"
+            raise NoWorkspace(f"no workspace for tag {tag!r} in {directory.parent}"
                                  + (f" (did you mean {close[0]}?)" if close else "")
                                  + f": start one with `autoresearch run --tag {tag}` or create it with "
                                    f"`autoresearch init --tag {tag}`")
         exclude = directory / ".git" / "info" / "exclude"
         if exclude.read_text() != "\n".join(UNTRACKED) + "\n":  # a workspace made by an older version
             write_text_atomic(exclude, "\n".join(UNTRACKED) + "\n")
-        return cls(directory)
+        workspace = cls(directory)
+        try:
+            workspace.track  # noqa: B018 -- refused here, in one line, rather than wherever it is first read
+        except PrepareError as err:
+            raise WorkspaceError(str(err)) from None
+        return workspace
 
     @property
     def settings(self) -> dict:

@@ -60,3 +60,18 @@ def test_untrusted_text_is_bounded_and_never_reaches_the_terminal_raw():
     assert len(one_line) < 600 and one_line.startswith("[/b]\\x1b]0;title\\x07\\x00\\u202e\\u2066")
     rendered = shown(text, 100)
     assert rendered.plain.startswith("[/b]\\x1b") and len(rendered.plain) < 150 and not rendered.spans
+
+
+def test_a_workspace_whose_frozen_track_json_this_version_cannot_read_is_refused_in_one_line(test_track, tmp_path):
+    from agent.workspace import Workspace
+    from tests.agent.conftest import PROGRAM
+    older = {key: value for key, value in test_track.spec.items() if key != "tokenizer"}  # as another version wrote
+    Workspace.create("older", older, PROGRAM, root=tmp_path)
+    for command in (["status"], ["report"], ["run", "--max-experiments", "1"]):
+        result = CliRunner().invoke(cli.app, [command[0], "--tag", "older", "--workspaces", str(tmp_path),
+                                              *command[1:]])
+        assert result.exit_code == 2 and result.exception is None or isinstance(result.exception, SystemExit), \
+            (command, result.exception)
+        assert "track.json is not a track.json this version reads (tokenizer: Field required)" in result.output, \
+            result.output
+        assert "read this tag with the version that made it" in result.output and "Traceback" not in result.output

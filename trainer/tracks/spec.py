@@ -118,21 +118,22 @@ class TrackSpec(BaseModel):
         return files
 
     @classmethod
-    def parse(cls, text: str | bytes, where: str | Path) -> TrackSpec:
-        """The track.json text read from where; PrepareError naming what is wrong if it is not one."""
+    def parse(cls, text: str | bytes, where: str | Path,
+              remedy: str = "prepare the track again (`autoresearch prepare --track NAME`)") -> TrackSpec:
+        """The track.json text read from where; PrepareError naming what is wrong (and the remedy) if it is not one."""
         try:
             return cls.model_validate_json(text)
         except ValidationError as err:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the file'}: {e['msg']}"
                                  for e in err.errors()[:5])
-            raise PrepareError(f"{where} is not a track.json this version reads ({problems}): prepare the track "
-                               "again (`autoresearch prepare --track NAME`)") from None
+            raise PrepareError(f"{where} is not a track.json this version reads ({problems}): {remedy}") from None
 
     @classmethod
     def frozen(cls, text: str | bytes, where: str) -> TrackSpec | UnpreparedTrack:
         """A workspace's frozen track.json: a prepared track's, or an imported night's that was not prepared here."""
         try:
-            return cls.parse(text, where)
+            return cls.parse(text, where, "a workspace's frozen copy never changes: read this tag with the version "
+                                          "that made it")
         except PrepareError as refused:
             try:
                 return UnpreparedTrack.model_validate_json(text)
