@@ -70,7 +70,7 @@ def test_a_workspace_whose_frozen_track_json_this_version_cannot_read_is_refused
     for command in (["status"], ["report"], ["run", "--max-experiments", "1"]):
         result = CliRunner().invoke(cli.app, [command[0], "--tag", "older", "--workspaces", str(tmp_path),
                                               *command[1:]])
-        assert result.exit_code == 2 and result.exception is None or isinstance(result.exception, SystemExit), \
+        assert result.exit_code == 2 and (result.exception is None or isinstance(result.exception, SystemExit)), \
             (command, result.exception)
         assert "track.json is not a track.json this version reads (tokenizer: Field required)" in result.output, \
             result.output
